@@ -1,0 +1,35 @@
+# DPC: two entry points.
+#   make test   install what is missing, configure, build, run every CPU test
+#   make demo   install, build, and run the main job (see scripts/demo.sh)
+
+BUILD ?= build
+JOBS ?= $(shell nproc)
+LLVM_CONFIG ?= llvm-config-22
+
+.PHONY: test demo deps configure build docs clean
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+demo: build
+	scripts/demo.sh $(BUILD)
+
+deps:
+	@scripts/install-deps.sh
+
+# MLIR_DIR comes from llvm-config-22: an older llvm-config may be first on PATH.
+$(BUILD)/build.ninja: | deps
+	cmake -G Ninja -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release \
+	  -DMLIR_DIR=$$($(LLVM_CONFIG) --cmakedir)/../mlir
+
+configure: deps $(BUILD)/build.ninja
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+# Regenerates the dialect and pass reference in docs/ from the TableGen files.
+docs: build
+	cmake --build $(BUILD) --target dpc-docs
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,16 @@
+//===- DPDialect.cpp - The dp dialect -------------------------------------===//
+
+#include "DP/DPDialect.h"
+#include "DP/DPOps.h"
+
+using namespace dpc::dp;
+
+#include "DP/DPDialect.cpp.inc"
+
+void DPDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "DP/DPOps.cpp.inc"
+      >();
+  registerAttributes();
+}

@@ -1,0 +1,11 @@
+//===- DPDialect.h - The dp dialect -----------------------------*- C++ -*-===//
+
+#ifndef DPC_DIALECTS_DP_DPDIALECT_H
+#define DPC_DIALECTS_DP_DPDIALECT_H
+
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/IR/Dialect.h"
+
+#include "DP/DPDialect.h.inc"
+
+#endif // DPC_DIALECTS_DP_DPDIALECT_H

@@ -1,0 +1,55 @@
+//===- DPModel.cpp - Queries on dp.model ----------------------------------===//
+
+#include "DP/DPModel.h"
+
+using namespace mlir;
+using namespace dpc::dp;
+
+SmallVector<ParamOp> dpc::dp::getParams(ModelOp model) {
+  return llvm::to_vector(model.getBody().front().getOps<ParamOp>());
+}
+
+ParamUserOpInterface dpc::dp::getReader(ParamOp param) {
+  auto model = param->getParentOfType<ModelOp>();
+  ForwardOp forward = model ? model.getForward() : nullptr;
+  if (!forward)
+    return nullptr;
+  ParamUserOpInterface reader;
+  forward.walk([&](ParamUserOpInterface user) {
+    for (FlatSymbolRefAttr ref : user.getParamRefs())
+      if (ref.getAttr() == param.getSymNameAttr()) {
+        reader = user;
+        return WalkResult::interrupt();
+      }
+    return WalkResult::advance();
+  });
+  return reader;
+}
+
+Attribute dpc::dp::getEffectiveInit(ParamOp param) {
+  if (std::optional<Attribute> init = param.getInit())
+    return *init;
+  MLIRContext *context = param.getContext();
+  StringAttr name = param.getSymNameAttr();
+  Operation *reader = getReader(param);
+  auto isRef = [&](FlatSymbolRefAttr ref) {
+    return ref && ref.getAttr() == name;
+  };
+  if (auto rms = dyn_cast_or_null<RMSNormOp>(reader))
+    return OnesInitAttr::get(context);
+  if (auto layerNorm = dyn_cast_or_null<LayerNormOp>(reader))
+    return isRef(layerNorm.getScaleAttr())
+               ? Attribute(OnesInitAttr::get(context))
+               : Attribute(ZerosInitAttr::get(context));
+  if (auto linear = dyn_cast_or_null<LinearOp>(reader);
+      linear && isRef(linear.getBiasAttr()))
+    return ZerosInitAttr::get(context);
+  return NormalInitAttr::get(context, APFloat(0.02));
+}
+
+Type dpc::dp::getComputeType(ModelOp model) {
+  SmallVector<ParamOp> params = getParams(model);
+  if (params.empty())
+    return nullptr;
+  return params.front().getTensorType().getElementType();
+}

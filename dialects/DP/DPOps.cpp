@@ -1,0 +1,603 @@
+//===- DPOps.cpp - Models, layers and recipes -----------------------------===//
+
+#include "DP/DPOps.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace dpc::dp;
+
+#include "DP/DPInterfaces.cpp.inc"
+
+namespace {
+
+/// Writes a shape as `4x?x8` for diagnostics.
+std::string shapeString(ArrayRef<int64_t> shape) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  llvm::interleave(
+      shape, os,
+      [&](int64_t d) {
+        if (ShapedType::isDynamic(d))
+          os << "?";
+        else
+          os << d;
+      },
+      "x");
+  return text;
+}
+
+RankedTensorType tensorType(Value value) {
+  return cast<RankedTensorType>(value.getType());
+}
+
+/// Looks a parameter up from a layer. Fails with a located diagnostic when the
+/// symbol is missing or names something other than a dp.param.
+FailureOr<ParamOp> lookupParam(Operation *user, FlatSymbolRefAttr ref,
+                               SymbolTableCollection &tables) {
+  Operation *symbol = tables.lookupNearestSymbolFrom(user, ref.getAttr());
+  if (!symbol)
+    return user->emitOpError("reads unknown parameter ") << ref;
+  auto param = dyn_cast<ParamOp>(symbol);
+  if (!param)
+    return user->emitOpError() << ref << " is not a dp.param";
+  return param;
+}
+
+/// A parameter's shape must be exactly `expected`.
+LogicalResult checkParamShape(Operation *user, StringRef role, ParamOp param,
+                              ArrayRef<int64_t> expected) {
+  ArrayRef<int64_t> actual = param.getTensorType().getShape();
+  if (actual == expected)
+    return success();
+  return user->emitOpError()
+         << role << " @" << param.getSymName() << " has shape "
+         << shapeString(actual) << " but this layer needs "
+         << shapeString(expected);
+}
+
+/// Layers compute in the parameter's float type: it must equal the
+/// activation's.
+LogicalResult checkParamElementType(Operation *user, ParamOp param,
+                                    Type activationElement) {
+  Type paramElement = param.getTensorType().getElementType();
+  if (paramElement == activationElement)
+    return success();
+  return user->emitOpError()
+         << "parameter @" << param.getSymName() << " is " << paramElement
+         << " but the activations are " << activationElement;
+}
+
+/// Shapes that agree on every dimension but the last.
+LogicalResult checkSameLeadingDims(Operation *op, Value input, Value output) {
+  ArrayRef<int64_t> in = tensorType(input).getShape();
+  ArrayRef<int64_t> out = tensorType(output).getShape();
+  if (in.size() == out.size() && in.drop_back() == out.drop_back())
+    return success();
+  return op->emitOpError() << "input " << shapeString(in) << " and output "
+                           << shapeString(out)
+                           << " must agree on all dimensions but the last";
+}
+
+LogicalResult checkEps(Operation *op, double eps) {
+  if (eps > 0.0)
+    return success();
+  return op->emitOpError() << "eps must be > 0, got " << formatF64(eps);
+}
+
+/// A per-sample loss is f64 for f64 models and f32 otherwise.
+LogicalResult checkLossType(Operation *op, Type activationElement,
+                            Value loss, int64_t batch) {
+  auto lossType = tensorType(loss);
+  Type expected = activationElement.isF64()
+                      ? Type(Float64Type::get(op->getContext()))
+                      : Type(Float32Type::get(op->getContext()));
+  if (lossType.getElementType() != expected)
+    return op->emitOpError() << "the per-sample loss must be " << expected
+                             << ", got " << lossType.getElementType();
+  if (lossType.getDimSize(0) != batch)
+    return op->emitOpError() << "the loss has " << lossType.getDimSize(0)
+                             << " entries but the batch has " << batch
+                             << " samples";
+  return success();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// ModelOp
+//===----------------------------------------------------------------------===//
+
+ForwardOp ModelOp::getForward() {
+  for (Operation &op : getBody().front())
+    if (auto forward = dyn_cast<ForwardOp>(op))
+      return forward;
+  return nullptr;
+}
+
+LogicalResult ModelOp::verifyRegions() {
+  ForwardOp forward;
+  for (Operation &op : getBody().front()) {
+    if (isa<ParamOp>(op))
+      continue;
+    if (auto f = dyn_cast<ForwardOp>(op)) {
+      if (forward)
+        return f.emitOpError("a model has one forward pass; the first is at ")
+               << forward.getLoc();
+      forward = f;
+      continue;
+    }
+    return op.emitOpError("cannot appear in a dp.model, which holds only "
+                          "dp.param and dp.forward");
+  }
+  if (!forward)
+    return emitOpError("has no dp.forward");
+
+  // Every parameter is read by exactly one layer. A weight read twice (tied
+  // input and output embeddings) has a per-sample gradient that is the sum of
+  // two layers' contributions; the norm methods treat layers separately, so
+  // tied weights are refused rather than clipped wrong.
+  llvm::DenseMap<StringAttr, Operation *> reader;
+  WalkResult walk = forward.walk([&](ParamUserOpInterface user) {
+    for (FlatSymbolRefAttr ref : user.getParamRefs()) {
+      auto [it, inserted] = reader.try_emplace(ref.getAttr(), user);
+      if (!inserted) {
+        InFlightDiagnostic diag = user->emitOpError()
+                                  << "reads parameter " << ref
+                                  << " which another layer already reads; "
+                                     "tied weights are not supported yet";
+        diag.attachNote(it->second->getLoc()) << "first read here";
+        return WalkResult::interrupt();
+      }
+    }
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+
+  Type paramElement;
+  for (auto param : getBody().front().getOps<ParamOp>()) {
+    if (!reader.count(param.getSymNameAttr()))
+      return param.emitOpError("parameter @")
+             << param.getSymName() << " is never read by the forward pass";
+    Type element = param.getTensorType().getElementType();
+    if (!paramElement) {
+      paramElement = element;
+    } else if (element != paramElement) {
+      return param.emitOpError("parameter @")
+             << param.getSymName() << " is " << element
+             << " but the model's other parameters are " << paramElement
+             << "; one model computes in one float type";
+    }
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ParamOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ParamOp::verify() {
+  RankedTensorType type = getTensorType();
+  if (!isa<FloatType>(type.getElementType()))
+    return emitOpError("parameters are float tensors, got ") << type;
+  if (type.getNumElements() == 0)
+    return emitOpError("parameter has no elements");
+  if (std::optional<Attribute> init = getInit()) {
+    if (!isa<NormalInitAttr, UniformInitAttr, ZerosInitAttr, OnesInitAttr>(
+            *init))
+      return emitOpError("init must be #dp.normal, #dp.uniform, #dp.zeros or "
+                         "#dp.ones, got ")
+             << *init;
+  }
+  if (std::optional<StringRef> unit = getUnit(); unit && unit->empty())
+    return emitOpError("unit name must not be empty");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ForwardOp
+//===----------------------------------------------------------------------===//
+
+ParseResult ForwardOp::parse(OpAsmParser &parser, OperationState &result) {
+  SmallVector<OpAsmParser::Argument> arguments;
+  SmallVector<Type> resultTypes;
+  if (parser.parseArgumentList(arguments, OpAsmParser::Delimiter::Paren,
+                               /*allowType=*/true) ||
+      parser.parseArrowTypeList(resultTypes) ||
+      parser.parseOptionalAttrDictWithKeyword(result.attributes))
+    return failure();
+  SmallVector<Type> inputTypes;
+  for (OpAsmParser::Argument &argument : arguments)
+    inputTypes.push_back(argument.type);
+  result.addAttribute(
+      getFunctionTypeAttrName(result.name),
+      TypeAttr::get(parser.getBuilder().getFunctionType(inputTypes,
+                                                        resultTypes)));
+  Region *body = result.addRegion();
+  return parser.parseRegion(*body, arguments);
+}
+
+void ForwardOp::print(OpAsmPrinter &p) {
+  p << "(";
+  llvm::interleaveComma(getInputs(), p, [&](BlockArgument argument) {
+    p.printRegionArgument(argument);
+  });
+  p << ") -> ";
+  ArrayRef<Type> results = getFunctionType().getResults();
+  if (results.size() == 1)
+    p << results.front();
+  else
+    p << "(" << results << ")";
+  p.printOptionalAttrDictWithKeyword((*this)->getAttrs(),
+                                     {getFunctionTypeAttrName()});
+  p << " ";
+  p.printRegion(getBody(), /*printEntryBlockArgs=*/false);
+}
+
+LogicalResult ForwardOp::verifyRegions() {
+  FunctionType type = getFunctionType();
+  Block &body = getBodyBlock();
+  if (body.getArgumentTypes() != type.getInputs())
+    return emitOpError("block arguments do not match the function type");
+  if (body.getNumArguments() == 0)
+    return emitOpError("needs at least one input");
+  if (type.getNumResults() != 1)
+    return emitOpError("returns exactly one value, the per-sample loss");
+  auto lossType = dyn_cast<RankedTensorType>(type.getResult(0));
+  if (!lossType || lossType.getRank() != 1 ||
+      !isa<FloatType>(lossType.getElementType()))
+    return emitOpError("must return a 1-D float tensor (one loss per "
+                       "sample), got ")
+           << type.getResult(0);
+
+  auto terminator = dyn_cast<ReturnOp>(body.getTerminator());
+  if (!terminator)
+    return emitOpError("must end with dp.return");
+  if (terminator.getOperandTypes() != type.getResults())
+    return terminator.emitOpError("returns ")
+           << terminator.getOperandTypes()
+           << " but the forward pass is declared to return "
+           << type.getResults();
+
+  // The leading dimension of every tensor is the sample dimension and is the
+  // same throughout: a layer that mixed samples would break the per-sample
+  // gradient that clipping bounds.
+  int64_t batch = lossType.getDimSize(0);
+  auto checkBatch = [&](Operation *where, Value value,
+                        StringRef what) -> LogicalResult {
+    auto tensor = dyn_cast<RankedTensorType>(value.getType());
+    if (!tensor || tensor.getRank() == 0)
+      return where->emitOpError() << what << " must be a ranked tensor with "
+                                  << "a leading sample dimension";
+    if (tensor.getDimSize(0) == batch)
+      return success();
+    auto dim = [](int64_t d) {
+      return ShapedType::isDynamic(d) ? std::string("?") : std::to_string(d);
+    };
+    return where->emitOpError()
+           << what << " has " << dim(tensor.getDimSize(0))
+           << " samples in its leading dimension but the forward pass has "
+           << dim(batch);
+  };
+  for (BlockArgument argument : body.getArguments())
+    if (failed(checkBatch(*this, argument,
+                          "input #" + std::to_string(argument.getArgNumber()))))
+      return failure();
+  for (Operation &op : body) {
+    if (op.getDialect() != getOperation()->getDialect() ||
+        isa<ModelOp, ParamOp, ForwardOp, RecipeOp>(op))
+      return op.emitOpError("is not a layer; dp.forward holds only dp layers");
+    for (OpResult result : op.getResults())
+      if (failed(checkBatch(&op, result,
+                            "result #" +
+                                std::to_string(result.getResultNumber()))))
+        return failure();
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Layers with parameters
+//===----------------------------------------------------------------------===//
+
+SmallVector<FlatSymbolRefAttr, 2> EmbeddingOp::getParamRefs() {
+  return {getTableAttr()};
+}
+
+LogicalResult EmbeddingOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<ParamOp> table = lookupParam(*this, getTableAttr(), tables);
+  if (failed(table))
+    return failure();
+  RankedTensorType tableType = table->getTensorType();
+  if (tableType.getRank() != 2)
+    return emitOpError("table @")
+           << table->getSymName() << " must be 2-D (vocabulary x width), got "
+           << shapeString(tableType.getShape());
+  SmallVector<int64_t> expected(getTokens().getType().getShape());
+  expected.push_back(tableType.getDimSize(1));
+  if (getOutput().getType().getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError("output shape ")
+           << shapeString(getOutput().getType().getShape())
+           << " must be the token shape followed by the table width, "
+           << shapeString(expected);
+  return checkParamElementType(*this, *table,
+                               getOutput().getType().getElementType());
+}
+
+SmallVector<FlatSymbolRefAttr, 2> LinearOp::getParamRefs() {
+  SmallVector<FlatSymbolRefAttr, 2> refs{getWeightAttr()};
+  if (FlatSymbolRefAttr bias = getBiasAttr())
+    refs.push_back(bias);
+  return refs;
+}
+
+LogicalResult LinearOp::verify() {
+  int64_t rank = getInput().getType().getRank();
+  if (rank != 2 && rank != 3)
+    return emitOpError("input must be samples x features or samples x "
+                       "tokens x features, got rank ")
+           << rank;
+  if (getInput().getType().getElementType() !=
+      getOutput().getType().getElementType())
+    return emitOpError("input and output element types differ");
+  return checkSameLeadingDims(*this, getInput(), getOutput());
+}
+
+LogicalResult LinearOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<ParamOp> weight = lookupParam(*this, getWeightAttr(), tables);
+  if (failed(weight))
+    return failure();
+  int64_t in = getInput().getType().getShape().back();
+  int64_t out = getOutput().getType().getShape().back();
+  Type element = getInput().getType().getElementType();
+  if (failed(checkParamShape(*this, "weight", *weight, {out, in})) ||
+      failed(checkParamElementType(*this, *weight, element)))
+    return failure();
+  if (FlatSymbolRefAttr biasRef = getBiasAttr()) {
+    FailureOr<ParamOp> bias = lookupParam(*this, biasRef, tables);
+    if (failed(bias) || failed(checkParamShape(*this, "bias", *bias, {out})) ||
+        failed(checkParamElementType(*this, *bias, element)))
+      return failure();
+  }
+  return success();
+}
+
+/// Normalization scales and biases are vectors over the last dimension.
+static LogicalResult verifyNormParams(Operation *op, Value input,
+                                      FlatSymbolRefAttr scaleRef,
+                                      FlatSymbolRefAttr biasRef,
+                                      SymbolTableCollection &tables) {
+  int64_t width = tensorType(input).getShape().back();
+  Type element = tensorType(input).getElementType();
+  for (auto [role, ref] : {std::pair<StringRef, FlatSymbolRefAttr>{"scale",
+                                                                   scaleRef},
+                           {"bias", biasRef}}) {
+    if (!ref)
+      continue;
+    FailureOr<ParamOp> param = lookupParam(op, ref, tables);
+    if (failed(param) ||
+        failed(checkParamShape(op, role, *param, {width})) ||
+        failed(checkParamElementType(op, *param, element)))
+      return failure();
+  }
+  return success();
+}
+
+SmallVector<FlatSymbolRefAttr, 2> RMSNormOp::getParamRefs() {
+  return {getScaleAttr()};
+}
+
+LogicalResult RMSNormOp::verify() {
+  if (getInput().getType().getRank() < 2)
+    return emitOpError("input needs a sample and a feature dimension");
+  return checkEps(*this, getEps().convertToDouble());
+}
+
+LogicalResult RMSNormOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyNormParams(*this, getInput(), getScaleAttr(), nullptr, tables);
+}
+
+SmallVector<FlatSymbolRefAttr, 2> LayerNormOp::getParamRefs() {
+  SmallVector<FlatSymbolRefAttr, 2> refs{getScaleAttr()};
+  if (FlatSymbolRefAttr bias = getBiasAttr())
+    refs.push_back(bias);
+  return refs;
+}
+
+LogicalResult LayerNormOp::verify() {
+  if (getInput().getType().getRank() < 2)
+    return emitOpError("input needs a sample and a feature dimension");
+  return checkEps(*this, getEps().convertToDouble());
+}
+
+LogicalResult LayerNormOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyNormParams(*this, getInput(), getScaleAttr(), getBiasAttr(),
+                          tables);
+}
+
+//===----------------------------------------------------------------------===//
+// AttentionOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionOp::verify() {
+  RankedTensorType q = getQuery().getType(), k = getKey().getType();
+  if (q.getRank() != 3 || k.getRank() != 3)
+    return emitOpError("query and key must be samples x tokens x features");
+  if (q.getShape().drop_back() != k.getShape().drop_back())
+    return emitOpError("query ")
+           << shapeString(q.getShape()) << " and key "
+           << shapeString(k.getShape())
+           << " must have the same samples and tokens";
+  if (q.getElementType() != k.getElementType())
+    return emitOpError("query and key element types differ");
+  int64_t heads = getHeads(), kvHeads = getNumKVHeads();
+  int64_t width = q.getShape().back();
+  if (width % heads != 0)
+    return emitOpError("query width ")
+           << width << " is not divisible by " << heads << " heads";
+  if (heads % kvHeads != 0)
+    return emitOpError() << heads << " query heads cannot be grouped over "
+                         << kvHeads << " key/value heads";
+  int64_t headDim = width / heads;
+  if (k.getShape().back() != kvHeads * headDim)
+    return emitOpError("key width ")
+           << k.getShape().back() << " must be kv_heads x head size = "
+           << kvHeads << " x " << headDim;
+  if (getRope() && headDim % 2 != 0)
+    return emitOpError("rotary embedding needs an even head size, got ")
+           << headDim;
+  if (getRopeTheta().convertToDouble() <= 0.0)
+    return emitOpError("rope_theta must be > 0");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+LogicalResult CrossEntropyOp::verify() {
+  RankedTensorType logits = getLogits().getType();
+  RankedTensorType targets = getTargets().getType();
+  if (logits.getRank() != 2 && logits.getRank() != 3)
+    return emitOpError("logits must be samples x classes or samples x "
+                       "tokens x vocabulary");
+  if (targets.getShape() != logits.getShape().drop_back())
+    return emitOpError("targets ")
+           << shapeString(targets.getShape()) << " must match the logits "
+           << shapeString(logits.getShape()) << " without their last dimension";
+  return checkLossType(*this, logits.getElementType(), getLoss(),
+                       logits.getDimSize(0));
+}
+
+LogicalResult MSEOp::verify() {
+  RankedTensorType prediction = getPrediction().getType();
+  if (prediction.getRank() < 2)
+    return emitOpError("prediction needs a sample and a feature dimension");
+  return checkLossType(*this, prediction.getElementType(), getLoss(),
+                       prediction.getDimSize(0));
+}
+
+//===----------------------------------------------------------------------===//
+// RecipeOp
+//===----------------------------------------------------------------------===//
+
+int64_t RecipeOp::getPhysicalBatch() {
+  return llvm::TypeSwitch<Attribute, int64_t>(getSampling())
+      .Case<PoissonAttr, ShuffleAttr>(
+          [](auto sampling) { return sampling.getPhysicalBatch(); })
+      .Default([](Attribute) { return 0; });
+}
+
+ParseResult RecipeOp::parse(OpAsmParser &parser, OperationState &result) {
+  StringAttr name;
+  FlatSymbolRefAttr model;
+  if (parser.parseSymbolName(name) || parser.parseKeyword("for") ||
+      parser.parseAttribute(model) ||
+      parser.parseOptionalAttrDict(result.attributes))
+    return failure();
+  result.addAttribute(getSymNameAttrName(result.name), name);
+  result.addAttribute(getModelAttrName(result.name), model);
+  return success();
+}
+
+/// One field a line, in the order of the op's definition.
+void RecipeOp::print(OpAsmPrinter &p) {
+  p << " ";
+  p.printSymbolName(getSymName());
+  p << " for " << getModelAttr() << " {";
+  p.increaseIndent();
+  bool first = true;
+  auto field = [&](StringRef key, Attribute value) {
+    if (!value)
+      return;
+    p << (first ? "" : ",");
+    first = false;
+    p.printNewline();
+    p << key << " = ";
+    p.printAttributeWithoutType(value);
+  };
+  field("clip", getClipAttr());
+  field("noise", getNoiseAttr());
+  field("sampling", getSamplingAttr());
+  field("optimizer", getOptimizerAttr());
+  field("steps", getStepsAttr());
+  field("precision", getPrecisionAttr());
+  field("shard", getShardAttr());
+  field("grid", getGridAttr());
+  if (getSeed() != 0)
+    field("seed", getSeedAttr());
+  for (NamedAttribute extra : (*this)->getDiscardableAttrs())
+    field(extra.getName().getValue(), extra.getValue());
+  p.decreaseIndent();
+  p.printNewline();
+  p << "}";
+}
+
+LogicalResult RecipeOp::verify() {
+  for (NamedAttribute field : (*this)->getDiscardableAttrs())
+    return emitOpError("unknown recipe field '")
+           << field.getName().getValue()
+           << "'; the fields are clip, noise, sampling, optimizer, steps, "
+              "precision, shard, grid and seed";
+  if (getSeedAttr().getInt() < 0)
+    return emitOpError("seed must be >= 0");
+  return success();
+}
+
+LogicalResult RecipeOp::verifySymbolUses(SymbolTableCollection &tables) {
+  auto model = tables.lookupNearestSymbolFrom<ModelOp>(*this, getModelAttr());
+  if (!model)
+    return emitOpError("trains unknown model ") << getModelAttr();
+
+  if (FlatSymbolRefAttr gridRef = getGridAttr()) {
+    auto grid =
+        tables.lookupNearestSymbolFrom<mlir::shard::GridOp>(*this, gridRef);
+    if (!grid)
+      return emitOpError("refers to unknown grid ")
+             << gridRef << " (declare it with shard.grid)";
+    if (grid.getShape().size() != 1)
+      return emitOpError("FSDP shards over a 1-D grid; ")
+             << gridRef << " has shape " << shapeString(grid.getShape())
+             << " (hybrid sharding is not supported yet)";
+    if (!ShapedType::isDynamic(grid.getShape()[0]) && grid.getShape()[0] < 1)
+      return emitOpError("grid ") << gridRef << " has no ranks";
+  }
+
+  // The recipe's compute type is the model's float type: the recipe cannot
+  // silently retype a model.
+  ForwardOp forward = model.getForward();
+  Type modelElement;
+  for (auto param : model.getBody().front().getOps<ParamOp>()) {
+    modelElement = param.getTensorType().getElementType();
+    break;
+  }
+  if (std::optional<PrecisionAttr> precision = getPrecision();
+      precision && modelElement && precision->getCompute() != modelElement)
+    return emitOpError("computes in ")
+           << precision->getCompute() << " but model @" << model.getSymName()
+           << " is written in " << modelElement;
+
+  int64_t physical = getPhysicalBatch();
+  if (forward && !forward.getInputs().empty()) {
+    int64_t batch = tensorType(forward.getInputs().front()).getDimSize(0);
+    if (!ShapedType::isDynamic(batch) && batch != physical)
+      return emitOpError("physical batch is ")
+             << physical << " but model @" << model.getSymName()
+             << " is written for batches of " << batch;
+  }
+  if (auto shuffle = dyn_cast<ShuffleAttr>(getSampling());
+      shuffle && shuffle.getBatch() < shuffle.getPhysicalBatch())
+    return emitOpError("logical batch ")
+           << shuffle.getBatch() << " is smaller than the physical batch "
+           << shuffle.getPhysicalBatch();
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "DP/DPOps.cpp.inc"

@@ -1,0 +1,18 @@
+# lit configuration for DPC: dialect, pass, emission and tool tests.
+import os
+import sys
+import lit.formats
+
+config.name = "DPC"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.dpc_obj_root, "test")
+config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "CMakeLists.txt", "unit", "reference", "Inputs"]
+
+config.environment["PATH"] = os.pathsep.join(
+    [config.dpc_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])])
+config.substitutions.append(("%examples", os.path.join(config.dpc_src_root, "examples")))
+config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+config.substitutions.append(("%scripts", os.path.join(config.dpc_src_root, "scripts")))
+config.substitutions.append(("%python", sys.executable))

@@ -1,0 +1,19 @@
+//===- dp-opt.cpp - The DPC pass driver -----------------------------------===//
+//
+// Like mlir-opt, for the dp dialect and DPC's passes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "DP/DPDialect.h"
+
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+
+int main(int argc, char **argv) {
+  mlir::DialectRegistry registry;
+  registry.insert<dpc::dp::DPDialect, mlir::shard::ShardDialect>();
+  return mlir::asMainReturnCode(mlir::MlirOptMain(
+      argc, argv, "DPC pass driver: dp dialect models and DP-SGD recipes\n",
+      registry));
+}
