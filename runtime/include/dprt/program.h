@@ -1,0 +1,156 @@
+//===- program.h - What an emitted program tells the driver -----*- C++ -*-===//
+//
+// `dpc` emits one C++ file per model. It defines the five entry points at the
+// end of this header and nothing else; `dp_describe` fills a ProgramSpec by
+// calling the describe_* functions below with literals, so the driver learns
+// the arena layout, the inputs, the parameters and the recipe without parsing
+// anything.
+//
+// Arena layout: every offset is in bytes from arena(rank); every buffer is
+// aligned to kArenaAlignment. A unit (FSDP) is a flat buffer holding its
+// parameters back to back, padded to a multiple of the number of ranks;
+// rank r owns elements [r * shardElems, (r+1) * shardElems) of it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DPRT_PROGRAM_H
+#define DPRT_PROGRAM_H
+
+#include "dprt/rank.h"
+#include "dprt/types.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dprt {
+
+/// What a forward-pass input holds; it tells the driver how to fill it.
+enum class InputRole : int32_t {
+  /// int32 [batch, tokens]: the tokens of each record (byte-level text).
+  Tokens = 0,
+  /// int32 [batch, tokens]: next-token targets, -1 where ignored.
+  NextTokens = 1,
+  /// compute type [batch, features]: CSV features.
+  Features = 2,
+  /// int32 [batch]: CSV class label.
+  Label = 3,
+  /// compute type [batch, k]: CSV regression targets.
+  Target = 4,
+};
+
+struct InputSpec {
+  std::string name;
+  InputRole role;
+  int64_t offset;            ///< arena offset of [physicalBatch, ...]
+  std::vector<int64_t> dims; ///< per-sample shape (without the batch)
+};
+
+struct ParamSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+  int32_t unit;          ///< index into ProgramSpec::units
+  int64_t offsetInUnit;  ///< element offset in the unit's flat buffer
+  int64_t globalIndex;   ///< first element's index in the model's flat space
+  bool trainable;
+};
+
+struct UnitSpec {
+  std::string name;
+  int64_t numel;          ///< real elements (parameters back to back)
+  int64_t shardElems;     ///< elements each rank owns (padded numel / ranks)
+  int64_t paramShard;     ///< arena offset of this rank's shard, compute type
+  int64_t masterShard;    ///< acc-type master shard (== paramShard if same)
+  int64_t gradShard;      ///< acc-type accumulated gradient shard
+  int64_t optState1;      ///< momentum / Adam m, or -1
+  int64_t optState2;      ///< Adam v, or -1
+};
+
+struct RecipeSpec {
+  ClipMode clip = ClipMode::Flat;
+  double maxNorm = 1.0;
+  double gamma = 0.01;
+  bool targetEpsilon = false; ///< noise given as a target (epsilon, delta)
+  double sigma = 0.0;         ///< noise multiplier when not a target
+  double epsilon = 0.0;       ///< target epsilon
+  double delta = 1e-5;
+  NoiseGeneratorKind generator = NoiseGeneratorKind::Philox;
+  SamplingKind sampling = SamplingKind::Poisson;
+  int64_t expectedBatch = 0;  ///< Poisson: q = expectedBatch / N, if > 0
+  double rate = 0.0;          ///< Poisson: q, if > 0
+  int64_t shuffleBatch = 0;   ///< Shuffle: logical batch
+  OptimizerKind optimizer = OptimizerKind::SGD;
+  double lr = 0.0, momentum = 0.0, beta1 = 0.0, beta2 = 0.0, eps = 0.0,
+         weightDecay = 0.0;
+  bool nesterov = false;
+  int64_t steps = 0;
+  int64_t seed = 0;
+};
+
+struct ProgramSpec {
+  std::string model;
+  std::string backend; ///< "cpu" or "cuda", what the program was built for
+  int32_t ranks = 1;
+  int64_t arenaBytes = 0;
+  int64_t stateOffset = 0; ///< the StepState
+  DType compute = DType::F32;
+  int64_t physicalBatch = 0; ///< samples per rank and micro-step
+  int64_t tokens = 1;        ///< tokens per sample (1 for classifiers)
+  std::vector<InputSpec> inputs;
+  int64_t maskOffset = -1;   ///< acc [physicalBatch]: 1 real, 0 padding
+  int64_t lossOffset = -1;   ///< acc [physicalBatch]: per-sample loss
+  int64_t logitsOffset = -1; ///< compute [physicalBatch*tokens, classes]
+  int64_t classes = 0;       ///< logits width (vocabulary), if logits
+  std::vector<ParamSpec> params;
+  std::vector<UnitSpec> units;
+  RecipeSpec recipe;
+  int64_t predictedPeakBytes = 0; ///< the memory plan's peak per rank
+};
+
+// Called by the emitted dp_describe, in this order: program, recipe,
+// inputs, units, params.
+void describe_program(ProgramSpec *spec, const char *model, const char *backend,
+                      int32_t ranks, int64_t arenaBytes, int64_t stateOffset,
+                      DType compute, int64_t physicalBatch, int64_t tokens,
+                      int64_t maskOffset, int64_t lossOffset,
+                      int64_t logitsOffset, int64_t classes,
+                      int64_t predictedPeakBytes);
+void describe_recipe(ProgramSpec *spec, ClipMode clip, double maxNorm,
+                     double gamma, bool targetEpsilon, double sigma,
+                     double epsilon, double delta,
+                     NoiseGeneratorKind generator, SamplingKind sampling,
+                     int64_t expectedBatch, double rate, int64_t shuffleBatch,
+                     int64_t steps, int64_t seed);
+void describe_optimizer(ProgramSpec *spec, OptimizerKind kind, double lr,
+                        double momentum, bool nesterov, double beta1,
+                        double beta2, double eps, double weightDecay);
+/// dims: up to three per-sample dimensions; unused ones are 0.
+void describe_input(ProgramSpec *spec, const char *name, InputRole role,
+                    int64_t offset, int64_t dim0, int64_t dim1, int64_t dim2);
+void describe_unit(ProgramSpec *spec, const char *name, int64_t numel,
+                   int64_t shardElems, int64_t paramShard, int64_t masterShard,
+                   int64_t gradShard, int64_t optState1, int64_t optState2);
+/// shape: up to four dimensions; unused ones are 0.
+void describe_param(ProgramSpec *spec, const char *name, int32_t unit,
+                    int64_t offsetInUnit, int64_t globalIndex, bool trainable,
+                    int64_t dim0, int64_t dim1, int64_t dim2, int64_t dim3);
+
+} // namespace dprt
+
+// The entry points of an emitted program (global namespace, C++ linkage).
+/// Fills the spec (no device work).
+void dp_describe(dprt::ProgramSpec *spec);
+/// Initializes the rank's master shards and derived compute shards, zeroes
+/// gradient and optimizer state.
+void dp_init(dprt::Rank *rank);
+/// One physical batch: gathers, forward, backward, per-sample norms, clip
+/// factors, clipped weight gradients, reduce-scatter; ADDS the clipped
+/// gradient sum into the gradient shards. Inputs and mask must be in place.
+void dp_microstep(dprt::Rank *rank);
+/// Adds noise to the gradient shards, takes the optimizer step on the master
+/// shards, refreshes the compute shards and zeroes the gradient shards.
+void dp_apply(dprt::Rank *rank);
+/// Forward pass only (gathers, forward, loss): fills loss and logits.
+void dp_forward(dprt::Rank *rank);
+
+#endif // DPRT_PROGRAM_H

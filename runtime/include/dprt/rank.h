@@ -1,0 +1,65 @@
+//===- rank.h - The per-rank execution context ----------------------------===//
+//
+// One `Rank` per participant of the grid (a thread on the CPU backend, a GPU
+// on the CUDA backend). The emitted program receives a `Rank *` and addresses
+// every buffer as `arena(rank) + offset`; kernels receive it to find their
+// stream, library handles and the communicator.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DPRT_RANK_H
+#define DPRT_RANK_H
+
+#include "dprt/types.h"
+
+#include <cstdint>
+
+namespace dprt {
+
+class Communicator;
+
+/// Scalars that change from step to step. They live in the arena (device
+/// memory on the GPU) at `Rank::stateOffset`, so that kernels read them at run
+/// time and a captured CUDA graph stays valid across steps. The driver writes
+/// them before each micro-step and each optimizer step.
+struct StepState {
+  /// The optimizer step being taken, starting at 1 (AdamW bias correction,
+  /// noise counter).
+  int64_t step;
+  /// Standard deviation of the Gaussian noise added to the summed clipped
+  /// gradient: sigma * C. Zero turns noise off.
+  double noiseStd;
+  /// Multiplies the noised gradient sum before the update: 1 / B_expected.
+  double gradScale;
+  /// Multiplies the recipe's learning rate (schedules; 1 by default).
+  double lrScale;
+  /// Key of the noise generator (Philox uses key[0]; ChaCha20 all four).
+  uint64_t noiseKey[4];
+  /// Key of the parameter initializer (Philox, key[0]).
+  uint64_t initKey;
+  int32_t noiseGenerator; ///< a NoiseGeneratorKind
+  int32_t pad;
+};
+
+/// Backend-specific state (streams, BLAS handles, events); opaque here.
+struct BackendState;
+
+struct Rank {
+  int32_t rank = 0;  ///< index in the grid
+  int32_t world = 1; ///< number of ranks
+  char *arena = nullptr; ///< device memory on CUDA, host memory on CPU
+  int64_t arenaBytes = 0;
+  int64_t stateOffset = 0; ///< where the StepState lives in the arena
+  /// Host copy of the step state; the driver edits it and calls
+  /// `uploadStepState`.
+  StepState hostState{};
+  Communicator *comm = nullptr;
+  BackendState *backend = nullptr;
+};
+
+/// Base address of the rank's arena, for the emitted code.
+inline char *arena(Rank *rank) { return rank->arena; }
+
+} // namespace dprt
+
+#endif // DPRT_RANK_H

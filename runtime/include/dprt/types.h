@@ -1,0 +1,64 @@
+//===- types.h - Element types and enums shared by compiler and runtime ---===//
+//
+// This header is included by the runtime, by the code `dpc` emits and by the
+// compiler itself (for workspace sizes), so it holds no logic that could
+// disagree between them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DPRT_TYPES_H
+#define DPRT_TYPES_H
+
+#include <cstdint>
+
+namespace dprt {
+
+/// Element type of a buffer. Activations and gathered parameters use the
+/// model's compute type; per-sample norms, clip factors, losses, statistics,
+/// gradient accumulators, master weights and optimizer state use the
+/// accumulation type `accOf(compute)`: f64 for f64 models, f32 otherwise.
+enum class DType : int32_t { F64 = 0, F32 = 1, BF16 = 2 };
+
+inline constexpr int64_t sizeOf(DType t) {
+  return t == DType::F64 ? 8 : t == DType::F32 ? 4 : 2;
+}
+inline constexpr DType accOf(DType compute) {
+  return compute == DType::F64 ? DType::F64 : DType::F32;
+}
+inline constexpr const char *nameOf(DType t) {
+  return t == DType::F64 ? "f64" : t == DType::F32 ? "f32" : "bf16";
+}
+
+enum class Activation : int32_t { Relu = 0, Silu = 1, GeluErf = 2, GeluTanh = 3 };
+
+/// How a sample's token losses combine: mean over counted tokens, or sum.
+enum class Reduction : int32_t { Mean = 0, Sum = 1 };
+
+enum class ClipMode : int32_t { Flat = 0, PerLayer = 1, Automatic = 2 };
+
+enum class NoiseGeneratorKind : int32_t { Philox = 0, ChaCha20 = 1 };
+
+enum class OptimizerKind : int32_t { SGD = 0, Momentum = 1, AdamW = 2 };
+
+enum class SamplingKind : int32_t { Poisson = 0, Shuffle = 1 };
+
+/// Bytes of scratch `norm_direct` needs: one sample's out x in gradient in
+/// the accumulation type. The compiler reserves it in the arena.
+inline constexpr int64_t normDirectWorkspaceBytes(DType compute, int64_t in,
+                                                  int64_t out) {
+  return in * out * sizeOf(accOf(compute));
+}
+
+/// Bytes of scratch `linear_weight_grad` needs: the output gradient scaled
+/// row by row by its sample's clip factor, in the compute type.
+inline constexpr int64_t weightGradWorkspaceBytes(DType compute, int64_t rows,
+                                                  int64_t out) {
+  return rows * out * sizeOf(compute);
+}
+
+/// Every buffer of the arena starts at a multiple of this many bytes.
+inline constexpr int64_t kArenaAlignment = 256;
+
+} // namespace dprt
+
+#endif // DPRT_TYPES_H
