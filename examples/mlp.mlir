@@ -6,18 +6,18 @@
 // Each CSV line is one record (the privacy unit): 64 features, then the label.
 
 dp.model @mlp attributes {features = 64, classes = 10} {
-  dp.param @fc1 : tensor<128x64xf32> {init = #dp.normal<0.125>}
+  dp.param @fc1.w : tensor<128x64xf32> {init = #dp.normal<0.125>}
   dp.param @fc1.b : tensor<128xf32>
   dp.param @ln.g : tensor<128xf32>
   dp.param @ln.b : tensor<128xf32>
-  dp.param @fc2 : tensor<10x128xf32> {init = #dp.normal<0.088>}
+  dp.param @fc2.w : tensor<10x128xf32> {init = #dp.normal<0.088>}
   dp.param @fc2.b : tensor<10xf32>
 
   dp.forward(%x: tensor<?x64xf32>, %label: tensor<?xi32>) -> tensor<?xf32> {
-    %h = dp.linear @fc1, @fc1.b(%x) : tensor<?x64xf32> -> tensor<?x128xf32>
+    %h = dp.linear @fc1.w, @fc1.b(%x) : tensor<?x64xf32> -> tensor<?x128xf32>
     %n = dp.layer_norm @ln.g, @ln.b(%h) : tensor<?x128xf32>
     %a = dp.relu %n : tensor<?x128xf32>
-    %logits = dp.linear @fc2, @fc2.b(%a) : tensor<?x128xf32> -> tensor<?x10xf32>
+    %logits = dp.linear @fc2.w, @fc2.b(%a) : tensor<?x128xf32> -> tensor<?x10xf32>
     %loss = dp.cross_entropy %logits, %label : tensor<?x10xf32>, tensor<?xi32> -> tensor<?xf32>
     dp.return %loss : tensor<?xf32>
   }

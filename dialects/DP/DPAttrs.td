@@ -36,7 +36,6 @@ def DP_ClipMode : I32EnumAttr<"ClipMode", "per-sample clipping mode", [
     I32EnumAttrCase<"per_layer", 1>,
     I32EnumAttrCase<"automatic", 2>]> {
   let cppNamespace = "::dpc::dp";
-  let genSpecializedAttr = 0;
 }
 
 def DP_NoiseGenerator : I32EnumAttr<"NoiseGenerator",

@@ -11,6 +11,7 @@
 include "mlir/IR/OpBase.td"
 include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/EnumAttr.td"
+include "mlir/IR/CommonTypeConstraints.td"
 
 def DP_Dialect : Dialect {
   let name = "dp";
@@ -42,5 +43,10 @@ class DP_Attr<string name, string attrMnemonic, list<Trait> traits = []>
     : AttrDef<DP_Dialect, name, traits> {
   let mnemonic = attrMnemonic;
 }
+
+// Activations are ranked float tensors whose leading dimension is the sample.
+def DP_Activation : RankedTensorOf<[AnyFloat]>;
+def DP_TokenTensor : RankedTensorOf<[I32, I64]>;
+def DP_PerSampleLoss : 1DTensorOf<[F32, F64]>;
 
 #endif // DP_BASE_TD

@@ -2,6 +2,9 @@
 
 #include "DP/DPModel.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/BuiltinOps.h"
+
 using namespace mlir;
 using namespace dpc::dp;
 
@@ -52,4 +55,40 @@ Type dpc::dp::getComputeType(ModelOp model) {
   if (params.empty())
     return nullptr;
   return params.front().getTensorType().getElementType();
+}
+
+FloatType dpc::dp::getAccumulationType(ModelOp model) {
+  Type compute = getComputeType(model);
+  if (compute && compute.isF64())
+    return Float64Type::get(model.getContext());
+  return Float32Type::get(model.getContext());
+}
+
+ModelOp dpc::dp::getModel(RecipeOp recipe) {
+  return SymbolTable::lookupNearestSymbolFrom<ModelOp>(recipe,
+                                                       recipe.getModelAttr());
+}
+
+RecipeOp dpc::dp::getOnlyRecipe(ModuleOp module) {
+  auto recipes = llvm::to_vector(module.getOps<RecipeOp>());
+  if (recipes.size() == 1)
+    return recipes.front();
+  if (recipes.empty())
+    module.emitError("no dp.recipe: nothing says how to train the model");
+  else
+    module.emitError("several dp.recipe ops; choose one (dp-specialize "
+                     "recipe=NAME, or dpc --recipe NAME)");
+  return nullptr;
+}
+
+int64_t dpc::dp::getNumRanks(RecipeOp recipe) {
+  FlatSymbolRefAttr gridRef = recipe.getGridAttr();
+  if (!gridRef)
+    return 1;
+  auto grid =
+      SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(recipe, gridRef);
+  if (!grid || grid.getShape().size() != 1)
+    return 0;
+  int64_t size = grid.getShape()[0];
+  return ShapedType::isDynamic(size) ? 0 : size;
 }

@@ -25,6 +25,21 @@ mlir::Attribute getEffectiveInit(ParamOp param);
 /// The float type the model computes in (that of its parameters).
 mlir::Type getComputeType(ModelOp model);
 
+/// The type of per-sample norms, clip factors, masks and losses: f64 for f64
+/// models, f32 otherwise.
+mlir::FloatType getAccumulationType(ModelOp model);
+
+/// The model a recipe trains.
+ModelOp getModel(RecipeOp recipe);
+
+/// The only dp.recipe of `module`, or null (with an error at `module`) when
+/// there is none or several.
+RecipeOp getOnlyRecipe(mlir::ModuleOp module);
+
+/// Number of ranks of the recipe's grid: 1 without a grid; 0 (unknown) for a
+/// dynamic grid that dp-specialize has not fixed yet.
+int64_t getNumRanks(RecipeOp recipe);
+
 } // namespace dpc::dp
 
 #endif // DPC_DIALECTS_DP_DPMODEL_H

@@ -122,9 +122,16 @@ ForwardOp ModelOp::getForward() {
 
 LogicalResult ModelOp::verifyRegions() {
   ForwardOp forward;
+  StepOp step;
   for (Operation &op : getBody().front()) {
-    if (isa<ParamOp>(op))
+    if (isa<ParamOp, UnitOp>(op))
       continue;
+    if (auto s = dyn_cast<StepOp>(op)) {
+      if (step)
+        return s.emitOpError("a model has one training step");
+      step = s;
+      continue;
+    }
     if (auto f = dyn_cast<ForwardOp>(op)) {
       if (forward)
         return f.emitOpError("a model has one forward pass; the first is at ")
@@ -133,7 +140,8 @@ LogicalResult ModelOp::verifyRegions() {
       continue;
     }
     return op.emitOpError("cannot appear in a dp.model, which holds only "
-                          "dp.param and dp.forward");
+                          "dp.param and dp.forward (and dp.step and dp.unit "
+                          "after the passes)");
   }
   if (!forward)
     return emitOpError("has no dp.forward");
@@ -204,7 +212,11 @@ LogicalResult ParamOp::verify() {
 // ForwardOp
 //===----------------------------------------------------------------------===//
 
-ParseResult ForwardOp::parse(OpAsmParser &parser, OperationState &result) {
+/// `(%a: T, ...) -> R attributes {...} { body }`, shared by dp.forward and
+/// dp.step.
+static ParseResult parseBatchFunction(OpAsmParser &parser,
+                                      OperationState &result,
+                                      StringAttr functionTypeName) {
   SmallVector<OpAsmParser::Argument> arguments;
   SmallVector<Type> resultTypes;
   if (parser.parseArgumentList(arguments, OpAsmParser::Delimiter::Paren,
@@ -215,29 +227,47 @@ ParseResult ForwardOp::parse(OpAsmParser &parser, OperationState &result) {
   SmallVector<Type> inputTypes;
   for (OpAsmParser::Argument &argument : arguments)
     inputTypes.push_back(argument.type);
-  result.addAttribute(
-      getFunctionTypeAttrName(result.name),
-      TypeAttr::get(parser.getBuilder().getFunctionType(inputTypes,
-                                                        resultTypes)));
+  result.addAttribute(functionTypeName,
+                      TypeAttr::get(parser.getBuilder().getFunctionType(
+                          inputTypes, resultTypes)));
   Region *body = result.addRegion();
   return parser.parseRegion(*body, arguments);
 }
 
-void ForwardOp::print(OpAsmPrinter &p) {
+static void printBatchFunction(OpAsmPrinter &p, Operation *op,
+                               FunctionType type, StringAttr functionTypeName) {
+  Block &body = op->getRegion(0).front();
   p << "(";
-  llvm::interleaveComma(getInputs(), p, [&](BlockArgument argument) {
+  llvm::interleaveComma(body.getArguments(), p, [&](BlockArgument argument) {
     p.printRegionArgument(argument);
   });
   p << ") -> ";
-  ArrayRef<Type> results = getFunctionType().getResults();
+  ArrayRef<Type> results = type.getResults();
   if (results.size() == 1)
     p << results.front();
   else
     p << "(" << results << ")";
-  p.printOptionalAttrDictWithKeyword((*this)->getAttrs(),
-                                     {getFunctionTypeAttrName()});
+  p.printOptionalAttrDictWithKeyword(op->getAttrs(), {functionTypeName});
   p << " ";
-  p.printRegion(getBody(), /*printEntryBlockArgs=*/false);
+  p.printRegion(op->getRegion(0), /*printEntryBlockArgs=*/false);
+}
+
+ParseResult ForwardOp::parse(OpAsmParser &parser, OperationState &result) {
+  return parseBatchFunction(parser, result,
+                            getFunctionTypeAttrName(result.name));
+}
+
+void ForwardOp::print(OpAsmPrinter &p) {
+  printBatchFunction(p, *this, getFunctionType(), getFunctionTypeAttrName());
+}
+
+ParseResult StepOp::parse(OpAsmParser &parser, OperationState &result) {
+  return parseBatchFunction(parser, result,
+                            getFunctionTypeAttrName(result.name));
+}
+
+void StepOp::print(OpAsmPrinter &p) {
+  printBatchFunction(p, *this, getFunctionType(), getFunctionTypeAttrName());
 }
 
 LogicalResult ForwardOp::verifyRegions() {

@@ -19,6 +19,12 @@
 namespace dpc::dp {
 class ForwardOp;
 class ParamOp;
+
+/// What weight-gradient ops write: the gradients of the parameters.
+struct GradientResource
+    : public mlir::SideEffects::Resource::Base<GradientResource> {
+  llvm::StringRef getName() final { return "dp.gradients"; }
+};
 } // namespace dpc::dp
 
 #include "DP/DPInterfaces.h.inc"

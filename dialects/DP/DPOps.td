@@ -14,10 +14,6 @@ include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/IR/CommonTypeConstraints.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 
-// Activations are ranked float tensors whose leading dimension is the sample.
-def DP_Activation : RankedTensorOf<[AnyFloat]>;
-def DP_TokenTensor : RankedTensorOf<[I32, I64]>;
-def DP_PerSampleLoss : 1DTensorOf<[F32, F64]>;
 
 //===----------------------------------------------------------------------===//
 // Model structure
@@ -348,5 +344,7 @@ def DP_RecipeOp : DP_Op<"recipe", [Symbol,
     int64_t getPhysicalBatch();
   }];
 }
+
+include "DP/DPStepOps.td"
 
 #endif // DP_OPS_TD

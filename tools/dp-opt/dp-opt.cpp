@@ -5,14 +5,17 @@
 //===----------------------------------------------------------------------===//
 
 #include "DP/DPDialect.h"
+#include "DPRT/DPRTDialect.h"
+#include "passes/Passes.h"
 
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
 int main(int argc, char **argv) {
+  dpc::registerDPCPasses();
   mlir::DialectRegistry registry;
-  registry.insert<dpc::dp::DPDialect, mlir::shard::ShardDialect>();
+  registry.insert<dpc::dp::DPDialect, dpc::dprt::DPRTDialect, mlir::shard::ShardDialect, mlir::emitc::EmitCDialect>();
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "DPC pass driver: dp dialect models and DP-SGD recipes\n",
       registry));

@@ -1,0 +1,175 @@
+//===- DPStepOps.cpp - The training step: gradients, norms, FSDP ----------===//
+
+#include "DP/DPOps.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace dpc::dp;
+
+//===----------------------------------------------------------------------===//
+// StepOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult StepOp::verifyRegions() {
+  FunctionType type = getFunctionType();
+  Block &body = getBodyBlock();
+  if (body.getArgumentTypes() != type.getInputs())
+    return emitOpError("block arguments do not match the function type");
+  if (body.getNumArguments() < 2)
+    return emitOpError("takes the forward pass's inputs and a mask");
+  auto mask = dyn_cast<RankedTensorType>(getMask().getType());
+  if (!mask || mask.getRank() != 1 || !mask.hasStaticShape() ||
+      !isa<FloatType>(mask.getElementType()))
+    return emitOpError("the last input is the mask, a static 1-D float "
+                       "tensor; got ")
+           << getMask().getType();
+  int64_t batch = mask.getDimSize(0);
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield || yield.getOperandTypes() != type.getResults())
+    return emitOpError("must end with dp.yield of its result types");
+
+  // The step is specialized to the physical batch: every tensor it computes
+  // has the batch as its leading dimension, statically.
+  for (Operation &op : body) {
+    if (op.getDialect() != getOperation()->getDialect() ||
+        isa<ModelOp, ParamOp, ForwardOp, RecipeOp, StepOp, UnitOp>(op))
+      return op.emitOpError("cannot appear in a dp.step");
+    for (Value result : op.getResults()) {
+      auto tensor = dyn_cast<RankedTensorType>(result.getType());
+      if (!tensor || !tensor.hasStaticShape() || tensor.getDimSize(0) != batch)
+        return op.emitOpError("results in a dp.step are static tensors with ")
+               << batch << " samples in their leading dimension; got "
+               << result.getType();
+    }
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient ops
+//===----------------------------------------------------------------------===//
+
+CrossEntropyOp CrossEntropyGradOp::getForwardOp() {
+  return getLoss().getDefiningOp<CrossEntropyOp>();
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  CrossEntropyOp forward = getForwardOp();
+  if (!forward)
+    return emitOpError("the loss operand must be the result of the "
+                       "dp.cross_entropy being differentiated");
+  if (forward.getLogits() != getLogits() ||
+      forward.getTargets() != getTargets())
+    return emitOpError("logits and targets must be those of the "
+                       "dp.cross_entropy that produced the loss");
+  return success();
+}
+
+AttentionOp AttentionGradOp::getForwardOp() {
+  return getOutput().getDefiningOp<AttentionOp>();
+}
+
+LogicalResult AttentionGradOp::verify() {
+  AttentionOp forward = getForwardOp();
+  if (!forward)
+    return emitOpError("the output operand must be the result of the "
+                       "dp.attention being differentiated");
+  if (forward.getQuery() != getQuery() || forward.getKey() != getKey() ||
+      forward.getValue() != getValue())
+    return emitOpError("query, key and value must be those of the "
+                       "dp.attention that produced the output");
+  return success();
+}
+
+SmallVector<FlatSymbolRefAttr, 2> LinearGradInputOp::getParamRefs() {
+  return {getWeightAttr()};
+}
+
+SmallVector<FlatSymbolRefAttr, 2> RMSNormGradOp::getParamRefs() {
+  return {getScaleAttr()};
+}
+
+SmallVector<FlatSymbolRefAttr, 2> LayerNormGradOp::getParamRefs() {
+  SmallVector<FlatSymbolRefAttr, 2> refs{getScaleAttr()};
+  if (FlatSymbolRefAttr bias = getBiasAttr())
+    refs.push_back(bias);
+  return refs;
+}
+
+SmallVector<FlatSymbolRefAttr, 2> LinearGradWeightOp::getParamRefs() {
+  return {getWeightAttr()};
+}
+
+SmallVector<FlatSymbolRefAttr, 2> BiasGradOp::getParamRefs() {
+  return {getBiasAttr()};
+}
+
+SmallVector<FlatSymbolRefAttr, 2> EmbeddingGradOp::getParamRefs() {
+  return {getTableAttr()};
+}
+
+SmallVector<FlatSymbolRefAttr, 2> VectorGradOp::getParamRefs() {
+  return {getParamAttr()};
+}
+
+//===----------------------------------------------------------------------===//
+// Norms
+//===----------------------------------------------------------------------===//
+
+LogicalResult NormGramOp::verify() {
+  if (getDys().empty())
+    return emitOpError("needs the output gradient of at least one layer");
+  if (getParams().size() != getDys().size())
+    return emitOpError("names ")
+           << getParams().size() << " parameters for " << getDys().size()
+           << " output gradients";
+  ArrayRef<int64_t> rows = getX().getType().getShape().drop_back();
+  for (Value dy : getDys())
+    if (cast<RankedTensorType>(dy.getType()).getShape().drop_back() != rows)
+      return emitOpError("every output gradient must have the rows of the "
+                         "input");
+  return success();
+}
+
+LogicalResult NormSumOp::verify() {
+  if (getParts().empty())
+    return emitOpError("needs at least one part");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// FSDP
+//===----------------------------------------------------------------------===//
+
+LogicalResult UnitOp::verify() {
+  ArrayRef<int64_t> offsets = getOffsets();
+  if (offsets.size() != getParams().size())
+    return emitOpError("has ") << getParams().size() << " parameters but "
+                               << offsets.size() << " offsets";
+  if (getRanks() < 1 || getShard() < 0)
+    return emitOpError("needs at least one rank and a non-negative shard");
+  if (getNumel() > getShard() * getRanks())
+    return emitOpError("holds ")
+           << getNumel() << " elements but " << getRanks() << " shards of "
+           << getShard() << " hold fewer";
+  for (size_t i = 1; i < offsets.size(); ++i)
+    if (offsets[i] <= offsets[i - 1])
+      return emitOpError("offsets must increase");
+  return success();
+}
+
+static LogicalResult verifyUnitRef(Operation *op, FlatSymbolRefAttr ref,
+                                   SymbolTableCollection &tables) {
+  if (!tables.lookupNearestSymbolFrom<UnitOp>(op, ref.getAttr()))
+    return op->emitOpError("refers to unknown unit ") << ref;
+  return success();
+}
+
+LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyUnitRef(*this, getUnitAttr(), tables);
+}
+
+LogicalResult ReduceScatterOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyUnitRef(*this, getUnitAttr(), tables);
+}

@@ -1,0 +1,24 @@
+//===- DPRTDialect.h - The scheduled program --------------------*- C++ -*-===//
+
+#ifndef DPC_DIALECTS_DPRT_DPRTDIALECT_H
+#define DPC_DIALECTS_DPRT_DPRTDIALECT_H
+
+#include "mlir/Dialect/EmitC/IR/EmitC.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/RegionKindInterface.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+
+#include "DPRT/DPRTDialect.h.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "DPRT/DPRTTypes.h.inc"
+
+#define GET_OP_CLASSES
+#include "DPRT/DPRTOps.h.inc"
+
+#endif // DPC_DIALECTS_DPRT_DPRTDIALECT_H

@@ -1,0 +1,261 @@
+//===- ClipPlan.cpp - Per-sample norms, clip factors, book-keeping --------===//
+
+#include "passes/Passes.h"
+
+#include "DP/DPModel.h"
+#include "passes/CostModel.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+
+namespace dpc {
+#define GEN_PASS_DEF_CLIPPLAN
+#include "passes/Passes.h.inc"
+} // namespace dpc
+
+using namespace mlir;
+using namespace dpc;
+using namespace dpc::dp;
+
+namespace {
+
+LinearNormShape linearShape(LinearGradWeightOp op) {
+  auto x = cast<RankedTensorType>(op.getX().getType());
+  auto dy = cast<RankedTensorType>(op.getDy().getType());
+  int64_t tokens = x.getRank() == 3 ? x.getDimSize(1) : 1;
+  return {x.getDimSize(0), tokens, x.getShape().back(), dy.getShape().back()};
+}
+
+/// The longest chain of accumulated terms behind a norm op's result: the
+/// inner products it forms and the sums over them.
+double accumulationLength(Operation *norm) {
+  return llvm::TypeSwitch<Operation *, double>(norm)
+      .Case([](NormRank1Op op) {
+        auto x = cast<RankedTensorType>(op.getX().getType());
+        auto dy = cast<RankedTensorType>(op.getDy().getType());
+        return double(std::max(x.getShape().back(), dy.getShape().back()));
+      })
+      .Case([](NormGramOp op) {
+        auto x = cast<RankedTensorType>(op.getX().getType());
+        double t = double(x.getDimSize(1));
+        double width = double(x.getShape().back());
+        for (Value dy : op.getDys())
+          width = std::max(
+              width, double(cast<RankedTensorType>(dy.getType()).getShape().back()));
+        return width * double(op.getDys().size()) + t * t;
+      })
+      .Case([](NormDirectOp op) {
+        auto x = cast<RankedTensorType>(op.getX().getType());
+        auto dy = cast<RankedTensorType>(op.getDy().getType());
+        return double(x.getDimSize(1)) +
+               double(x.getShape().back()) * double(dy.getShape().back());
+      })
+      .Case([](NormBiasOp op) {
+        auto dy = cast<RankedTensorType>(op.getDy().getType());
+        return double(dy.getNumElements() / dy.getDimSize(0));
+      })
+      .Case([](NormEmbeddingOp op) {
+        auto dy = cast<RankedTensorType>(op.getDy().getType());
+        double t = double(dy.getRank() == 3 ? dy.getDimSize(1) : 1);
+        return t * t * double(dy.getShape().back());
+      })
+      .Case([](NormRowsOp op) {
+        auto g = cast<RankedTensorType>(op.getGrads().getType());
+        return double(g.getShape().back());
+      })
+      .Default([](Operation *) { return 1.0; });
+}
+
+/// The clip factor a weight-gradient op scales by, or null.
+Value scaleOf(Operation *op) {
+  return llvm::TypeSwitch<Operation *, Value>(op)
+      .Case<LinearGradWeightOp, BiasGradOp, EmbeddingGradOp, VectorGradOp>(
+          [](auto grad) { return grad.getScale(); })
+      .Default([](Operation *) { return Value(); });
+}
+
+struct ClipPlanPass : dpc::impl::ClipPlanBase<ClipPlanPass> {
+  using ClipPlanBase::ClipPlanBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    RecipeOp recipe = getOnlyRecipe(module);
+    if (!recipe)
+      return signalPassFailure();
+    ModelOp model = getModel(recipe);
+    StepOp step;
+    for (Operation &op : model.getBody().front())
+      if (auto s = dyn_cast<StepOp>(op))
+        step = s;
+    if (!step) {
+      model.emitOpError("has no dp.step; run dp-backward before dp-clip-plan");
+      return signalPassFailure();
+    }
+    if (failed(plan(step, recipe.getClip(), getComputeType(model))))
+      return signalPassFailure();
+  }
+
+  LogicalResult plan(StepOp step, ClipAttr clip, Type computeType);
+};
+
+LogicalResult ClipPlanPass::plan(StepOp step, ClipAttr clip,
+                                 Type computeType) {
+  Block &body = step.getBodyBlock();
+  SmallVector<Operation *> weightGrads;
+  for (Operation &op : body) {
+    if (!isa<LinearGradWeightOp, BiasGradOp, EmbeddingGradOp, VectorGradOp>(
+            op))
+      continue;
+    if (scaleOf(&op))
+      return op.emitOpError("is already clipped; dp-clip-plan runs once");
+    weightGrads.push_back(&op);
+  }
+  if (weightGrads.empty())
+    return step.emitOpError("has no trainable parameter to clip");
+
+  bool perLayer = clip.getMode() == ClipMode::per_layer;
+  bool share = shareGram && !perLayer;
+  OpBuilder builder(step.getContext());
+  auto flatRef = [&](FlatSymbolRefAttr ref) -> Attribute { return ref; };
+
+  // Gram layers grouped by the activation they read (q/k/v, gate/up).
+  llvm::MapVector<Value, SmallVector<LinearGradWeightOp>> gramGroups;
+  // The norm op of each weight-gradient op.
+  llvm::DenseMap<Operation *, Value> normOf;
+  SmallVector<Value> norms;
+
+  auto perSample = [&](Operation *op, Value x) {
+    return RankedTensorType::get(
+        {cast<RankedTensorType>(x.getType()).getDimSize(0)},
+        cast<RankedTensorType>(step.getMask().getType()).getElementType());
+  };
+
+  for (Operation *op : weightGrads) {
+    builder.setInsertionPointAfter(op);
+    Location loc = op->getLoc();
+    Value norm =
+        llvm::TypeSwitch<Operation *, Value>(op)
+            .Case([&](LinearGradWeightOp grad) -> Value {
+              LinearNormShape shape = linearShape(grad);
+              ArrayAttr params = builder.getArrayAttr({flatRef(grad.getWeightAttr())});
+              Type type = perSample(op, grad.getX());
+              switch (chooseLinearNormMethod(shape)) {
+              case NormMethod::rank1:
+                ++numRank1;
+                return builder.create<NormRank1Op>(loc, type, grad.getX(),
+                                                   grad.getDy(), params);
+              case NormMethod::gram:
+                ++numGram;
+                if (share) {
+                  gramGroups[grad.getX()].push_back(grad);
+                  return Value();
+                }
+                return builder.create<NormGramOp>(loc, type, grad.getX(),
+                                                  ValueRange{grad.getDy()},
+                                                  params);
+              default:
+                ++numDirect;
+                return builder.create<NormDirectOp>(loc, type, grad.getX(),
+                                                    grad.getDy(), params);
+              }
+            })
+            .Case([&](BiasGradOp grad) -> Value {
+              ++numOther;
+              return builder.create<NormBiasOp>(
+                  loc, perSample(op, grad.getDy()), grad.getDy(),
+                  builder.getArrayAttr({flatRef(grad.getBiasAttr())}));
+            })
+            .Case([&](EmbeddingGradOp grad) -> Value {
+              ++numOther;
+              return builder.create<NormEmbeddingOp>(
+                  loc, perSample(op, grad.getDy()), grad.getTokens(),
+                  grad.getDy(),
+                  builder.getArrayAttr({flatRef(grad.getTableAttr())}));
+            })
+            .Case([&](VectorGradOp grad) -> Value {
+              ++numOther;
+              return builder.create<NormRowsOp>(
+                  loc, perSample(op, grad.getGrads()), grad.getGrads(),
+                  builder.getArrayAttr({flatRef(grad.getParamAttr())}));
+            });
+    if (norm) {
+      normOf[op] = norm;
+      norms.push_back(norm);
+    }
+  }
+
+  // One A A^T per activation: after the last layer of the group, when every
+  // output gradient of the group exists.
+  for (auto &[x, group] : gramGroups) {
+    builder.setInsertionPointAfter(group.back());
+    SmallVector<Value> dys;
+    SmallVector<Attribute> params;
+    for (LinearGradWeightOp grad : group) {
+      dys.push_back(grad.getDy());
+      params.push_back(grad.getWeightAttr());
+    }
+    Value norm = builder.create<NormGramOp>(
+        group.back().getLoc(), perSample(group.back(), x), x, dys,
+        builder.getArrayAttr(params));
+    for (LinearGradWeightOp grad : group)
+      normOf[grad] = norm;
+    norms.push_back(norm);
+  }
+
+  // Norms are accumulated in f32 (f64 for f64 models).
+  double unitRoundoff = computeType.isF64() ? 0x1p-53 : 0x1p-24;
+  double longest = 1.0;
+  for (Value norm : norms)
+    longest = std::max(longest, accumulationLength(norm.getDefiningOp()));
+  double relErr =
+      normRelativeError(longest + double(norms.size()), unitRoundoff);
+  Value mask = step.getMask();
+  auto f64 = [](double v) { return APFloat(v); };
+  double maxNorm = clip.getMaxNorm().convertToDouble();
+  double gamma = clip.getGamma().convertToDouble();
+
+  auto setScale = [](Operation *op, Value scale) {
+    llvm::TypeSwitch<Operation *>(op)
+        .Case<LinearGradWeightOp, BiasGradOp, EmbeddingGradOp, VectorGradOp>(
+            [&](auto grad) { grad.getScaleMutable().assign(scale); });
+  };
+
+  if (perLayer) {
+    // C_l = C / sqrt(L): the per-parameter bounds compose to C overall.
+    double layerNorm = maxNorm / std::sqrt(double(weightGrads.size()));
+    for (Operation *op : weightGrads) {
+      Value norm = normOf.lookup(op);
+      builder.setInsertionPointAfterValue(norm);
+      Value factor = builder.create<ClipFactorOp>(
+          op->getLoc(), norm, mask, ClipMode::per_layer, f64(layerNorm),
+          f64(gamma), f64(relErr));
+      op->moveAfter(factor.getDefiningOp());
+      setScale(op, factor);
+    }
+    return success();
+  }
+
+  // Flat and automatic clipping with book-keeping: every norm first, then
+  // one factor per sample, then each clipped weight gradient once.
+  Operation *lastNorm = norms.front().getDefiningOp();
+  for (Value norm : norms)
+    if (lastNorm->isBeforeInBlock(norm.getDefiningOp()))
+      lastNorm = norm.getDefiningOp();
+  builder.setInsertionPointAfter(lastNorm);
+  Value total = builder.create<NormSumOp>(step.getLoc(), norms);
+  Value factor = builder.create<ClipFactorOp>(
+      step.getLoc(), total, mask, clip.getMode(), f64(maxNorm), f64(gamma),
+      f64(relErr));
+  Operation *insertAfter = factor.getDefiningOp();
+  for (Operation *op : weightGrads) {
+    op->moveAfter(insertAfter);
+    setScale(op, factor);
+    insertAfter = op;
+  }
+  return success();
+}
+
+} // namespace

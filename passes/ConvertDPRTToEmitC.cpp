@@ -1,0 +1,190 @@
+//===- ConvertDPRTToEmitC.cpp - The planned program as C++ ----------------===//
+//
+// One emitc.func per dprt.func. Buffers become `arena(rank) + offset`
+// pointers computed once at the top of the function; calls become
+// `dprt::<callee>(rank, ...)`. In dp_describe, a buffer operand stands for
+// its offset, and the placeholders `arena_bytes`, `peak_bytes` and
+// `logits_offset` for numbers the memory plan decided.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/EmitC/IR/EmitC.h"
+#include "mlir/IR/Builders.h"
+
+namespace dpc {
+#define GEN_PASS_DEF_CONVERTDPRTTOEMITC
+#include "passes/Passes.h.inc"
+} // namespace dpc
+
+using namespace mlir;
+using namespace dpc;
+namespace rt = dpc::dprt;
+
+namespace {
+
+/// Offset of a buffer in the arena: a global's, an alloc's, or a view's base
+/// plus its offset. -1 before dprt-plan-memory.
+int64_t offsetOf(Value buffer) {
+  Operation *def = buffer.getDefiningOp();
+  if (auto alloc = dyn_cast_or_null<rt::AllocOp>(def))
+    return alloc.getOffset().value_or(-1);
+  if (auto view = dyn_cast_or_null<rt::ViewOp>(def)) {
+    int64_t base = offsetOf(view.getSource());
+    return base < 0 ? -1 : base + view.getOffset();
+  }
+  if (auto ref = dyn_cast_or_null<rt::GetGlobalOp>(def)) {
+    auto global = SymbolTable::lookupNearestSymbolFrom<rt::GlobalOp>(
+        ref, ref.getGlobalAttr());
+    return global ? global.getOffset().value_or(-1) : -1;
+  }
+  return -1;
+}
+
+struct ConvertPass : dpc::impl::ConvertDPRTToEmitCBase<ConvertPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto programs = llvm::to_vector(module.getOps<rt::ProgramOp>());
+    if (programs.size() != 1) {
+      module.emitError("expected one dprt.program, found ") << programs.size();
+      return signalPassFailure();
+    }
+    rt::ProgramOp program = programs.front();
+    if (!program->hasAttr("arena_bytes")) {
+      program.emitOpError("has no memory plan; run dprt-plan-memory first");
+      return signalPassFailure();
+    }
+    OpBuilder builder(module.getContext());
+    builder.setInsertionPointToStart(module.getBody());
+    builder.create<emitc::IncludeOp>(module.getLoc(), "dprt/kernels.h",
+                                     /*isStandard=*/false);
+    builder.create<emitc::IncludeOp>(module.getLoc(), "dprt/program.h",
+                                     /*isStandard=*/false);
+    for (rt::FuncOp func : program.getBody().getOps<rt::FuncOp>())
+      if (failed(convert(func, program, builder)))
+        return signalPassFailure();
+
+    // What remains is the C++ program.
+    for (Operation &op : llvm::make_early_inc_range(*module.getBody()))
+      if (!isa<emitc::IncludeOp, emitc::FuncOp>(op))
+        op.erase();
+  }
+
+  LogicalResult convert(rt::FuncOp func, rt::ProgramOp program,
+                        OpBuilder &builder);
+};
+
+LogicalResult ConvertPass::convert(rt::FuncOp func, rt::ProgramOp program,
+                                   OpBuilder &builder) {
+  MLIRContext *context = func.getContext();
+  Location loc = func.getLoc();
+  bool describe = func.getDescribe();
+  Type contextType = emitc::PointerType::get(emitc::OpaqueType::get(
+      context, describe ? "dprt::ProgramSpec" : "dprt::Rank"));
+  Type charPointer =
+      emitc::PointerType::get(emitc::OpaqueType::get(context, "char"));
+  auto type = FunctionType::get(context, {contextType}, {});
+  builder.setInsertionPointToEnd(program->getBlock());
+  auto cfunc = builder.create<emitc::FuncOp>(loc, func.getSymName(), type);
+  Block *entry = cfunc.addEntryBlock();
+  builder.setInsertionPointToStart(entry);
+  Value rank = entry->getArgument(0);
+
+  // One pointer per distinct offset, computed at the top.
+  Value arena;
+  llvm::DenseMap<int64_t, Value> pointers;
+  auto pointerTo = [&](Value buffer) -> FailureOr<Value> {
+    int64_t offset = offsetOf(buffer);
+    if (offset < 0)
+      return func.emitOpError("uses a buffer without an offset");
+    Value &pointer = pointers[offset];
+    if (pointer)
+      return pointer;
+    OpBuilder::InsertionGuard guard(builder);
+    if (!arena) {
+      builder.setInsertionPointToStart(entry);
+      arena = builder
+                  .create<emitc::CallOpaqueOp>(loc, TypeRange{charPointer},
+                                               "dprt::arena", ValueRange{rank})
+                  .getResult(0);
+    }
+    builder.setInsertionPointAfterValue(arena);
+    Value constant = builder.create<emitc::ConstantOp>(
+        loc, builder.getI64Type(), builder.getI64IntegerAttr(offset));
+    pointer = builder.create<emitc::AddOp>(loc, charPointer, arena, constant);
+    return pointer;
+  };
+
+  auto logitsOffset = [&]() -> int64_t {
+    for (rt::FuncOp other : program.getBody().getOps<rt::FuncOp>())
+      if (other.getSymName() == "dp_forward") {
+        auto ret = cast<rt::ReturnOp>(other.getBody().front().getTerminator());
+        if (!ret.getKeep().empty())
+          return offsetOf(ret.getKeep().front());
+      }
+    return -1;
+  };
+
+  for (Operation &op : func.getBody().front()) {
+    loc = op.getLoc();
+    if (isa<rt::AllocOp, rt::GetGlobalOp, rt::ViewOp, rt::ReturnOp>(op))
+      continue;
+    if (auto record = dyn_cast<rt::RecordEventOp>(op)) {
+      builder.create<emitc::CallOpaqueOp>(
+          loc, TypeRange{}, "dprt::record_event", ValueRange{rank},
+          builder.getArrayAttr({builder.getIndexAttr(0), record.getStreamAttr(),
+                                record.getEventAttr()}));
+      continue;
+    }
+    if (auto wait = dyn_cast<rt::WaitEventOp>(op)) {
+      builder.create<emitc::CallOpaqueOp>(
+          loc, TypeRange{}, "dprt::wait_event", ValueRange{rank},
+          builder.getArrayAttr({builder.getIndexAttr(0), wait.getStreamAttr(),
+                                wait.getEventAttr()}));
+      continue;
+    }
+    auto call = dyn_cast<rt::CallOp>(op);
+    if (!call)
+      return op.emitOpError("cannot be converted to EmitC");
+
+    SmallVector<Value> operands{rank};
+    SmallVector<Attribute> args{builder.getIndexAttr(0)};
+    for (Attribute arg : call.getArgs()) {
+      auto index = dyn_cast<IntegerAttr>(arg);
+      if (index && index.getType().isIndex()) {
+        Value buffer = call.getBuffers()[index.getInt()];
+        if (describe) {
+          args.push_back(builder.getI64IntegerAttr(offsetOf(buffer)));
+          continue;
+        }
+        FailureOr<Value> pointer = pointerTo(buffer);
+        if (failed(pointer))
+          return failure();
+        args.push_back(builder.getIndexAttr(operands.size()));
+        operands.push_back(*pointer);
+        continue;
+      }
+      if (auto placeholder = dyn_cast<StringAttr>(arg)) {
+        int64_t value = -1;
+        StringRef name = placeholder.getValue();
+        if (name == "arena_bytes" || name == "peak_bytes")
+          value = program->getAttrOfType<IntegerAttr>(name).getInt();
+        else if (name == "logits_offset")
+          value = logitsOffset();
+        args.push_back(builder.getI64IntegerAttr(value));
+        continue;
+      }
+      args.push_back(arg);
+    }
+    if (call.getCollective())
+      args.push_back(call.getStreamAttr());
+    builder.create<emitc::CallOpaqueOp>(
+        loc, TypeRange{}, ("dprt::" + call.getCallee()).str(), operands,
+        builder.getArrayAttr(args));
+  }
+  builder.create<emitc::ReturnOp>(func.getLoc(), Value());
+  return success();
+}
+
+} // namespace

@@ -1,0 +1,45 @@
+//===- CostModel.cpp - FLOPs of per-sample norms and weight gradients -----===//
+
+#include "passes/CostModel.h"
+
+#include <cmath>
+
+using namespace dpc;
+
+double dpc::rank1NormFlops(const LinearNormShape &s) {
+  return double(s.batch) * 2.0 * double(s.in + s.out);
+}
+
+double dpc::gramInputFlops(const LinearNormShape &s) {
+  double t = double(s.tokens);
+  return double(s.batch) * 2.0 * t * t * double(s.in);
+}
+
+double dpc::gramOutputFlops(const LinearNormShape &s) {
+  double t = double(s.tokens);
+  return double(s.batch) * (2.0 * t * t * double(s.out) + 2.0 * t * t);
+}
+
+double dpc::directNormFlops(const LinearNormShape &s) {
+  double dp = double(s.in) * double(s.out);
+  return double(s.batch) * (2.0 * double(s.tokens) * dp + dp);
+}
+
+dp::NormMethod dpc::chooseLinearNormMethod(const LinearNormShape &s) {
+  if (s.tokens == 1)
+    return dp::NormMethod::rank1;
+  // 2T^2(d+p) < 2Tdp  <=>  T(d+p) < dp, in exact integer arithmetic.
+  __int128 gram = __int128(s.tokens) * (s.in + s.out);
+  __int128 direct = __int128(s.in) * s.out;
+  return gram < direct ? dp::NormMethod::gram : dp::NormMethod::direct;
+}
+
+double dpc::linearWeightGradFlops(const LinearNormShape &s) {
+  double rows = double(s.batch) * double(s.tokens);
+  return 2.0 * rows * double(s.in) * double(s.out) + rows * double(s.out);
+}
+
+double dpc::normRelativeError(double terms, double unitRoundoff) {
+  constexpr double lambda = 8.0;
+  return lambda * std::sqrt(std::max(terms, 1.0)) * unitRoundoff;
+}

@@ -1,0 +1,51 @@
+//===- CostModel.h - FLOPs of per-sample norms and weight gradients -*- C++ -*-===//
+//
+// The clip planner chooses norm methods with these formulas and the report
+// prints them, so both always agree. Counts are floating-point operations
+// (a multiply-add is 2) per physical batch of one rank.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DPC_PASSES_COSTMODEL_H
+#define DPC_PASSES_COSTMODEL_H
+
+#include "DP/DPOps.h"
+
+#include <cstdint>
+
+namespace dpc {
+
+/// The per-sample norm of a linear layer with T rows of width d (input) and
+/// p (output) per sample.
+struct LinearNormShape {
+  int64_t batch, tokens, in, out;
+};
+
+/// rank-1 (T = 1): ||a||^2 ||g||^2.
+double rank1NormFlops(const LinearNormShape &s);
+/// Gram, A side: A A^T, 2 T^2 d per sample (shared by the layers that read A).
+double gramInputFlops(const LinearNormShape &s);
+/// Gram, one layer's G side and its share of the inner product:
+/// 2 T^2 p + 2 T^2 per sample.
+double gramOutputFlops(const LinearNormShape &s);
+/// Direct: G^T A formed per sample, 2 T d p, and squared, d p.
+double directNormFlops(const LinearNormShape &s);
+
+/// The method for a linear weight: rank-1 for one row per sample, Gram iff
+/// T (d + p) < d p (the Gram norm's 2T^2(d+p) against the direct norm's
+/// 2Tdp), direct otherwise (ties go to direct: it needs no T x T buffers).
+dp::NormMethod chooseLinearNormMethod(const LinearNormShape &s);
+
+/// The clipped weight gradient sum_b c_b G_b^T A_b: 2 B T d p (+ B T p for
+/// scaling G).
+double linearWeightGradFlops(const LinearNormShape &s);
+
+/// Relative error bound of a computed per-sample norm whose longest chain of
+/// accumulated terms is `terms` long, in arithmetic with unit roundoff `u`:
+/// lambda sqrt(terms) u with lambda = 8, the probabilistic bound of Higham and
+/// Mary (2019) with a wide margin (docs/privacy.md).
+double normRelativeError(double terms, double unitRoundoff);
+
+} // namespace dpc
+
+#endif // DPC_PASSES_COSTMODEL_H

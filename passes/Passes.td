@@ -1,0 +1,177 @@
+//===- Passes.td - DPC's passes ------------------------------*- tablegen -*-===//
+
+#ifndef DPC_PASSES_TD
+#define DPC_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def Specialize : Pass<"dp-specialize", "mlir::ModuleOp"> {
+  let summary = "Fix the batch to the recipe's physical batch and the grid size";
+  let description = [{
+    Picks the recipe (the only one, or the one named by `recipe`), replaces
+    the `?` sample dimension of the model's forward pass by the recipe's
+    physical batch per rank, and gives a dynamic `shard.grid` the number of
+    ranks of `ranks`. A static grid must agree with `ranks` when both are
+    given. Other recipes are removed: one compilation trains one recipe.
+  }];
+  let options = [
+    Option<"ranks", "ranks", "int64_t", /*default=*/"0",
+           "Ranks of the grid (0: the grid's static size, or 1)">,
+    Option<"recipe", "recipe", "std::string", /*default=*/"\"\"",
+           "The recipe to compile when the module holds several">,
+  ];
+  let dependentDialects = ["::mlir::shard::ShardDialect"];
+}
+
+def Backward : Pass<"dp-backward", "mlir::ModuleOp"> {
+  let summary = "Derive the training step: forward, backward and weight gradients";
+  let description = [{
+    Creates `dp.step` from the specialized `dp.forward`: the forward layers,
+    then, in reverse order, one derivative op per layer. Input gradients and
+    weight gradients are separate ops: `dp.linear_grad_input` computes
+    dx = dy W, while `dp.linear_grad_weight`, `dp.bias_grad`,
+    `dp.embedding_grad` and `dp.vector_grad` add a parameter's gradient
+    (unclipped until dp-clip-plan gives them a scale). The gradient of each
+    sample's loss is the mask, so padding samples contribute nothing.
+    Gradients of a value read by several layers are accumulated through the
+    `acc` operand of the derivative ops (or `dp.add`). Only values that
+    depend on a trainable parameter are differentiated.
+  }];
+  let statistics = [
+    Statistic<"numInputGradOps", "input-grad-ops", "Input-gradient ops created">,
+    Statistic<"numWeightGradOps", "weight-grad-ops", "Weight-gradient ops created">,
+  ];
+}
+
+def ClipPlan : Pass<"dp-clip-plan", "mlir::ModuleOp"> {
+  let summary = "Choose per-sample norm methods, compute clip factors, clip once";
+  let description = [{
+    For every weight-gradient op, adds the per-sample squared-norm op of the
+    method the cost model chooses (see docs/clip-planning.md):
+    rank-1 for one row per sample; for sequences, the Gram ("ghost") norm
+    <A A^T, G G^T> when T (d + p) < d p and the direct norm otherwise;
+    `dp.norm_bias` for biases, `dp.norm_embedding` for tables,
+    `dp.norm_rows` for materialized normalization-layer gradients. With
+    `share-gram`, linear layers that read the same activation and chose the
+    Gram norm share one A A^T (one `dp.norm_gram` with several output
+    gradients).
+
+    Flat and automatic clipping (book-keeping): all norms are summed,
+    `dp.clip_factor` computes one factor per sample, and every weight
+    gradient op is moved after it and scaled by it, so each clipped weight
+    gradient is computed exactly once and no unclipped gradient is formed.
+    Per-layer clipping: each parameter gets its own factor with bound
+    C / sqrt(L) (L trainable parameters) right after its norm, and its
+    weight gradient is not deferred. The clip factor accounts for the
+    rounding error of the norm computation (`rel_err`).
+  }];
+  let options = [
+    Option<"shareGram", "share-gram", "bool", /*default=*/"true",
+           "Share A A^T between Gram norms of layers reading one activation">,
+  ];
+  let statistics = [
+    Statistic<"numRank1", "rank1-norms", "Parameters with rank-1 norms">,
+    Statistic<"numGram", "gram-norms", "Parameters with Gram norms">,
+    Statistic<"numDirect", "direct-norms", "Parameters with direct norms">,
+    Statistic<"numOther", "other-norms", "Bias, embedding and normalization norms">,
+  ];
+}
+
+def Shard : Pass<"dp-shard", "mlir::ModuleOp"> {
+  let summary = "Group parameters into FSDP units and place the collectives";
+  let description = [{
+    Groups the parameters into units by the recipe's `#dp.fsdp` policy (a
+    block: the name prefix before the first `.`; a layer: the parameters one
+    layer reads; a parameter's own `unit` attribute wins), lays each unit out
+    as one flat buffer padded to a multiple of the number of ranks
+    (`dp.unit`), and, on more than one rank, inserts `dp.all_gather` before
+    the first read of a unit in the forward part of the step and again
+    before its first read in the backward part (unless
+    `reshard_after_forward = false`), and one `dp.reduce_scatter` after the
+    last weight-gradient op of the unit. Per unit and step: one all-gather in
+    forward, at most one in backward, one reduce-scatter: no collective that
+    non-private FSDP would not issue.
+  }];
+  let statistics = [
+    Statistic<"numUnits", "units", "FSDP units">,
+    Statistic<"numAllGathers", "all-gathers", "All-gathers per step">,
+    Statistic<"numReduceScatters", "reduce-scatters", "Reduce-scatters per step">,
+  ];
+}
+
+def LowerToRuntime : Pass<"dp-lower-to-runtime", "mlir::ModuleOp"> {
+  let summary = "Lower the sharded step to buffers and runtime calls (dprt)";
+  let description = [{
+    Creates a `dprt.program` beside the model with the persistent buffers
+    (step state, inputs, mask, loss, and per unit the parameter shard, the
+    master shard, the gradient shard and the optimizer state) and five
+    functions: `dp_init` (initializers keyed by global parameter index),
+    `dp_microstep` (the dp.step: each tensor becomes a temporary buffer, each
+    op one or a few runtime calls; a gathered unit is a temporary of the
+    compute type, a unit's full gradient a temporary of the accumulation type
+    reduce-scattered into the gradient shard), `dp_apply` (noise and the
+    optimizer on the trainable ranges of each shard), `dp_forward` and
+    `dp_describe`. A weight gradient without a clip factor is an error: the
+    program never sums unclipped gradients.
+  }];
+  let options = [
+    Option<"backend", "backend", "std::string", /*default=*/"\"cpu\"",
+           "The runtime backend the program is for (cpu or cuda)">,
+  ];
+  let dependentDialects = ["::dpc::dprt::DPRTDialect",
+                           "::mlir::emitc::EmitCDialect"];
+}
+
+def Schedule : Pass<"dprt-schedule", "mlir::ModuleOp"> {
+  let summary = "Put collectives on their own stream, prefetch gathers, add events";
+  let description = [{
+    Collectives run on stream 1, everything else on stream 0. Each
+    all-gather is issued `prefetch` units early: before the first use of the
+    unit gathered `prefetch` gathers before it, so that gathering the next
+    unit overlaps computing with this one (two gathered units live at a
+    time for prefetch = 1: double buffering). Events order the streams: a
+    collective waits for the compute issued before it; the first use of a
+    gathered unit waits for its all-gather; a reduce-scatter is waited for
+    before the one two later is issued (at most two in flight) and at the
+    end of the function, and its gradient buffer stays live until then.
+    Every function ends with stream 0 joined with stream 1.
+  }];
+  let options = [
+    Option<"prefetch", "prefetch", "int64_t", /*default=*/"-1",
+           "All-gathers issued ahead (-1: the recipe's, recorded on the program)">,
+  ];
+  let statistics = [
+    Statistic<"numEvents", "events", "Events recorded">,
+    Statistic<"numPrefetched", "prefetched", "All-gathers moved ahead">,
+  ];
+}
+
+def PlanMemory : Pass<"dprt-plan-memory", "mlir::ModuleOp"> {
+  let summary = "Give every buffer an offset in one arena per rank";
+  let description = [{
+    Globals are laid out first, back to back. Each function's temporaries
+    live from their first to their last use (views and keep operands
+    count as uses) and are placed greedily, largest first, at the lowest
+    offset that overlaps no temporary live at the same time. Functions never
+    run at once, so their temporaries share the space after the globals.
+    Sets `offset` on every dprt.global and dprt.alloc, and `arena_bytes`
+    (the arena size) and `peak_bytes` (the most bytes live at once, globals
+    included) on the program.
+  }];
+  let statistics = [
+    Statistic<"numBuffers", "buffers", "Temporaries placed">,
+  ];
+}
+
+def ConvertDPRTToEmitC : Pass<"convert-dprt-to-emitc", "mlir::ModuleOp"> {
+  let summary = "Lower the planned dprt program to EmitC";
+  let description = [{
+    Each dprt.func becomes an emitc.func taking the rank (`dp_describe`:
+    the ProgramSpec); each buffer a pointer `arena(rank) + offset`; each call
+    an `emitc.call_opaque` of `dprt::<callee>`. The dp model and the recipe
+    are removed: the module is then ready for `mlir-to-cpp`.
+  }];
+  let dependentDialects = ["::mlir::emitc::EmitCDialect"];
+}
+
+#endif // DPC_PASSES_TD

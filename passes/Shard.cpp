@@ -1,0 +1,125 @@
+//===- Shard.cpp - FSDP units and their collectives -----------------------===//
+
+#include "passes/Passes.h"
+
+#include "DP/DPModel.h"
+#include "passes/Units.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace dpc {
+#define GEN_PASS_DEF_SHARD
+#include "passes/Passes.h.inc"
+} // namespace dpc
+
+using namespace mlir;
+using namespace dpc;
+using namespace dpc::dp;
+
+namespace {
+
+/// Forward layers read parameters through the gathered buffer; so do the
+/// backward ops that multiply by a parameter. Weight-gradient ops read only
+/// activations.
+bool isForwardReader(Operation *op) {
+  return isa<LinearOp, EmbeddingOp, RMSNormOp, LayerNormOp>(op);
+}
+bool isBackwardReader(Operation *op) {
+  return isa<LinearGradInputOp, RMSNormGradOp, LayerNormGradOp>(op);
+}
+bool isWeightGrad(Operation *op) {
+  return isa<LinearGradWeightOp, BiasGradOp, EmbeddingGradOp, VectorGradOp>(op);
+}
+
+struct ShardPass : dpc::impl::ShardBase<ShardPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    RecipeOp recipe = getOnlyRecipe(module);
+    if (!recipe)
+      return signalPassFailure();
+    ModelOp model = getModel(recipe);
+    int64_t ranks = getNumRanks(recipe);
+    if (ranks < 1) {
+      recipe.emitOpError("has a grid of unknown size; run dp-specialize "
+                         "before dp-shard");
+      return signalPassFailure();
+    }
+    StepOp step;
+    for (Operation &op : model.getBody().front()) {
+      if (isa<UnitOp>(op)) {
+        op.emitOpError("exists already; dp-shard runs once");
+        return signalPassFailure();
+      }
+      if (auto s = dyn_cast<StepOp>(op))
+        step = s;
+    }
+    if (!step) {
+      model.emitOpError("has no dp.step; run dp-backward before dp-shard");
+      return signalPassFailure();
+    }
+
+    FSDPAttr policy = recipe.getShard().value_or(FSDPAttr());
+    SmallVector<UnitLayout> units = planUnits(model, policy, ranks);
+    llvm::StringMap<StringRef> unitOfParam;
+    OpBuilder builder(step);
+    for (const UnitLayout &unit : units) {
+      SmallVector<Attribute> params;
+      for (ParamOp param : unit.params) {
+        params.push_back(FlatSymbolRefAttr::get(param.getSymNameAttr()));
+        unitOfParam[param.getSymName()] = unit.name;
+      }
+      builder.create<UnitOp>(model.getLoc(), unit.name,
+                             builder.getArrayAttr(params), unit.offsets,
+                             unit.numel, unit.shard, ranks);
+      ++numUnits;
+    }
+    if (ranks == 1)
+      return;
+
+    bool reshard = !policy || policy.getReshardAfterForward();
+    // First forward reader, first backward reader and last weight-gradient op
+    // of each unit, in the step's order.
+    llvm::StringMap<Operation *> firstForward, firstBackward, lastGrad;
+    for (Operation &op : step.getBodyBlock()) {
+      auto user = dyn_cast<ParamUserOpInterface>(op);
+      if (!user)
+        continue;
+      for (FlatSymbolRefAttr ref : user.getParamRefs()) {
+        StringRef unit = unitOfParam.lookup(ref.getValue());
+        if (isForwardReader(&op))
+          firstForward.try_emplace(unit, &op);
+        else if (isBackwardReader(&op))
+          firstBackward.try_emplace(unit, &op);
+        else if (isWeightGrad(&op))
+          lastGrad[unit] = &op;
+      }
+    }
+    MLIRContext *context = model.getContext();
+    for (const UnitLayout &unit : units) {
+      auto ref = FlatSymbolRefAttr::get(context, unit.name);
+      if (Operation *first = firstForward.lookup(unit.name)) {
+        builder.setInsertionPoint(first);
+        builder.create<AllGatherOp>(first->getLoc(), ref,
+                                    GatherPhaseAttr::get(context,
+                                                         GatherPhase::forward));
+        ++numAllGathers;
+      }
+      if (Operation *first = firstBackward.lookup(unit.name);
+          first && reshard) {
+        builder.setInsertionPoint(first);
+        builder.create<AllGatherOp>(
+            first->getLoc(), ref,
+            GatherPhaseAttr::get(context, GatherPhase::backward));
+        ++numAllGathers;
+      }
+      if (Operation *last = lastGrad.lookup(unit.name)) {
+        builder.setInsertionPointAfter(last);
+        builder.create<ReduceScatterOp>(last->getLoc(), ref);
+        ++numReduceScatters;
+      }
+    }
+  }
+};
+
+} // namespace

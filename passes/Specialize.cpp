@@ -1,0 +1,122 @@
+//===- Specialize.cpp - Fix batch and grid sizes --------------------------===//
+
+#include "passes/Passes.h"
+
+#include "DP/DPModel.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/SymbolTable.h"
+
+namespace dpc {
+#define GEN_PASS_DEF_SPECIALIZE
+#include "passes/Passes.h.inc"
+} // namespace dpc
+
+using namespace mlir;
+using namespace dpc;
+using namespace dpc::dp;
+
+namespace {
+
+/// `type` with its leading dimension set to `batch`.
+Type withBatch(Type type, int64_t batch) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || tensor.getRank() == 0 || !tensor.isDynamicDim(0))
+    return type;
+  SmallVector<int64_t> shape(tensor.getShape());
+  shape[0] = batch;
+  return RankedTensorType::get(shape, tensor.getElementType(),
+                               tensor.getEncoding());
+}
+
+struct SpecializePass : dpc::impl::SpecializeBase<SpecializePass> {
+  using SpecializeBase::SpecializeBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    RecipeOp recipe = selectRecipe(module);
+    if (!recipe)
+      return signalPassFailure();
+    ModelOp model = getModel(recipe);
+    if (failed(specializeGrid(module, recipe)) ||
+        failed(specializeBatch(model, recipe.getPhysicalBatch())))
+      return signalPassFailure();
+  }
+
+  /// The recipe to compile; the others are removed.
+  RecipeOp selectRecipe(ModuleOp module) {
+    auto recipes = llvm::to_vector(module.getOps<RecipeOp>());
+    RecipeOp chosen;
+    if (recipe.empty()) {
+      chosen = getOnlyRecipe(module);
+    } else {
+      for (RecipeOp r : recipes)
+        if (r.getSymName() == recipe)
+          chosen = r;
+      if (!chosen)
+        module.emitError("no dp.recipe named @") << recipe;
+    }
+    if (!chosen)
+      return nullptr;
+    for (RecipeOp r : recipes)
+      if (r != chosen)
+        r.erase();
+    return chosen;
+  }
+
+  LogicalResult specializeGrid(ModuleOp module, RecipeOp recipe) {
+    FlatSymbolRefAttr gridRef = recipe.getGridAttr();
+    if (!gridRef) {
+      if (ranks <= 1)
+        return success();
+      // Asking for several ranks without a grid: declare one for them.
+      OpBuilder builder(recipe);
+      std::string name = "dp_ranks";
+      SymbolTable symbols(module);
+      while (symbols.lookup(name))
+        name += "_";
+      builder.create<shard::GridOp>(recipe.getLoc(), name,
+                                    ArrayRef<int64_t>{ranks});
+      recipe.setGridAttr(FlatSymbolRefAttr::get(builder.getContext(), name));
+      return success();
+    }
+    auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
+        recipe, gridRef);
+    int64_t size = grid.getShape()[0];
+    if (ShapedType::isDynamic(size)) {
+      grid.setShape(ArrayRef<int64_t>{ranks > 0 ? int64_t(ranks) : 1});
+      return success();
+    }
+    if (ranks > 0 && ranks != size)
+      return grid.emitOpError("has ")
+             << size << " ranks but " << ranks
+             << " were asked for; declare it with shape = ? to choose the "
+                "number of ranks when compiling";
+    return success();
+  }
+
+  LogicalResult specializeBatch(ModelOp model, int64_t batch) {
+    ForwardOp forward = model.getForward();
+    Block &body = forward.getBodyBlock();
+    for (BlockArgument argument : body.getArguments())
+      argument.setType(withBatch(argument.getType(), batch));
+    WalkResult walk = forward.walk([&](Operation *op) {
+      for (OpResult result : op->getResults())
+        result.setType(withBatch(result.getType(), batch));
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return failure();
+    FunctionType type = forward.getFunctionType();
+    SmallVector<Type> inputs, results;
+    for (Type t : type.getInputs())
+      inputs.push_back(withBatch(t, batch));
+    for (Type t : type.getResults())
+      results.push_back(withBatch(t, batch));
+    forward.setFunctionType(
+        FunctionType::get(forward.getContext(), inputs, results));
+    return success();
+  }
+};
+
+} // namespace
