@@ -43,3 +43,19 @@ double dpc::normRelativeError(double terms, double unitRoundoff) {
   constexpr double lambda = 8.0;
   return lambda * std::sqrt(std::max(terms, 1.0)) * unitRoundoff;
 }
+
+double dpc::biasNormFlops(int64_t batch, int64_t tokens, int64_t out) {
+  return double(batch) * (double(tokens) * double(out) + 2.0 * double(out));
+}
+
+double dpc::embeddingNormFlops(int64_t batch, int64_t tokens, int64_t dim) {
+  return double(batch) * 2.0 * double(tokens) * double(dim);
+}
+
+double dpc::rowsNormFlops(int64_t batch, int64_t tokens, int64_t dim) {
+  return double(batch) * (2.0 * double(tokens) * double(dim) + 2.0 * double(dim));
+}
+
+double dpc::elementGradFlops(int64_t rows, int64_t width) {
+  return 2.0 * double(rows) * double(width);
+}

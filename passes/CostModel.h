@@ -40,6 +40,18 @@ dp::NormMethod chooseLinearNormMethod(const LinearNormShape &s);
 /// scaling G).
 double linearWeightGradFlops(const LinearNormShape &s);
 
+/// Bias: per sample, T p additions and p squares: B (T p + 2 p).
+double biasNormFlops(int64_t batch, int64_t tokens, int64_t out);
+/// Embedding: per sample, segment sums of the T rows by token and their
+/// squares, counted as 2 T d.
+double embeddingNormFlops(int64_t batch, int64_t tokens, int64_t dim);
+/// Normalization scale or bias: the per-sample gradient sum_t dy * xhat
+/// (2 T d) and its square (2 d), per sample.
+double rowsNormFlops(int64_t batch, int64_t tokens, int64_t dim);
+/// Clipped sums of bias, embedding and normalization gradients: 2 per
+/// element added (scale and add).
+double elementGradFlops(int64_t rows, int64_t width);
+
 /// Relative error bound of a computed per-sample norm whose longest chain of
 /// accumulated terms is `terms` long, in arithmetic with unit roundoff `u`:
 /// lambda sqrt(terms) u with lambda = 8, the probabilistic bound of Higham and

@@ -174,4 +174,25 @@ def ConvertDPRTToEmitC : Pass<"convert-dprt-to-emitc", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::emitc::EmitCDialect"];
 }
 
+def Report : Pass<"dp-report", "mlir::ModuleOp"> {
+  let summary = "Print what one training step costs: FLOPs, traffic, memory";
+  let description = [{
+    After dprt-plan-memory: a table with one row per trainable parameter
+    (name, shape, per-sample norm method, norm FLOPs and clipped
+    weight-gradient FLOPs per physical batch), then the totals per physical
+    batch and per expected logical step: FLOPs of matrix products (linear
+    forward and input gradients, attention, per-sample norms, weight
+    gradients), bytes each rank receives in all-gathers and reduce-scatters,
+    and the predicted arena per rank. FLOPs count a multiply-add as 2;
+    elementwise work is not counted. `format=json` prints the same as one
+    JSON object.
+  }];
+  let options = [
+    Option<"format", "format", "std::string", /*default=*/"\"table\"",
+           "table or json">,
+    Option<"output", "output", "std::string", /*default=*/"\"-\"",
+           "File to write the report to (- for stdout)">,
+  ];
+}
+
 #endif // DPC_PASSES_TD

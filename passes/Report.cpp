@@ -1,0 +1,355 @@
+//===- Report.cpp - What one training step costs --------------------------===//
+
+#include "passes/Passes.h"
+
+#include "DP/DPModel.h"
+#include "passes/CostModel.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "mlir/Support/FileUtilities.h"
+
+#include <cmath>
+#include <map>
+
+namespace dpc {
+#define GEN_PASS_DEF_REPORT
+#include "passes/Passes.h.inc"
+} // namespace dpc
+
+using namespace mlir;
+using namespace dpc;
+using namespace dpc::dp;
+namespace rt = dpc::dprt;
+
+namespace {
+
+RankedTensorType tensorOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+int64_t lastDim(Value v) { return tensorOf(v).getShape().back(); }
+int64_t tokensOf(Value v) {
+  return tensorOf(v).getRank() == 3 ? tensorOf(v).getDimSize(1) : 1;
+}
+int64_t batchOf(Value v) { return tensorOf(v).getDimSize(0); }
+int64_t rowsOf(Value v) { return tensorOf(v).getNumElements() / lastDim(v); }
+
+LinearNormShape shapeOf(Value x, Value dy) {
+  return {batchOf(x), tokensOf(x), lastDim(x), lastDim(dy)};
+}
+
+struct ParamRow {
+  std::string name, shape, method;
+  double normFlops = 0, gradFlops = 0;
+};
+
+struct Totals {
+  double forward = 0, inputGrads = 0, norms = 0, weightGrads = 0;
+  double gatherBytes = 0, scatterBytes = 0;
+  int64_t gathers = 0, scatters = 0;
+};
+
+int64_t bytesOf(Type element) {
+  return element.isF64() ? 8 : element.isBF16() || element.isF16() ? 2 : 4;
+}
+
+struct ReportPass : dpc::impl::ReportBase<ReportPass> {
+  using ReportBase::ReportBase;
+
+  void runOnOperation() override;
+};
+
+void ReportPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  RecipeOp recipe = getOnlyRecipe(module);
+  if (!recipe)
+    return signalPassFailure();
+  ModelOp model = getModel(recipe);
+  StepOp step;
+  for (Operation &op : model.getBody().front())
+    if (auto s = dyn_cast<StepOp>(op))
+      step = s;
+  auto programs = llvm::to_vector(module.getOps<rt::ProgramOp>());
+  if (!step || programs.size() != 1 ||
+      !programs.front()->hasAttr("arena_bytes")) {
+    module.emitError("dp-report runs after the whole pipeline up to "
+                     "dprt-plan-memory");
+    return signalPassFailure();
+  }
+  rt::ProgramOp program = programs.front();
+  if (format != "table" && format != "json") {
+    module.emitError("unknown report format '") << format
+                                                << "'; expected table or json";
+    return signalPassFailure();
+  }
+
+  Type compute = getComputeType(model);
+  Type accType = getAccumulationType(model);
+  int64_t ranks = getNumRanks(recipe);
+  std::map<std::string, ParamRow> rows;
+  SmallVector<std::string> order;
+  for (ParamOp param : getParams(model)) {
+    if (!param.getTrainable())
+      continue;
+    ParamRow row;
+    row.name = param.getSymName().str();
+    llvm::raw_string_ostream shape(row.shape);
+    llvm::interleave(param.getTensorType().getShape(), shape, "x");
+    rows[row.name] = row;
+    order.push_back(row.name);
+  }
+  auto rowOf = [&](Attribute ref) -> ParamRow & {
+    return rows[cast<FlatSymbolRefAttr>(ref).getValue().str()];
+  };
+  llvm::StringMap<int64_t> unitShard;
+  for (UnitOp unit : model.getBody().front().getOps<UnitOp>())
+    unitShard[unit.getSymName()] = unit.getShard();
+
+  Totals totals;
+  for (Operation &op : step.getBodyBlock()) {
+    llvm::TypeSwitch<Operation *>(&op)
+        .Case([&](LinearOp l) {
+          totals.forward += 2.0 * double(rowsOf(l.getInput())) *
+                            double(lastDim(l.getInput())) *
+                            double(lastDim(l.getOutput()));
+        })
+        .Case([&](LinearGradInputOp g) {
+          totals.inputGrads += 2.0 * double(rowsOf(g.getDy())) *
+                               double(lastDim(g.getDy())) *
+                               double(lastDim(g.getDx()));
+        })
+        .Case([&](AttentionOp a) {
+          double t = double(tokensOf(a.getQuery()));
+          totals.forward += 4.0 * double(batchOf(a.getQuery())) *
+                            double(a.getNumHeads()) * t * t *
+                            double(a.getHeadDim());
+        })
+        .Case([&](AttentionGradOp g) {
+          AttentionOp a = g.getForwardOp();
+          double t = double(tokensOf(a.getQuery()));
+          totals.inputGrads += 8.0 * double(batchOf(a.getQuery())) *
+                               double(a.getNumHeads()) * t * t *
+                               double(a.getHeadDim());
+        })
+        .Case([&](NormRank1Op n) {
+          ParamRow &row = rowOf(n.getParams()[0]);
+          row.method = "rank-1";
+          row.normFlops += rank1NormFlops(shapeOf(n.getX(), n.getDy()));
+        })
+        .Case([&](NormGramOp n) {
+          SmallVector<std::string> names;
+          for (Attribute ref : n.getParams())
+            names.push_back(cast<FlatSymbolRefAttr>(ref).getValue().str());
+          for (auto [i, ref] : llvm::enumerate(n.getParams())) {
+            ParamRow &row = rowOf(ref);
+            LinearNormShape s = shapeOf(n.getX(), n.getDys()[i]);
+            row.method = "gram";
+            if (names.size() > 1) {
+              row.method += " (shared A A^T with";
+              for (const std::string &other : names)
+                if (other != row.name)
+                  row.method += " " + other;
+              row.method += ")";
+            }
+            if (i == 0)
+              row.normFlops += gramInputFlops(s);
+            row.normFlops += gramOutputFlops(s);
+          }
+        })
+        .Case([&](NormDirectOp n) {
+          ParamRow &row = rowOf(n.getParams()[0]);
+          row.method = "direct";
+          row.normFlops += directNormFlops(shapeOf(n.getX(), n.getDy()));
+        })
+        .Case([&](NormBiasOp n) {
+          ParamRow &row = rowOf(n.getParams()[0]);
+          row.method = "bias";
+          row.normFlops += biasNormFlops(batchOf(n.getDy()), tokensOf(n.getDy()),
+                                         lastDim(n.getDy()));
+        })
+        .Case([&](NormEmbeddingOp n) {
+          ParamRow &row = rowOf(n.getParams()[0]);
+          row.method = "embedding";
+          row.normFlops += embeddingNormFlops(
+              batchOf(n.getDy()), tokensOf(n.getDy()), lastDim(n.getDy()));
+        })
+        .Case([&](NormRowsOp n) {
+          ParamRow &row = rowOf(n.getParams()[0]);
+          row.method = "per-sample vector";
+          // The per-sample gradient is formed over the layer's tokens.
+          Operation *producer = n.getGrads().getDefiningOp();
+          Value x = producer ? producer->getOperand(0) : n.getGrads();
+          row.normFlops += rowsNormFlops(batchOf(n.getGrads()), tokensOf(x),
+                                         lastDim(n.getGrads()));
+        })
+        .Case([&](LinearGradWeightOp g) {
+          rowOf(g.getWeightAttr()).gradFlops +=
+              linearWeightGradFlops(shapeOf(g.getX(), g.getDy()));
+        })
+        .Case([&](BiasGradOp g) {
+          rowOf(g.getBiasAttr()).gradFlops +=
+              elementGradFlops(rowsOf(g.getDy()), lastDim(g.getDy()));
+        })
+        .Case([&](EmbeddingGradOp g) {
+          rowOf(g.getTableAttr()).gradFlops +=
+              elementGradFlops(rowsOf(g.getDy()), lastDim(g.getDy()));
+        })
+        .Case([&](VectorGradOp g) {
+          rowOf(g.getParamAttr()).gradFlops +=
+              elementGradFlops(batchOf(g.getGrads()), lastDim(g.getGrads()));
+        })
+        .Case([&](AllGatherOp g) {
+          totals.gatherBytes += double(ranks - 1) *
+                                double(unitShard.lookup(g.getUnit())) *
+                                double(bytesOf(compute));
+          ++totals.gathers;
+        })
+        .Case([&](ReduceScatterOp r) {
+          totals.scatterBytes += double(ranks - 1) *
+                                 double(unitShard.lookup(r.getUnit())) *
+                                 double(bytesOf(accType));
+          ++totals.scatters;
+        });
+  }
+  for (const std::string &name : order) {
+    totals.norms += rows[name].normFlops;
+    totals.weightGrads += rows[name].gradFlops;
+  }
+  double total =
+      totals.forward + totals.inputGrads + totals.norms + totals.weightGrads;
+
+  // Expected physical batches per logical step: the logical batch is spread
+  // over ranks x physical batch slots.
+  int64_t physical = recipe.getPhysicalBatch();
+  double expectedBatch = 0;
+  if (auto poisson = dyn_cast<PoissonAttr>(recipe.getSampling()))
+    expectedBatch = double(poisson.getExpectedBatch());
+  else if (auto shuffle = dyn_cast<ShuffleAttr>(recipe.getSampling()))
+    expectedBatch = double(shuffle.getBatch());
+  int64_t microSteps =
+      expectedBatch > 0
+          ? std::max<int64_t>(1, int64_t(std::ceil(expectedBatch /
+                                                   double(ranks * physical))))
+          : 0;
+
+  int64_t arena = program->getAttrOfType<IntegerAttr>("arena_bytes").getInt();
+  int64_t peak = program->getAttrOfType<IntegerAttr>("peak_bytes").getInt();
+  std::map<std::string, int64_t> globals;
+  for (rt::GlobalOp global : program.getBody().getOps<rt::GlobalOp>()) {
+    StringRef name = global.getSymName();
+    std::string kind = name.ends_with(".params")   ? "parameters"
+                       : name.ends_with(".master") ? "master"
+                       : name.ends_with(".grad")   ? "gradients"
+                       : name.contains(".opt")     ? "optimizer"
+                                                   : "inputs";
+    globals[kind] += global.getBytes();
+  }
+  int64_t tokens = 1;
+  for (BlockArgument input : model.getForward().getInputs())
+    if (tensorOf(input).getRank() >= 2 &&
+        isa<IntegerType>(tensorOf(input).getElementType()))
+      tokens = tensorOf(input).getDimSize(1);
+
+  std::string errorMessage;
+  auto file = openOutputFile(output, &errorMessage);
+  if (!file) {
+    module.emitError(errorMessage);
+    return signalPassFailure();
+  }
+  llvm::raw_ostream &os = file->os();
+
+  if (format == "json") {
+    llvm::json::Array params;
+    for (const std::string &name : order) {
+      const ParamRow &row = rows[name];
+      params.push_back(llvm::json::Object{{"name", row.name},
+                                          {"shape", row.shape},
+                                          {"norm_method", row.method},
+                                          {"norm_flops", row.normFlops},
+                                          {"weight_grad_flops", row.gradFlops}});
+    }
+    llvm::json::Object memory{{"arena_bytes", arena}, {"peak_bytes", peak}};
+    for (auto &[kind, bytes] : globals)
+      memory[kind + "_bytes"] = bytes;
+    llvm::json::Object report{
+        {"model", model.getSymName()},
+        {"recipe", recipe.getSymName()},
+        {"ranks", ranks},
+        {"physical_batch", physical},
+        {"tokens", tokens},
+        {"compute_type", llvm::formatv("{0}", compute).str()},
+        {"params", std::move(params)},
+        {"per_physical_batch",
+         llvm::json::Object{{"forward_flops", totals.forward},
+                            {"input_grad_flops", totals.inputGrads},
+                            {"norm_flops", totals.norms},
+                            {"weight_grad_flops", totals.weightGrads},
+                            {"total_flops", total},
+                            {"all_gathers", totals.gathers},
+                            {"all_gather_bytes_per_rank", totals.gatherBytes},
+                            {"reduce_scatters", totals.scatters},
+                            {"reduce_scatter_bytes_per_rank",
+                             totals.scatterBytes}}},
+        {"expected_physical_batches_per_step", microSteps},
+        {"memory_per_rank", std::move(memory)}};
+    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(report))) << "\n";
+    file->keep();
+    return;
+  }
+
+  auto giga = [](double flops) { return llvm::format("%.3f", flops / 1e9); };
+  auto mib = [](double bytes) {
+    return llvm::format("%.2f", bytes / (1024.0 * 1024.0));
+  };
+  os << "DP training plan: model @" << model.getSymName() << ", recipe @"
+     << recipe.getSymName() << ", " << ranks << " rank"
+     << (ranks == 1 ? "" : "s") << ", " << physical << " samples x " << tokens
+     << " tokens per rank and physical batch, " << compute << "\n\n";
+  size_t nameWidth = 9, shapeWidth = 5, methodWidth = 11;
+  for (const std::string &name : order) {
+    nameWidth = std::max(nameWidth, rows[name].name.size());
+    shapeWidth = std::max(shapeWidth, rows[name].shape.size());
+    methodWidth = std::max(methodWidth, rows[name].method.size());
+  }
+  auto pad = [&](StringRef text, size_t width) {
+    os << text;
+    for (size_t i = text.size(); i < width + 2; ++i)
+      os << ' ';
+  };
+  pad("parameter", nameWidth);
+  pad("shape", shapeWidth);
+  pad("norm method", methodWidth);
+  os << "norm GFLOP  weight-grad GFLOP\n";
+  for (const std::string &name : order) {
+    const ParamRow &row = rows[name];
+    pad(row.name, nameWidth);
+    pad(row.shape, shapeWidth);
+    pad(row.method, methodWidth);
+    os << llvm::format("%10.3f  %17.3f\n", row.normFlops / 1e9,
+                       row.gradFlops / 1e9);
+  }
+  os << "\nper physical batch and rank (GFLOP of matrix products):\n"
+     << "  forward " << giga(totals.forward) << ", input gradients "
+     << giga(totals.inputGrads) << ", per-sample norms " << giga(totals.norms)
+     << ", clipped weight gradients " << giga(totals.weightGrads)
+     << ", total " << giga(total) << "\n";
+  os << "  communication per rank: " << totals.gathers << " all-gathers, "
+     << mib(totals.gatherBytes) << " MiB received; " << totals.scatters
+     << " reduce-scatters, " << mib(totals.scatterBytes) << " MiB\n";
+  if (microSteps > 0)
+    os << "per logical step: " << microSteps
+       << " physical batch(es) expected, " << giga(total * microSteps)
+       << " GFLOP per rank\n";
+  os << "memory per rank: arena " << mib(arena) << " MiB, peak in use "
+     << mib(peak) << " MiB (";
+  bool first = true;
+  for (auto &[kind, bytes] : globals) {
+    os << (first ? "" : ", ") << kind << " " << mib(bytes);
+    first = false;
+  }
+  os << " MiB; the rest temporaries)\n";
+  file->keep();
+}
+
+} // namespace
