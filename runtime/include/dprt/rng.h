@@ -1,0 +1,305 @@
+//===- rng.h - Counter-based random numbers for DP noise --------*- C++ -*-===//
+//
+// Counter-based generators: every random value is a pure function of
+// (generator, key, step, index, stream), with no state carried from one draw
+// to the next. A rank that owns elements [begin, end) of the flat parameter
+// buffer draws the noise of element j from its global index j, so the noise
+// added to the model does not depend on how many ranks share it
+// (DP-MATH.md, "Noise on shards").
+//
+// Two block functions:
+//  - Philox-4x32-10 (Salmon, Moraes, Dror, Shaw, "Parallel random numbers: as
+//    easy as 1, 2, 3", SC 2011), with the Random123 constants. Fast and
+//    statistically strong, but not a cryptographic generator: anyone who knows
+//    the 64-bit seed can recompute the noise.
+//  - the ChaCha20 block function (RFC 8439, 20 rounds), keyed by a 256-bit key.
+//    With a secret key the noise cannot be predicted or recomputed by anyone
+//    who sees the model, the code and the seed. NoiseKey::fromSeed derives the
+//    ChaCha20 key from the 64-bit seed so that a run is reproducible; a secure
+//    run must instead use NoiseKey::withSecretKey with 256 bits from a
+//    cryptographic source (for example /dev/urandom), kept out of logs and
+//    checkpoints that leave the trusted machine.
+//
+// Counter layout. One block of 128 bits (four 32-bit words) is drawn per
+// (step, index, stream):
+//   word 0 = index bits  0..31
+//   word 1 = index bits 32..63
+//   word 2 = step  bits  0..31
+//   word 3 = (step bits 32..55) << 8 | (stream & 0xff)
+// The map is injective for step < 2^56 and stream < 256.
+//  - Philox: the four words are the counter; the key is (seed bits 0..31,
+//    seed bits 32..63).
+//  - ChaCha20: the four words fill state words 12..15 (the RFC's block counter
+//    and 96-bit nonce); state words 4..11 are the 256-bit key; the first four
+//    of the sixteen output words are used.
+//
+// Gaussians: Box-Muller from the two uniforms of one block, keeping the cosine
+// branch, one Gaussian per index:
+//   z = sqrt(-2 ln u) cos(2 pi v),  u in (0, 1],  v in [0, 1).
+// gaussianF32 computes in float from u = word 0, v = word 1 (24 bits each);
+// gaussianF64 computes in double from u = words 0,1 and v = words 2,3 (53 bits
+// each). Because u is never 0 the logarithm is finite: |z| <= sqrt(2 * 24 ln 2)
+// = 5.77 in float and sqrt(2 * 53 ln 2) = 8.57 in double.
+//
+// The header compiles as host C++17 and as CUDA (every entry point is
+// __host__ __device__ under nvcc) and uses only <cstdint> and the C math
+// functions that exist on both sides. Values are bitwise identical on every
+// rank of one backend; host and device libm may differ in the last bit of
+// logf/cosf.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DPRT_RNG_H
+#define DPRT_RNG_H
+
+#include <cstdint>
+#include <math.h>
+
+#if defined(__CUDACC__)
+#define DPRT_HOST_DEVICE __host__ __device__
+#else
+#define DPRT_HOST_DEVICE
+#endif
+
+namespace dprt {
+
+enum class NoiseGenerator : uint32_t { Philox = 0, ChaCha20 = 1 };
+
+/// Separates the uses of one key, so that for example the initial parameters
+/// and the gradient noise of step 0 are independent. Must be < 256.
+enum NoiseStream : uint32_t {
+  kGradientNoiseStream = 0,
+  kParameterInitStream = 1,
+  kSamplingStream = 2,
+  kShuffleStream = 3,
+};
+
+/// SplitMix64 (Steele, Lea, Flood 2014): a bijective 64-bit mixer, used only
+/// to expand a 64-bit seed into a 256-bit ChaCha20 key.
+DPRT_HOST_DEVICE inline uint64_t splitMix64(uint64_t &state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/// Key material of both generators. Philox reads `seed`; ChaCha20 reads
+/// `chachaKey` (eight little-endian 32-bit words, as RFC 8439 state words
+/// 4..11).
+struct NoiseKey {
+  uint64_t seed;
+  uint32_t chachaKey[8];
+
+  /// Reproducible key: the ChaCha20 key is four SplitMix64 outputs of the
+  /// seed. It has only 64 bits of entropy and is known to whoever knows the
+  /// seed: not for secure runs.
+  DPRT_HOST_DEVICE static NoiseKey fromSeed(uint64_t seed) {
+    NoiseKey key;
+    key.seed = seed;
+    uint64_t state = seed;
+    for (int i = 0; i < 4; ++i) {
+      uint64_t word = splitMix64(state);
+      key.chachaKey[2 * i] = static_cast<uint32_t>(word);
+      key.chachaKey[2 * i + 1] = static_cast<uint32_t>(word >> 32);
+    }
+    return key;
+  }
+
+  /// Secure key: `secret` must be 256 bits from a cryptographic source.
+  DPRT_HOST_DEVICE static NoiseKey withSecretKey(uint64_t seed,
+                                                 const uint32_t secret[8]) {
+    NoiseKey key;
+    key.seed = seed;
+    for (int i = 0; i < 8; ++i)
+      key.chachaKey[i] = secret[i];
+    return key;
+  }
+};
+
+/// Philox-4x32-10 block function: 10 rounds of
+///   (c0, c1, c2, c3) -> (hi(M1 c2) ^ c1 ^ k0, lo(M1 c2),
+///                        hi(M0 c0) ^ c3 ^ k1, lo(M0 c0)),
+/// with the key (k0, k1) bumped by the Weyl constants (W0, W1) before every
+/// round but the first (Random123's philox4x32_R with R = 10).
+DPRT_HOST_DEVICE inline void philox4x32Block(const uint32_t counter[4],
+                                             const uint32_t key[2],
+                                             uint32_t out[4]) {
+  const uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
+  const uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+  uint32_t c0 = counter[0], c1 = counter[1], c2 = counter[2], c3 = counter[3];
+  uint32_t k0 = key[0], k1 = key[1];
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      k0 += kW0;
+      k1 += kW1;
+    }
+    uint64_t p0 = static_cast<uint64_t>(kM0) * c0;
+    uint64_t p1 = static_cast<uint64_t>(kM1) * c2;
+    uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0;
+    uint32_t n1 = static_cast<uint32_t>(p1);
+    uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
+    uint32_t n3 = static_cast<uint32_t>(p0);
+    c0 = n0;
+    c1 = n1;
+    c2 = n2;
+    c3 = n3;
+  }
+  out[0] = c0;
+  out[1] = c1;
+  out[2] = c2;
+  out[3] = c3;
+}
+
+DPRT_HOST_DEVICE inline uint32_t rotateLeft32(uint32_t x, int bits) {
+  return (x << bits) | (x >> (32 - bits));
+}
+
+/// ChaCha quarter round (RFC 8439 section 2.1).
+DPRT_HOST_DEVICE inline void chachaQuarterRound(uint32_t &a, uint32_t &b,
+                                                uint32_t &c, uint32_t &d) {
+  a += b;
+  d = rotateLeft32(d ^ a, 16);
+  c += d;
+  b = rotateLeft32(b ^ c, 12);
+  a += b;
+  d = rotateLeft32(d ^ a, 8);
+  c += d;
+  b = rotateLeft32(b ^ c, 7);
+}
+
+/// ChaCha20 block function (RFC 8439 section 2.3): the state is
+/// "expand 32-byte k" | key[0..7] | counterNonce[0..3] (word 12 is the RFC's
+/// block counter, words 13..15 its nonce); 10 double rounds (column then
+/// diagonal), then the input state is added word by word.
+DPRT_HOST_DEVICE inline void chacha20Block(const uint32_t key[8],
+                                           const uint32_t counterNonce[4],
+                                           uint32_t out[16]) {
+  uint32_t input[16] = {0x61707865u, 0x3320646eu, 0x79622d32u, 0x6b206574u};
+  for (int i = 0; i < 8; ++i)
+    input[4 + i] = key[i];
+  for (int i = 0; i < 4; ++i)
+    input[12 + i] = counterNonce[i];
+  uint32_t x[16];
+  for (int i = 0; i < 16; ++i)
+    x[i] = input[i];
+  for (int doubleRound = 0; doubleRound < 10; ++doubleRound) {
+    chachaQuarterRound(x[0], x[4], x[8], x[12]);
+    chachaQuarterRound(x[1], x[5], x[9], x[13]);
+    chachaQuarterRound(x[2], x[6], x[10], x[14]);
+    chachaQuarterRound(x[3], x[7], x[11], x[15]);
+    chachaQuarterRound(x[0], x[5], x[10], x[15]);
+    chachaQuarterRound(x[1], x[6], x[11], x[12]);
+    chachaQuarterRound(x[2], x[7], x[8], x[13]);
+    chachaQuarterRound(x[3], x[4], x[9], x[14]);
+  }
+  for (int i = 0; i < 16; ++i)
+    out[i] = x[i] + input[i];
+}
+
+/// The four counter words of (step, index, stream); see the file comment.
+DPRT_HOST_DEVICE inline void makeCounter(uint64_t step, uint64_t index,
+                                         uint32_t stream, uint32_t counter[4]) {
+  counter[0] = static_cast<uint32_t>(index);
+  counter[1] = static_cast<uint32_t>(index >> 32);
+  counter[2] = static_cast<uint32_t>(step);
+  counter[3] = (static_cast<uint32_t>(step >> 32) << 8) | (stream & 0xffu);
+}
+
+/// 128 random bits for (step, index, stream): the only source of randomness
+/// of everything below.
+DPRT_HOST_DEVICE inline void randomBlock(NoiseGenerator generator,
+                                         const NoiseKey &key, uint64_t step,
+                                         uint64_t index, uint32_t stream,
+                                         uint32_t out[4]) {
+  uint32_t counter[4];
+  makeCounter(step, index, stream, counter);
+  if (generator == NoiseGenerator::ChaCha20) {
+    uint32_t block[16];
+    chacha20Block(key.chachaKey, counter, block);
+    for (int i = 0; i < 4; ++i)
+      out[i] = block[i];
+    return;
+  }
+  const uint32_t philoxKey[2] = {static_cast<uint32_t>(key.seed),
+                                 static_cast<uint32_t>(key.seed >> 32)};
+  philox4x32Block(counter, philoxKey, out);
+}
+
+/// Uniform in (0, 1]: (floor(bits / 2^8) + 1) 2^-24, exact in float, never 0.
+DPRT_HOST_DEVICE inline float uniformOpenClosedF32(uint32_t bits) {
+  return static_cast<float>((bits >> 8) + 1u) * 5.9604644775390625e-8f;
+}
+
+/// Uniform in [0, 1): floor(bits / 2^8) 2^-24.
+DPRT_HOST_DEVICE inline float uniformClosedOpenF32(uint32_t bits) {
+  return static_cast<float>(bits >> 8) * 5.9604644775390625e-8f;
+}
+
+/// Uniform in (0, 1] from 53 of the 64 bits (hi, lo), exact in double.
+DPRT_HOST_DEVICE inline double uniformOpenClosedF64(uint32_t hi, uint32_t lo) {
+  uint64_t bits = (static_cast<uint64_t>(hi) << 32) | lo;
+  return static_cast<double>((bits >> 11) + 1u) * 1.1102230246251565e-16;
+}
+
+/// Uniform in [0, 1) from 53 of the 64 bits (hi, lo).
+DPRT_HOST_DEVICE inline double uniformClosedOpenF64(uint32_t hi, uint32_t lo) {
+  uint64_t bits = (static_cast<uint64_t>(hi) << 32) | lo;
+  return static_cast<double>(bits >> 11) * 1.1102230246251565e-16;
+}
+
+/// Box-Muller, cosine branch, in float: u in (0, 1], v in [0, 1).
+DPRT_HOST_DEVICE inline float boxMullerF32(float u, float v) {
+  const float kTwoPi = 6.28318530717958647692f;
+  return sqrtf(-2.0f * logf(u)) * cosf(kTwoPi * v);
+}
+
+/// Box-Muller, cosine branch, in double: u in (0, 1], v in [0, 1).
+DPRT_HOST_DEVICE inline double boxMullerF64(double u, double v) {
+  const double kTwoPi = 6.28318530717958647692;
+  return sqrt(-2.0 * log(u)) * cos(kTwoPi * v);
+}
+
+/// A standard normal value in float for (step, index, stream), e.g. the noise
+/// of global parameter element `index` at training step `step` is
+/// sigma * C * gaussianF32(gen, key, step, index, kGradientNoiseStream).
+DPRT_HOST_DEVICE inline float gaussianF32(NoiseGenerator generator,
+                                          const NoiseKey &key, uint64_t step,
+                                          uint64_t index, uint32_t stream) {
+  uint32_t bits[4];
+  randomBlock(generator, key, step, index, stream, bits);
+  return boxMullerF32(uniformOpenClosedF32(bits[0]),
+                      uniformClosedOpenF32(bits[1]));
+}
+
+/// A standard normal value in double for (step, index, stream).
+DPRT_HOST_DEVICE inline double gaussianF64(NoiseGenerator generator,
+                                           const NoiseKey &key, uint64_t step,
+                                           uint64_t index, uint32_t stream) {
+  uint32_t bits[4];
+  randomBlock(generator, key, step, index, stream, bits);
+  return boxMullerF64(uniformOpenClosedF64(bits[0], bits[1]),
+                      uniformClosedOpenF64(bits[2], bits[3]));
+}
+
+/// A uniform value in (0, 1] in double for (step, index, stream).
+DPRT_HOST_DEVICE inline double uniformF64(NoiseGenerator generator,
+                                          const NoiseKey &key, uint64_t step,
+                                          uint64_t index, uint32_t stream) {
+  uint32_t bits[4];
+  randomBlock(generator, key, step, index, stream, bits);
+  return uniformOpenClosedF64(bits[0], bits[1]);
+}
+
+/// 64 random bits for (step, index, stream).
+DPRT_HOST_DEVICE inline uint64_t randomBits64(NoiseGenerator generator,
+                                              const NoiseKey &key,
+                                              uint64_t step, uint64_t index,
+                                              uint32_t stream) {
+  uint32_t bits[4];
+  randomBlock(generator, key, step, index, stream, bits);
+  return (static_cast<uint64_t>(bits[1]) << 32) | bits[0];
+}
+
+} // namespace dprt
+
+#endif // DPRT_RNG_H

@@ -1,0 +1,137 @@
+//===- Sampler.h - Logical batches of DP-SGD --------------------*- C++ -*-===//
+//
+// Which records form the logical batch of a training step. Every sampler is a
+// pure function of (key, step): a run resumed at step s draws exactly the
+// batches it would have drawn without the interruption, from nothing saved
+// but the key and s.
+//
+//  - PoissonSampler: every record independently with probability q, the
+//    sampling that the RDP accountant assumes. The batch size varies.
+//  - ShuffleSampler: epochs of a keyed random permutation cut into
+//    consecutive batches. Not what the accountant assumes: a run using it
+//    must say so in its privacy report.
+//
+// The randomness of the batch is part of the privacy guarantee
+// (amplification by subsampling assumes the adversary does not know who was
+// sampled): a secure run keys the sampler with a secret ChaCha20 key, like
+// the noise.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DPRT_PRIVACY_SAMPLER_H
+#define DPRT_PRIVACY_SAMPLER_H
+
+#include "dprt/rng.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace dprt::privacy {
+
+/// Poisson sampling with rate q over records 0 .. datasetSize-1.
+///
+/// The gaps between included records are geometric: with u uniform in
+/// (0, 1], G = floor(log u / log(1 - q)) has P(G >= k) = (1 - q)^k, which is
+/// the law of the number of records skipped before the next Bernoulli(q)
+/// success. Drawing the gaps instead of one coin per record costs O(qN) per
+/// step. The j-th gap of step s uses uniform number j of
+/// (key, step = s, stream = kSamplingStream).
+class PoissonSampler {
+public:
+  PoissonSampler(uint64_t seed, int64_t datasetSize, double q,
+                 NoiseGenerator generator = NoiseGenerator::Philox);
+  PoissonSampler(const NoiseKey &key, int64_t datasetSize, double q,
+                 NoiseGenerator generator);
+
+  /// The sorted indices of the records in the logical batch of `step`.
+  std::vector<int64_t> sample(int64_t step) const;
+
+  double samplingRate() const { return q_; }
+  int64_t datasetSize() const { return datasetSize_; }
+  /// q N, the divisor of the noised gradient sum (DP-MATH.md step 4).
+  double expectedBatchSize() const { return q_ * datasetSize_; }
+
+private:
+  NoiseKey key_;
+  NoiseGenerator generator_;
+  int64_t datasetSize_;
+  double q_;
+  double log1mQ_;
+};
+
+/// Epochs of a keyed pseudo-random permutation of the records, each epoch cut
+/// into ceil(N / batchSize) consecutive batches (the last one smaller when
+/// batchSize does not divide N). Step s belongs to epoch s / stepsPerEpoch().
+///
+/// The permutation of epoch e is an 8-round balanced Feistel network on
+/// 2h-bit integers (2^(2h) >= N, round function = the low h bits of the
+/// counter-based generator at (step = e, index = round << 32 | right half,
+/// stream = kShuffleStream)), restricted to [0, N) by cycle walking: applying
+/// the network again until the value falls in [0, N) keeps it a bijection of
+/// [0, N). Position p of epoch e is record permute(e, p), computed in O(1)
+/// expected time, so a batch costs O(batchSize) and no permutation is stored.
+class ShuffleSampler {
+public:
+  ShuffleSampler(uint64_t seed, int64_t datasetSize, int64_t batchSize,
+                 NoiseGenerator generator = NoiseGenerator::Philox);
+  ShuffleSampler(const NoiseKey &key, int64_t datasetSize, int64_t batchSize,
+                 NoiseGenerator generator);
+
+  /// The sorted indices of the records in the batch of `step`.
+  std::vector<int64_t> sample(int64_t step) const;
+
+  /// The record at position `position` of epoch `epoch`'s permutation.
+  int64_t permute(int64_t epoch, int64_t position) const;
+
+  int64_t stepsPerEpoch() const {
+    return (datasetSize_ + batchSize_ - 1) / batchSize_;
+  }
+  int64_t datasetSize() const { return datasetSize_; }
+  int64_t batchSize() const { return batchSize_; }
+
+private:
+  uint64_t feistel(uint64_t epoch, uint64_t value) const;
+
+  NoiseKey key_;
+  NoiseGenerator generator_;
+  int64_t datasetSize_;
+  int64_t batchSize_;
+  int halfBits_;
+};
+
+/// How a logical batch of L records is spread over `ranks` ranks that each
+/// run physical batches of a fixed `physicalBatch` rows (static shapes):
+/// M = max(1, ceil(L / (ranks * physicalBatch))) micro-steps, all ranks
+/// running all M of them (the collectives need every rank).
+///
+/// Layout, micro-step major: row `row` of rank `rank` at micro-step m holds
+/// logical position
+///   p = m * ranks * physicalBatch + rank * physicalBatch + row
+/// if p < L, and is padding (mask 0, clip factor 0) otherwise. Logical
+/// position p is the p-th index of the sorted batch from the sampler. So every
+/// micro-step but the last is full, and padding sits only at the end.
+struct PhysicalBatchPlan {
+  int64_t logicalBatch;
+  int64_t ranks;
+  int64_t physicalBatch;
+  int64_t microSteps;
+
+  /// Logical positions [first, first + count) of one (micro-step, rank):
+  /// rows 0 .. count-1 are real, rows count .. physicalBatch-1 padding.
+  struct Slice {
+    int64_t first;
+    int64_t count;
+  };
+  Slice slice(int64_t microStep, int64_t rank) const;
+
+  /// The logical position held by a row, or -1 for padding.
+  int64_t logicalPosition(int64_t microStep, int64_t rank, int64_t row) const;
+};
+
+/// Requires logicalBatch >= 0, ranks >= 1, physicalBatch >= 1.
+PhysicalBatchPlan planPhysicalBatches(int64_t logicalBatch, int64_t ranks,
+                                      int64_t physicalBatch);
+
+} // namespace dprt::privacy
+
+#endif // DPRT_PRIVACY_SAMPLER_H

@@ -1,0 +1,198 @@
+//===- SamplerTest.cpp - Poisson and shuffle batches, physical layout -----===//
+
+#include "privacy/Sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+using namespace dprt;
+using namespace dprt::privacy;
+
+namespace {
+
+void expectSortedUniqueInRange(const std::vector<int64_t> &batch, int64_t n) {
+  EXPECT_TRUE(std::is_sorted(batch.begin(), batch.end()));
+  EXPECT_EQ(std::adjacent_find(batch.begin(), batch.end()), batch.end());
+  if (!batch.empty()) {
+    EXPECT_GE(batch.front(), 0);
+    EXPECT_LT(batch.back(), n);
+  }
+}
+
+// Each record's inclusion count over T steps is Binomial(T, q). With 500
+// records, a 5.5-standard-deviation bound fails by chance with probability
+// about 500 * 3.8e-8 (Bonferroni), so a failure means a biased sampler.
+TEST(PoissonSampler, EveryRecordIsIncludedWithProbabilityQ) {
+  const int64_t records = 500, steps = 4000;
+  const double q = 0.05;
+  for (NoiseGenerator gen :
+       {NoiseGenerator::Philox, NoiseGenerator::ChaCha20}) {
+    PoissonSampler sampler(/*seed=*/11, records, q, gen);
+    std::vector<int64_t> counts(records, 0);
+    double sizeSum = 0, sizeSquares = 0;
+    for (int64_t s = 0; s < steps; ++s) {
+      std::vector<int64_t> batch = sampler.sample(s);
+      expectSortedUniqueInRange(batch, records);
+      for (int64_t i : batch)
+        ++counts[i];
+      sizeSum += batch.size();
+      sizeSquares += double(batch.size()) * batch.size();
+    }
+    double mean = steps * q, sd = std::sqrt(steps * q * (1 - q));
+    for (int64_t i = 0; i < records; ++i)
+      EXPECT_LT(std::fabs(counts[i] - mean), 5.5 * sd) << "record " << i;
+    // Independent inclusions: batch size ~ Binomial(N, q), so its variance
+    // is Nq(1-q); correlated inclusions would change it. The sample
+    // variance of T draws has sd ~ var sqrt(2 / T) (plus a small excess
+    // kurtosis term).
+    double sizeMean = sizeSum / steps;
+    double sizeVariance = sizeSquares / steps - sizeMean * sizeMean;
+    double expectedVariance = records * q * (1 - q);
+    EXPECT_LT(std::fabs(sizeMean - records * q),
+              5 * std::sqrt(expectedVariance / steps));
+    EXPECT_LT(std::fabs(sizeVariance - expectedVariance),
+              5 * expectedVariance * std::sqrt(2.0 / steps));
+  }
+}
+
+// Small q over a large dataset: the geometric skips must not favour any
+// region. Records are binned by index; each bin's count is Binomial.
+TEST(PoissonSampler, SmallRateIsUniformOverALargeDataset) {
+  const int64_t records = 200000, steps = 2000, bins = 20;
+  const double q = 1e-4;
+  PoissonSampler sampler(/*seed=*/3, records, q);
+  std::vector<int64_t> counts(bins, 0);
+  int64_t total = 0;
+  for (int64_t s = 0; s < steps; ++s)
+    for (int64_t i : sampler.sample(s)) {
+      ++counts[i * bins / records];
+      ++total;
+    }
+  double expectedTotal = double(records) * steps * q;
+  EXPECT_LT(std::fabs(total - expectedTotal), 5 * std::sqrt(expectedTotal));
+  double perBin = expectedTotal / bins;
+  for (int64_t b = 0; b < bins; ++b)
+    EXPECT_LT(std::fabs(counts[b] - perBin), 5 * std::sqrt(perBin))
+        << "bin " << b;
+}
+
+TEST(PoissonSampler, ResumedSamplerDrawsTheSameBatches) {
+  PoissonSampler original(/*seed=*/77, 1000, 0.03);
+  std::vector<std::vector<int64_t>> history;
+  for (int64_t s = 0; s < 100; ++s)
+    history.push_back(original.sample(s));
+  // A new process that knows only the seed and the step to resume from,
+  // asking in any order.
+  PoissonSampler resumed(/*seed=*/77, 1000, 0.03);
+  for (int64_t s = 99; s >= 50; --s)
+    EXPECT_EQ(resumed.sample(s), history[s]) << "step " << s;
+  PoissonSampler otherSeed(/*seed=*/78, 1000, 0.03);
+  int differing = 0;
+  for (int64_t s = 0; s < 100; ++s)
+    differing += otherSeed.sample(s) != history[s];
+  EXPECT_GT(differing, 90);
+}
+
+TEST(PoissonSampler, RateOneTakesEverythingAndRateZeroNothing) {
+  std::vector<int64_t> all(37);
+  std::iota(all.begin(), all.end(), 0);
+  EXPECT_EQ(PoissonSampler(1, 37, 1.0).sample(5), all);
+  EXPECT_TRUE(PoissonSampler(1, 37, 0.0).sample(5).empty());
+  EXPECT_TRUE(PoissonSampler(1, 0, 0.5).sample(5).empty());
+  EXPECT_DOUBLE_EQ(PoissonSampler(1, 1000, 0.25).expectedBatchSize(), 250.0);
+}
+
+std::vector<int64_t> epochRecords(const ShuffleSampler &sampler,
+                                  int64_t epoch) {
+  std::vector<int64_t> seen;
+  for (int64_t k = 0; k < sampler.stepsPerEpoch(); ++k) {
+    std::vector<int64_t> batch =
+        sampler.sample(epoch * sampler.stepsPerEpoch() + k);
+    expectSortedUniqueInRange(batch, sampler.datasetSize());
+    EXPECT_LE(int64_t(batch.size()), sampler.batchSize());
+    seen.insert(seen.end(), batch.begin(), batch.end());
+  }
+  return seen;
+}
+
+TEST(ShuffleSampler, EachEpochCoversEveryRecordExactlyOnce) {
+  for (int64_t records : {1, 2, 3, 5, 64, 1003}) {
+    ShuffleSampler sampler(/*seed=*/9, records, /*batchSize=*/100);
+    EXPECT_EQ(sampler.stepsPerEpoch(), (records + 99) / 100);
+    std::vector<int64_t> all(records);
+    std::iota(all.begin(), all.end(), 0);
+    for (int64_t epoch = 0; epoch < 3; ++epoch) {
+      std::vector<int64_t> seen = epochRecords(sampler, epoch);
+      std::sort(seen.begin(), seen.end());
+      EXPECT_EQ(seen, all) << records << " records, epoch " << epoch;
+    }
+  }
+}
+
+TEST(ShuffleSampler, EpochsArePermutedDifferentlyAndResumeExactly) {
+  ShuffleSampler sampler(/*seed=*/21, 1003, 100);
+  EXPECT_NE(sampler.sample(0), sampler.sample(sampler.stepsPerEpoch()));
+  ShuffleSampler resumed(/*seed=*/21, 1003, 100);
+  for (int64_t s = 40; s >= 15; --s)
+    EXPECT_EQ(resumed.sample(s), sampler.sample(s));
+  EXPECT_NE(ShuffleSampler(22, 1003, 100).sample(0), sampler.sample(0));
+}
+
+// Where record 0 lands across many epochs must be uniform over positions:
+// each of the 10 positions is hit Binomial(E, 1/10) times.
+TEST(ShuffleSampler, PositionsAreUniformOverEpochs) {
+  const int64_t records = 10, epochs = 20000;
+  ShuffleSampler sampler(/*seed=*/4, records, records);
+  std::vector<int64_t> counts(records, 0);
+  for (int64_t e = 0; e < epochs; ++e)
+    ++counts[sampler.permute(e, 0)];
+  double mean = double(epochs) / records;
+  double sd = std::sqrt(epochs * (1.0 / records) * (1 - 1.0 / records));
+  for (int64_t r = 0; r < records; ++r)
+    EXPECT_LT(std::fabs(counts[r] - mean), 5 * sd) << "record " << r;
+}
+
+TEST(PhysicalBatchPlan, MicroStepCount) {
+  EXPECT_EQ(planPhysicalBatches(0, 2, 8).microSteps, 1);
+  EXPECT_EQ(planPhysicalBatches(1, 2, 8).microSteps, 1);
+  EXPECT_EQ(planPhysicalBatches(16, 2, 8).microSteps, 1);
+  EXPECT_EQ(planPhysicalBatches(17, 2, 8).microSteps, 2);
+  EXPECT_EQ(planPhysicalBatches(300, 4, 32).microSteps, 3);
+  EXPECT_EQ(planPhysicalBatches(300, 1, 1).microSteps, 300);
+}
+
+TEST(PhysicalBatchPlan, EveryLogicalPositionHasExactlyOneRow) {
+  for (int64_t logical : {0, 1, 7, 16, 17, 63, 64, 65, 250}) {
+    for (int64_t ranks : {1, 2, 3, 4}) {
+      PhysicalBatchPlan plan = planPhysicalBatches(logical, ranks, 8);
+      std::vector<int> hits(logical, 0);
+      int64_t padding = 0;
+      for (int64_t m = 0; m < plan.microSteps; ++m) {
+        for (int64_t r = 0; r < ranks; ++r) {
+          PhysicalBatchPlan::Slice slice = plan.slice(m, r);
+          EXPECT_GE(slice.count, 0);
+          EXPECT_LE(slice.count, 8);
+          for (int64_t row = 0; row < 8; ++row) {
+            int64_t p = plan.logicalPosition(m, r, row);
+            if (p < 0) {
+              ++padding;
+              EXPECT_GE(row, slice.count); // padding only after real rows
+              continue;
+            }
+            EXPECT_EQ(p, slice.first + row);
+            ASSERT_LT(p, logical);
+            ++hits[p];
+          }
+        }
+      }
+      for (int64_t p = 0; p < logical; ++p)
+        EXPECT_EQ(hits[p], 1) << "position " << p;
+      EXPECT_EQ(padding, plan.microSteps * ranks * 8 - logical);
+    }
+  }
+}
+
+} // namespace
