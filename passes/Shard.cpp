@@ -32,6 +32,38 @@ bool isWeightGrad(Operation *op) {
   return isa<LinearGradWeightOp, BiasGradOp, EmbeddingGradOp, VectorGradOp>(op);
 }
 
+/// With book-keeping every weight gradient waits for the one clip factor and
+/// may run in any order after it. Grouping them by unit lets each unit's
+/// reduce-scatter start as soon as its own gradients are done and keeps only
+/// one or two full-size unit gradients live.
+void groupDeferredWeightGrads(StepOp step,
+                              const llvm::StringMap<StringRef> &unitOfParam) {
+  SmallVector<ClipFactorOp> factors(
+      step.getBodyBlock().getOps<ClipFactorOp>());
+  if (factors.size() != 1)
+    return;
+  Operation *factor = factors.front();
+  SmallVector<Operation *> deferred;
+  for (Operation *op = factor->getNextNode(); op; op = op->getNextNode())
+    if (isWeightGrad(op))
+      deferred.push_back(op);
+  llvm::StringMap<size_t> rank;
+  auto unitOf = [&](Operation *op) {
+    return unitOfParam.lookup(
+        cast<ParamUserOpInterface>(op).getParamRefs().front().getValue());
+  };
+  for (Operation *op : deferred)
+    rank.try_emplace(unitOf(op), rank.size());
+  llvm::stable_sort(deferred, [&](Operation *a, Operation *b) {
+    return rank.lookup(unitOf(a)) < rank.lookup(unitOf(b));
+  });
+  Operation *after = factor;
+  for (Operation *op : deferred) {
+    op->moveAfter(after);
+    after = op;
+  }
+}
+
 struct ShardPass : dpc::impl::ShardBase<ShardPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -74,6 +106,7 @@ struct ShardPass : dpc::impl::ShardBase<ShardPass> {
                              unit.numel, unit.shard, ranks);
       ++numUnits;
     }
+    groupDeferredWeightGrads(step, unitOfParam);
     if (ranks == 1)
       return;
 

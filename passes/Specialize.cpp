@@ -89,7 +89,7 @@ struct SpecializePass : dpc::impl::SpecializeBase<SpecializePass> {
     }
     if (ranks > 0 && ranks != size)
       return grid.emitOpError("has ")
-             << size << " ranks but " << ranks
+             << size << " ranks but " << int64_t(ranks)
              << " were asked for; declare it with shape = ? to choose the "
                 "number of ranks when compiling";
     return success();

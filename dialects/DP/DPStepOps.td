@@ -342,7 +342,7 @@ def DP_ClipFactorOp : DP_Op<"clip_factor", [Pure,
                        DP_ClipMode:$mode, F64Attr:$max_norm,
                        F64Attr:$gamma, F64Attr:$rel_err);
   let results = (outs DP_PerSample:$factors);
-  let assemblyFormat = "$norms `,` $mask attr-dict `:` type($norms)";
+  let assemblyFormat = "$norms `,` $mask $mode attr-dict `:` type($norms)";
 }
 
 //===----------------------------------------------------------------------===//

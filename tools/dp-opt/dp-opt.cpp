@@ -7,6 +7,7 @@
 #include "DP/DPDialect.h"
 #include "DPRT/DPRTDialect.h"
 #include "passes/Passes.h"
+#include "passes/Pipeline.h"
 
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -14,6 +15,7 @@
 
 int main(int argc, char **argv) {
   dpc::registerDPCPasses();
+  dpc::registerPipelines();
   mlir::DialectRegistry registry;
   registry.insert<dpc::dp::DPDialect, dpc::dprt::DPRTDialect, mlir::shard::ShardDialect, mlir::emitc::EmitCDialect>();
   return mlir::asMainReturnCode(mlir::MlirOptMain(

@@ -1,0 +1,43 @@
+//===- Pipeline.h - The whole compilation ------------------------*- C++ -*-===//
+
+#ifndef DPC_PASSES_PIPELINE_H
+#define DPC_PASSES_PIPELINE_H
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+#include <string>
+
+namespace dpc {
+
+struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
+  Option<int64_t> ranks{*this, "ranks",
+                        llvm::cl::desc("Ranks of the grid (0: the grid's)"),
+                        llvm::cl::init(0)};
+  Option<std::string> recipe{*this, "recipe",
+                             llvm::cl::desc("Recipe to compile"),
+                             llvm::cl::init("")};
+  Option<std::string> backend{*this, "backend",
+                              llvm::cl::desc("Runtime backend: cpu or cuda"),
+                              llvm::cl::init("cpu")};
+  Option<int64_t> prefetch{*this, "prefetch",
+                           llvm::cl::desc("All-gather prefetch depth (-1: "
+                                          "the recipe's)"),
+                           llvm::cl::init(-1)};
+  Option<bool> shareGram{*this, "share-gram",
+                         llvm::cl::desc("Share A A^T between Gram norms"),
+                         llvm::cl::init(true)};
+};
+
+/// dp-specialize ... dprt-plan-memory: a model and recipe to a planned dprt
+/// program (the dp ops stay beside it for dp-report).
+void buildCompilePipeline(mlir::OpPassManager &pm,
+                          const CompileOptions &options);
+
+/// Registers `dp-compile` (the pipeline above) and `dp-to-emitc` (it, then
+/// convert-dprt-to-emitc).
+void registerPipelines();
+
+} // namespace dpc
+
+#endif // DPC_PASSES_PIPELINE_H

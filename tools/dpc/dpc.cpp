@@ -1,0 +1,247 @@
+//===- dpc.cpp - Model IR to a standalone DP training program -------------===//
+//
+//   dpc MODEL.mlir -o BINARY [--backend cpu|cuda] [--ranks N] [--report]
+//   dpc privacy epsilon|sigma ...      (the privacy accountant, dpc-privacy)
+//
+// Runs the compilation pipeline, emits C++ through EmitC and compiles and
+// links it with the runtime of the chosen backend.
+//
+//===----------------------------------------------------------------------===//
+
+#include "DP/DPDialect.h"
+#include "DPRT/DPRTDialect.h"
+#include "dpc/RuntimeConfig.h"
+#include "passes/Passes.h"
+#include "passes/Pipeline.h"
+
+#include "mlir/Dialect/EmitC/IR/EmitC.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Target/Cpp/CppEmitter.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <fstream>
+#include <sstream>
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+static cl::OptionCategory dpcCategory("dpc options");
+static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mlir>"),
+                                      cl::Required, cl::cat(dpcCategory));
+static cl::opt<std::string> outputFile("o", cl::desc("Output file"),
+                                       cl::value_desc("path"),
+                                       cl::cat(dpcCategory));
+static cl::opt<std::string>
+    backendOpt("backend", cl::desc("Runtime backend: cpu (default) or cuda"),
+               cl::init("cpu"), cl::cat(dpcCategory));
+static cl::opt<int64_t>
+    ranksOpt("ranks",
+             cl::desc("Ranks to compile for (default: the grid's size, or 1)"),
+             cl::init(0), cl::cat(dpcCategory));
+static cl::opt<std::string> recipeOpt("recipe",
+                                      cl::desc("The recipe to compile"),
+                                      cl::init(""), cl::cat(dpcCategory));
+static cl::opt<int64_t>
+    prefetchOpt("prefetch",
+                cl::desc("All-gather prefetch depth (default: the recipe's)"),
+                cl::init(-1), cl::cat(dpcCategory));
+static cl::opt<bool> reportOpt("report",
+                               cl::desc("Print the plan: per-parameter norm "
+                                        "methods, FLOPs, traffic, memory"),
+                               cl::cat(dpcCategory));
+static cl::opt<std::string>
+    reportFormat("report-format", cl::desc("table (default) or json"),
+                 cl::init("table"), cl::cat(dpcCategory));
+enum class Emit { MLIR, Cpp, Binary };
+static cl::opt<Emit> emitOpt(
+    "emit", cl::desc("What to write"), cl::init(Emit::Binary),
+    cl::values(clEnumValN(Emit::MLIR, "mlir", "the planned dprt program"),
+               clEnumValN(Emit::Cpp, "cpp", "the C++ source"),
+               clEnumValN(Emit::Binary, "binary",
+                          "the training program (default)")),
+    cl::cat(dpcCategory));
+static cl::opt<bool> keepCpp("keep-cpp",
+                             cl::desc("Keep BINARY.cpp next to the binary"),
+                             cl::cat(dpcCategory));
+static cl::opt<bool> verbose("v", cl::desc("Print the compiler command"),
+                             cl::cat(dpcCategory));
+
+namespace {
+
+int fail(const llvm::Twine &message) {
+  llvm::errs() << "dpc: error: " << message << "\n";
+  return 1;
+}
+
+/// Runs `dpc-privacy` from this executable's directory with the arguments
+/// after `privacy`.
+int runPrivacy(int argc, char **argv) {
+  std::string self = llvm::sys::fs::getMainExecutable(argv[0], (void *)&fail);
+  llvm::SmallString<256> tool(llvm::sys::path::parent_path(self));
+  llvm::sys::path::append(tool, "dpc-privacy");
+  SmallVector<StringRef> args{tool};
+  for (int i = 2; i < argc; ++i)
+    args.push_back(argv[i]);
+  std::string error;
+  int rc = llvm::sys::ExecuteAndWait(tool, args, std::nullopt, {}, 0, 0,
+                                     &error);
+  if (rc < 0)
+    return fail("cannot run " + tool + ": " + error);
+  return rc;
+}
+
+/// Splits a line of the runtime configuration into arguments.
+SmallVector<std::string> splitArgs(StringRef text) {
+  SmallVector<StringRef> parts;
+  text.split(parts, ';', -1, /*KeepEmpty=*/false);
+  SmallVector<std::string> args;
+  for (StringRef part : parts)
+    args.push_back(part.trim().str());
+  return args;
+}
+
+int compileProgram(StringRef cppPath, StringRef binaryPath, bool cuda) {
+  std::string flags = cuda ? DPC_CUDA_LINK : DPC_CPU_LINK;
+  if (flags.empty())
+    return fail(llvm::Twine("the ") + (cuda ? "cuda" : "cpu") +
+                " runtime was not built with this dpc");
+  SmallVector<std::string> args{DPC_CXX, "-O2", "-std=c++17", "-I",
+                                DPC_RUNTIME_INCLUDE_DIR};
+  if (cuda)
+    args.push_back("-DDPRT_BACKEND_CUDA");
+  args.push_back(cppPath.str());
+  args.push_back("-o");
+  args.push_back(binaryPath.str());
+  for (std::string &arg : splitArgs(flags))
+    args.push_back(arg);
+  SmallVector<StringRef> argRefs(args.begin(), args.end());
+  if (verbose) {
+    llvm::interleave(argRefs, llvm::errs(), " ");
+    llvm::errs() << "\n";
+  }
+  std::string error;
+  // The compiler's own diagnostics go straight to the terminal.
+  int rc = llvm::sys::ExecuteAndWait(args.front(), argRefs, std::nullopt, {},
+                                     0, 0, &error);
+  if (rc != 0)
+    return fail("the C++ compiler failed" +
+                (error.empty() ? llvm::Twine(" (exit code ") + llvm::Twine(rc) +
+                                     ")"
+                               : llvm::Twine(": ") + error) +
+                "; the source is " + cppPath);
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc > 1 && StringRef(argv[1]) == "privacy")
+    return runPrivacy(argc, argv);
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(dpcCategory);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "dpc: compile a dp model and DP-SGD recipe into a training program\n\n"
+      "  dpc MODEL.mlir -o BINARY [--backend cpu|cuda] [--ranks N] "
+      "[--report]\n"
+      "  dpc privacy epsilon|sigma ...   (see dpc privacy --help)\n");
+
+  if (backendOpt != "cpu" && backendOpt != "cuda")
+    return fail("--backend must be cpu or cuda, not '" + backendOpt + "'");
+  if (reportFormat != "table" && reportFormat != "json")
+    return fail("--report-format must be table or json");
+
+  DialectRegistry registry;
+  registry.insert<dpc::dp::DPDialect, dpc::dprt::DPRTDialect,
+                  shard::ShardDialect, emitc::EmitCDialect>();
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  std::string error;
+  auto file = openInputFile(inputFile, &error);
+  if (!file)
+    return fail(error);
+  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return 1;
+
+  PassManager pm(&context);
+  dpc::CompileOptions options;
+  options.ranks = ranksOpt;
+  options.recipe = recipeOpt;
+  options.backend = backendOpt;
+  options.prefetch = prefetchOpt;
+  dpc::buildCompilePipeline(pm, options);
+  if (reportOpt) {
+    dpc::ReportOptions report;
+    report.format = reportFormat;
+    pm.addPass(dpc::createReport(report));
+  }
+  if (failed(pm.run(*module)))
+    return 1;
+
+  if (emitOpt == Emit::MLIR) {
+    auto out = openOutputFile(outputFile.empty() ? std::string("-") : outputFile.getValue(), &error);
+    if (!out)
+      return fail(error);
+    module->print(out->os());
+    out->keep();
+    return 0;
+  }
+
+  PassManager lower(&context);
+  lower.addPass(dpc::createConvertDPRTToEmitC());
+  if (failed(lower.run(*module)))
+    return 1;
+  std::string cpp;
+  llvm::raw_string_ostream cppStream(cpp);
+  cppStream << "// Generated by dpc from " << inputFile
+            << " (backend " << backendOpt << "). Do not edit.\n";
+  if (failed(emitc::translateToCpp(*module, cppStream)))
+    return fail("translating the program to C++ failed");
+
+  if (emitOpt == Emit::Cpp) {
+    auto out = openOutputFile(outputFile.empty() ? std::string("-") : outputFile.getValue(), &error);
+    if (!out)
+      return fail(error);
+    out->os() << cpp;
+    out->keep();
+    return 0;
+  }
+
+  std::string binary = outputFile;
+  if (binary.empty())
+    binary = llvm::sys::path::stem(inputFile).str();
+  std::string cppPath = binary + ".cpp";
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream out(cppPath, ec);
+    if (ec)
+      return fail("cannot write " + cppPath + ": " + ec.message());
+    out << cpp;
+  }
+  if (int rc = compileProgram(cppPath, binary, backendOpt == "cuda"))
+    return rc;
+  if (!keepCpp)
+    llvm::sys::fs::remove(cppPath);
+  llvm::errs() << "dpc: wrote " << binary << " (" << backendOpt << " backend";
+  if (ranksOpt > 1)
+    llvm::errs() << ", " << ranksOpt << " ranks";
+  llvm::errs() << ")\n";
+  return 0;
+}
