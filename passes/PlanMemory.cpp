@@ -139,6 +139,21 @@ struct PlanMemoryPass : dpc::impl::PlanMemoryBase<PlanMemoryPass> {
       mostLive = std::max(mostLive, live);
     }
 
+    // The plan is checked, not trusted: two buffers live at the same time
+    // never share a byte.
+    for (size_t a = 0; a < intervals.size(); ++a)
+      for (size_t b = a + 1; b < intervals.size(); ++b) {
+        Interval &x = intervals[a], &y = intervals[b];
+        bool together = !(x.end < y.start || y.end < x.start);
+        bool overlap = x.offset < y.offset + y.bytes &&
+                       y.offset < x.offset + x.bytes;
+        if (together && overlap) {
+          x.alloc.emitOpError("memory plan overlaps a buffer live at the "
+                              "same time");
+          signalPassFailure();
+        }
+      }
+
     OpBuilder builder(func.getContext());
     for (Interval &interval : intervals)
       interval.alloc.setOffsetAttr(builder.getI64IntegerAttr(interval.offset));

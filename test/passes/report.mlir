@@ -1,0 +1,80 @@
+// RUN: dp-opt %s --dp-compile=ranks=2 --dp-report=format=json -o /dev/null | FileCheck %s
+// RUN: dp-opt %s --dp-compile=ranks=2 --dp-report -o /dev/null | FileCheck %s --check-prefix=TABLE
+//
+// The numbers below are computed by hand from the formulas of
+// docs/clip-planning.md, for B = 2 samples of T = 4 tokens per rank.
+//   emb (8 x 16): embedding norm 2 B T d = 256; gradient 2 (B T) d = 256.
+//   n (16): per-sample vector, B (2 T d + 2 d) = 320; gradient 2 B d = 64.
+//   w1 (16 -> 16): T(d+p) = 128 < dp = 256, Gram:
+//     A A^T 2 B T^2 d = 1024 and G G^T with the inner product
+//     2 B (T^2 p + T^2) = 1088: 2112; clipped gradient 2 (B T) d p + (B T) p
+//     = 4096 + 128 = 4224.
+//   head (16 -> 8): 96 < 128, Gram: 1024 + 2 B (16 * 8 + 16) = 1600;
+//     gradient 2 * 8 * 16 * 8 + 8 * 8 = 2112.
+//   head.b (8): bias norm B (T p + 2 p) = 96; gradient 2 (B T) p = 128.
+// Forward 2 (B T)(16 * 16 + 16 * 8) = 6144, input gradients the same;
+// norms 4384, weight gradients 6784, total 23456.
+// Units: root = emb (0), n (128), w1 (192), head (448): 576 elements, shard
+// 320 (288 rounded up to 64); unit.head = head.b: shard 64. All-gathers:
+// root and unit.head in forward, root in backward (head.b is not read in
+// backward): (2-1) * 4 bytes * (320 + 64 + 320) = 2816 bytes per rank;
+// reduce-scatters (320 + 64) * 4 = 1536. Expected batch 10 over 2 ranks x 2
+// samples: 3 physical batches per step.
+dp.model @small {
+  dp.param @emb : tensor<8x16xf32>
+  dp.param @n : tensor<16xf32>
+  dp.param @w1 : tensor<16x16xf32>
+  dp.param @head : tensor<8x16xf32>
+  dp.param @head.b : tensor<8xf32>
+  dp.forward(%tok: tensor<?x4xi32>, %tgt: tensor<?x4xi32>) -> tensor<?xf32> {
+    %x = dp.embedding @emb(%tok) : tensor<?x4xi32> -> tensor<?x4x16xf32>
+    %h = dp.rms_norm @n(%x) : tensor<?x4x16xf32>
+    %y = dp.linear @w1(%h) : tensor<?x4x16xf32> -> tensor<?x4x16xf32>
+    %o = dp.linear @head, @head.b(%y) : tensor<?x4x16xf32> -> tensor<?x4x8xf32>
+    %l = dp.cross_entropy %o, %tgt : tensor<?x4x8xf32>, tensor<?x4xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+dp.recipe @r for @small {
+  clip = #dp.clip<flat, max_norm = 1.0>, noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<expected_batch = 10, physical_batch = 2>, optimizer = #dp.sgd<lr = 0.1>,
+  steps = 10
+}
+// CHECK: "expected_physical_batches_per_step": 3
+// CHECK: "params": [
+// CHECK:   "name": "emb",
+// CHECK:   "norm_flops": 256,
+// CHECK:   "norm_method": "embedding",
+// CHECK:   "weight_grad_flops": 256
+// CHECK:   "name": "n",
+// CHECK:   "norm_flops": 320,
+// CHECK:   "norm_method": "per-sample vector",
+// CHECK:   "weight_grad_flops": 64
+// CHECK:   "name": "w1",
+// CHECK:   "norm_flops": 2112,
+// CHECK:   "norm_method": "gram",
+// CHECK:   "weight_grad_flops": 4224
+// CHECK:   "name": "head",
+// CHECK:   "norm_flops": 1600,
+// CHECK:   "norm_method": "gram",
+// CHECK:   "weight_grad_flops": 2112
+// CHECK:   "name": "head.b",
+// CHECK:   "norm_flops": 96,
+// CHECK:   "norm_method": "bias",
+// CHECK:   "weight_grad_flops": 128
+// CHECK: "per_physical_batch": {
+// CHECK-NEXT: "all_gather_bytes_per_rank": 2816,
+// CHECK-NEXT: "all_gathers": 3,
+// CHECK-NEXT: "forward_flops": 6144,
+// CHECK-NEXT: "input_grad_flops": 6144,
+// CHECK-NEXT: "norm_flops": 4384,
+// CHECK-NEXT: "reduce_scatter_bytes_per_rank": 1536,
+// CHECK-NEXT: "reduce_scatters": 2,
+// CHECK-NEXT: "total_flops": 23456,
+// CHECK-NEXT: "weight_grad_flops": 6784
+
+// TABLE: DP training plan: model @small, recipe @r, 2 ranks, 2 samples x 4 tokens per rank and physical batch, f32
+// TABLE: parameter  shape  norm method        norm GFLOP  weight-grad GFLOP
+// TABLE: w1         16x16  gram                    0.000              0.000
+// TABLE: communication per rank: 3 all-gathers, 0.00 MiB received; 2 reduce-scatters, 0.00 MiB
+// TABLE: per logical step: 3 physical batch(es) expected
