@@ -27,7 +27,13 @@ void clip_factors(Rank *, DType acc, const void *n2, const void *mask, void *c,
       double f = mode == ClipMode::Automatic
                      ? maxNorm / (n + gamma)
                      : std::min(1.0, maxNorm / (n + 1e-6));
-      ca[b] = A(double(m[b]) * f);
+      // Rounded toward zero into an f32 c, so that storing c never lifts
+      // ||c grad|| above the bound computed in f64.
+      double v = double(m[b]) * f;
+      A stored = A(v);
+      if (double(stored) > v)
+        stored = std::nextafter(stored, A(0));
+      ca[b] = stored;
     }
   });
 }
