@@ -96,19 +96,23 @@ void attentionForward(const AttentionShape &a, const C *q, const C *k,
   for (int64_t b = 0; b < a.batch; ++b)
     for (int64_t h = 0; h < a.heads; ++h) {
       scores(a, q + a.qOffset(b, h), k + a.kOffset(b, h), p);
-      // Stable softmax: P = exp(S - lse), lse = max + log sum exp(S - max).
+      // Stable softmax: e = exp(S - max) (in the compute type; the sum in
+      // f64), P = e / sum e, lse = max + log sum e.
       for (int64_t t = 0; t < T; ++t) {
         C *row = p + t * T;
         int64_t last = a.lastKey(t);
-        double mx = -std::numeric_limits<double>::infinity();
+        C mx = -std::numeric_limits<C>::infinity();
         for (int64_t s = 0; s <= last; ++s)
-          mx = std::max(mx, double(row[s]));
+          mx = std::max(mx, row[s]);
         double sum = 0;
+        for (int64_t s = 0; s <= last; ++s) {
+          row[s] = std::exp(row[s] - mx);
+          sum += row[s];
+        }
+        double l = double(mx) + std::log(sum);
+        C inv = C(1.0 / sum);
         for (int64_t s = 0; s <= last; ++s)
-          sum += std::exp(double(row[s]) - mx);
-        double l = mx + std::log(sum);
-        for (int64_t s = 0; s <= last; ++s)
-          row[s] = C(std::exp(double(row[s]) - l));
+          row[s] *= inv;
         for (int64_t s = last + 1; s < T; ++s)
           row[s] = 0;
         lse[(b * a.heads + h) * T + t] = C(l);
@@ -133,11 +137,11 @@ void attentionBackward(const AttentionShape &a, const C *q, const C *k,
       // P recomputed from the scores and the forward pass's lse.
       scores(a, q + qo, k + ko, p);
       for (int64_t t = 0; t < T; ++t) {
-        double l = lse[(b * a.heads + h) * T + t];
+        C l = lse[(b * a.heads + h) * T + t];
         C *row = p + t * T;
         int64_t last = a.lastKey(t);
         for (int64_t s = 0; s <= last; ++s)
-          row[s] = C(std::exp(double(row[s]) - l));
+          row[s] = std::exp(row[s] - l);
         for (int64_t s = last + 1; s < T; ++s)
           row[s] = 0;
       }
