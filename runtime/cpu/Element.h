@@ -60,7 +60,7 @@ inline BF16 doubleToBf16(double d) {
   float f = float(d);
   uint32_t bits;
   std::memcpy(&bits, &f, 4);
-  if ((bits & 0xffffu) == 0x8000u && double(f) != d && !std::isinf(f)) {
+  if ((bits & 0xffffu) == 0x8000u && std::isfinite(f) && double(f) != d) {
     // |d| above the tie rounds the magnitude up, below it truncates.
     if (std::fabs(d) > std::fabs(double(f)))
       bits += 0x10000u;
