@@ -1,0 +1,41 @@
+//===- Clipping.cpp - Per-sample clip factors on the CPU ------------------===//
+
+#include "Element.h"
+
+#include "dprt/kernels.h"
+
+namespace dprt::cpu {
+
+void clip_factors(Rank *, DType acc, const void *n2, const void *mask, void *c,
+                  int64_t batch, ClipMode mode, double maxNorm, double gamma,
+                  double relErr) {
+  dispatchAcc(acc, [&](auto tag) {
+    using A = decltype(tag);
+    auto *n2a = static_cast<const A *>(n2);
+    auto *m = static_cast<const A *>(mask);
+    auto *ca = static_cast<A *>(c);
+    for (int64_t b = 0; b < batch; ++b) {
+      double sq = n2a[b];
+      // A masked sample, or one whose norm is NaN (min(1, NaN) would let
+      // it through unclipped), contributes nothing. A Gram norm can round
+      // to slightly below zero; its true value is >= 0.
+      if (m[b] == A(0) || std::isnan(sq)) {
+        ca[b] = A(0);
+        continue;
+      }
+      double n = std::sqrt(std::max(sq, 0.0)) * (1.0 + relErr);
+      double f = mode == ClipMode::Automatic
+                     ? maxNorm / (n + gamma)
+                     : std::min(1.0, maxNorm / (n + 1e-6));
+      // Rounded toward zero into an f32 c, so that storing c never lifts
+      // ||c grad|| above the bound computed in f64.
+      double v = double(m[b]) * f;
+      A stored = A(v);
+      if (double(stored) > v)
+        stored = std::nextafter(stored, A(0));
+      ca[b] = stored;
+    }
+  });
+}
+
+} // namespace dprt::cpu

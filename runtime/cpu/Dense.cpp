@@ -1,0 +1,64 @@
+//===- Dense.cpp - Embedding lookup and linear layers on the CPU ----------===//
+//
+// The linear layer's products go through BLAS (sgemm/dgemm); bf16 operands
+// are widened to f32 first and the result is rounded once.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Element.h"
+
+#include "dprt/kernels.h"
+
+namespace dprt::cpu {
+
+void embedding_forward(Rank *, DType dt, const int32_t *tokens,
+                       const void *table, void *out, int64_t rows,
+                       int64_t vocab, int64_t dim) {
+  (void)vocab;
+  // A row copy: the storage type is the same on both sides.
+  int64_t rowBytes = dim * sizeOf(dt);
+  auto *src = static_cast<const char *>(table);
+  auto *dst = static_cast<char *>(out);
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(dst + r * rowBytes, src + int64_t(tokens[r]) * rowBytes,
+                rowBytes);
+}
+
+void linear_forward(Rank *, DType dt, const void *x, const void *w,
+                    const void *bias, void *y, int64_t rows, int64_t in,
+                    int64_t out) {
+  dispatch(dt, [&](auto tag) {
+    using T = decltype(tag);
+    auto *yt = static_cast<T *>(y);
+    auto *xc = asCompute(static_cast<const T *>(x), rows * in, 0);
+    auto *wc = asCompute(static_cast<const T *>(w), out * in, 1);
+    auto *yc = asComputeOutput(yt, rows * out, 2, false);
+    // y = x W^T, then the bias row by row.
+    gemm(false, true, rows, out, in, 1.0, xc, in, wc, in, 0.0, yc, out);
+    if (bias) {
+      auto *b = static_cast<const T *>(bias);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < out; ++j)
+          yc[r * out + j] += load(b, j);
+    }
+    finishOutput(yt, yc, rows * out);
+  });
+}
+
+void linear_backward_input(Rank *, DType dt, const void *dy, const void *w,
+                           void *dx, int64_t rows, int64_t in, int64_t out,
+                           bool accumulate) {
+  dispatch(dt, [&](auto tag) {
+    using T = decltype(tag);
+    auto *dxt = static_cast<T *>(dx);
+    auto *dyc = asCompute(static_cast<const T *>(dy), rows * out, 0);
+    auto *wc = asCompute(static_cast<const T *>(w), out * in, 1);
+    auto *dxc = asComputeOutput(dxt, rows * in, 2, accumulate);
+    // dx (+)= dy W.
+    gemm(false, false, rows, in, out, 1.0, dyc, out, wc, in,
+         accumulate ? 1.0 : 0.0, dxc, in);
+    finishOutput(dxt, dxc, rows * in);
+  });
+}
+
+} // namespace dprt::cpu

@@ -1,0 +1,154 @@
+//===- PerSampleNorms.cpp - Per-sample squared gradient norms on the CPU --===//
+//
+// Every kernel ADDS ||grad_b||^2 of one parameter into n2[b]. Sums of squares
+// run in f64; the Gram matrices and the direct per-sample gradient are BLAS
+// products in the acc type (f32 for f32 and bf16 models, whose operands are
+// widened to f32 first), never in bf16.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Element.h"
+
+#include "dprt/kernels.h"
+
+#include <numeric>
+
+namespace dprt::cpu {
+
+namespace {
+
+template <class T> double sumSquares(const T *p, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double v = load(p, i);
+    s += v * v;
+  }
+  return s;
+}
+
+} // namespace
+
+void norm_rank1(Rank *, DType dt, const void *x, const void *dy, void *n2,
+                int64_t batch, int64_t in, int64_t out) {
+  dispatch(dt, [&](auto tag) {
+    using T = decltype(tag);
+    auto *xt = static_cast<const T *>(x);
+    auto *dyt = static_cast<const T *>(dy);
+    auto *n = static_cast<AccOf<T> *>(n2);
+    // ||dy_b x_b^T||_F^2 = ||x_b||^2 ||dy_b||^2.
+    for (int64_t b = 0; b < batch; ++b)
+      n[b] = AccOf<T>(double(n[b]) + sumSquares(xt + b * in, in) *
+                                         sumSquares(dyt + b * out, out));
+  });
+}
+
+void gram(Rank *, DType dt, const void *x, void *K, int64_t batch,
+          int64_t tokens, int64_t dim, bool accumulate) {
+  dispatch(dt, [&](auto tag) {
+    using T = decltype(tag);
+    auto *xc = asCompute(static_cast<const T *>(x), batch * tokens * dim, 0);
+    auto *k = static_cast<AccOf<T> *>(K);
+    // K[b] (+)= X_b X_b^T, symmetric: syrk computes one triangle.
+    for (int64_t b = 0; b < batch; ++b)
+      syrk(tokens, dim, 1.0, xc + b * tokens * dim, dim, accumulate ? 1.0 : 0.0,
+           k + b * tokens * tokens, tokens);
+  });
+}
+
+void gram_dot(Rank *, DType acc, const void *Ka, const void *Kg, void *n2,
+              int64_t batch, int64_t tokens) {
+  dispatchAcc(acc, [&](auto tag) {
+    using A = decltype(tag);
+    auto *ka = static_cast<const A *>(Ka);
+    auto *kg = static_cast<const A *>(Kg);
+    auto *n = static_cast<A *>(n2);
+    int64_t tt = tokens * tokens;
+    // <Ka, Kg>_F = sum_{t,s} (a_t . a_s)(g_t . g_s) = ||G^T A||_F^2.
+    for (int64_t b = 0; b < batch; ++b) {
+      double s = 0;
+      for (int64_t i = 0; i < tt; ++i)
+        s += double(ka[b * tt + i]) * double(kg[b * tt + i]);
+      n[b] = A(double(n[b]) + s);
+    }
+  });
+}
+
+void norm_direct(Rank *, DType dt, const void *x, const void *dy, void *n2,
+                 int64_t batch, int64_t tokens, int64_t in, int64_t out,
+                 void *workspace) {
+  dispatch(dt, [&](auto tag) {
+    using T = decltype(tag);
+    using A = AccOf<T>;
+    auto *xc = asCompute(static_cast<const T *>(x), batch * tokens * in, 0);
+    auto *dyc = asCompute(static_cast<const T *>(dy), batch * tokens * out, 1);
+    auto *ws = static_cast<A *>(workspace);
+    auto *n = static_cast<A *>(n2);
+    for (int64_t b = 0; b < batch; ++b) {
+      // W_b = dy_b^T x_b  [out, in], then its squared Frobenius norm.
+      gemm(true, false, out, in, tokens, 1.0, dyc + b * tokens * out, out,
+           xc + b * tokens * in, in, 0.0, ws, in);
+      n[b] = A(double(n[b]) + sumSquares(ws, out * in));
+    }
+  });
+}
+
+void norm_bias(Rank *, DType dt, const void *dy, void *n2, int64_t batch,
+               int64_t tokens, int64_t out) {
+  dispatch(dt, [&](auto tag) {
+    using T = decltype(tag);
+    auto *dyt = static_cast<const T *>(dy);
+    auto *n = static_cast<AccOf<T> *>(n2);
+    double *g = scratch<double>(0, out);
+    // ||sum_t dy_t||^2.
+    for (int64_t b = 0; b < batch; ++b) {
+      std::fill(g, g + out, 0.0);
+      for (int64_t t = 0; t < tokens; ++t)
+        for (int64_t j = 0; j < out; ++j)
+          g[j] += load(dyt + (b * tokens + t) * out, j);
+      n[b] = AccOf<T>(double(n[b]) + sumSquares(g, out));
+    }
+  });
+}
+
+void norm_embedding(Rank *, DType dt, const int32_t *tok, const void *dy,
+                    void *n2, int64_t batch, int64_t tokens, int64_t dim) {
+  dispatch(dt, [&](auto tag) {
+    using T = decltype(tag);
+    auto *dyt = static_cast<const T *>(dy);
+    auto *n = static_cast<AccOf<T> *>(n2);
+    std::vector<int64_t> order(tokens);
+    double *g = scratch<double>(0, dim);
+    // sum_v ||sum_{t: tok_t = v} dy_t||^2: sort the sample's positions by
+    // token and sum each run of equal tokens (O(T log T + T dim)).
+    for (int64_t b = 0; b < batch; ++b) {
+      const int32_t *tb = tok + b * tokens;
+      std::iota(order.begin(), order.end(), 0);
+      std::sort(order.begin(), order.end(),
+                [&](int64_t a, int64_t c) { return tb[a] < tb[c]; });
+      double s = 0;
+      for (int64_t i = 0; i < tokens;) {
+        std::fill(g, g + dim, 0.0);
+        int64_t j = i;
+        for (; j < tokens && tb[order[j]] == tb[order[i]]; ++j)
+          for (int64_t d = 0; d < dim; ++d)
+            g[d] += load(dyt + (b * tokens + order[j]) * dim, d);
+        s += sumSquares(g, dim);
+        i = j;
+      }
+      n[b] = AccOf<T>(double(n[b]) + s);
+    }
+  });
+}
+
+void norm_rows(Rank *, DType acc, const void *g, void *n2, int64_t batch,
+               int64_t dim) {
+  dispatchAcc(acc, [&](auto tag) {
+    using A = decltype(tag);
+    auto *gt = static_cast<const A *>(g);
+    auto *n = static_cast<A *>(n2);
+    for (int64_t b = 0; b < batch; ++b)
+      n[b] = A(double(n[b]) + sumSquares(gt + b * dim, dim));
+  });
+}
+
+} // namespace dprt::cpu

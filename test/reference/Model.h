@@ -1,0 +1,191 @@
+//===- Model.h - f64 reference DP-SGD on per-sample backprop ----*- C++ -*-===//
+//
+// A model is a list of layer records over named per-sample values, built in
+// forward order and ending with a per-sample loss. The reference runs it on
+// ONE sample at a time (forward, then a reverse sweep over the records), so
+// every per-sample gradient of every parameter exists explicitly; DP-SGD is
+// then applied literally:
+//   n_b^2 = sum_p ||grad_{p,b}||^2,  c_b = min(1, C / (n_b + 1e-6))   (flat)
+//   c_{p,b} = min(1, C_l / (||grad_{p,b}|| + 1e-6)), C_l = C / sqrt(L)  (per
+//             layer; L = number of trainable parameters)
+//   c_b = C / (n_b + gamma)                                           (auto)
+//   g_p = sum_b mask_b c_{p,b} grad_{p,b},  theta <- optimizer(g / B_exp),
+// noise off. Example (an MLP classifier):
+//
+//   Model m(/*tokens=*/1);
+//   m.realInput("x", 8);
+//   m.tokenInput("label");
+//   m.linear("fc1", "fc1.b", "x", "h", 8, 16);
+//   m.activation(dprt::Activation::Relu, "h", "a");
+//   m.linear("fc2", "", "a", "logits", 16, 4);   // no bias
+//   m.crossEntropy("logits", "label", 4);
+//   m.param("fc1") = ...;                        // [16, 8] row-major
+//   StepResult r = m.dpStep(batch, mask, recipe);
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DPC_REFERENCE_MODEL_H
+#define DPC_REFERENCE_MODEL_H
+
+#include "reference/Layers.h"
+
+#include <map>
+#include <string>
+
+namespace dpc::reference {
+
+/// The part of a training recipe one step uses.
+struct Recipe {
+  dprt::ClipMode clip = dprt::ClipMode::Flat;
+  double maxNorm = 1.0;
+  double gamma = 0.01; ///< automatic clipping
+  dprt::OptimizerKind optimizer = dprt::OptimizerKind::SGD;
+  double lr = 0.1, momentum = 0.0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8,
+         weightDecay = 0.0;
+  bool nesterov = false;
+  /// The gradient sum is divided by this before the update (gradScale).
+  double expectedBatch = 1.0;
+};
+
+/// A physical batch: every input's values for `size` samples back to back.
+struct Batch {
+  int64_t size = 0;
+  std::map<std::string, Tokens> tokens; ///< int inputs [size * tokens]
+  std::map<std::string, Vec> reals;     ///< real inputs [size*tokens*width]
+};
+
+struct StepResult {
+  Vec loss; ///< per sample
+  /// Per-sample gradient of every trainable parameter: grads[p][b].
+  std::map<std::string, PerSample> grads;
+  std::map<std::string, Vec> norm2; ///< ||grad_{p,b}||^2, per parameter
+  Vec norm;                         ///< sqrt(sum_p norm2[p][b])
+  /// Clip factor of each parameter and sample (0 for masked samples; the
+  /// same for every parameter unless clipping is per layer).
+  std::map<std::string, Vec> clip;
+  std::map<std::string, Vec> clippedSum; ///< sum_b c_{p,b} grad_{p,b}
+};
+
+class Model {
+public:
+  /// tokens: the tokens of each sample (1 for a classifier); every value of
+  /// a sample is a [tokens, width] matrix.
+  explicit Model(int64_t tokens) : tokens_(tokens) {}
+
+  /// int32 [tokens] per sample (tokens, targets, labels).
+  void tokenInput(const std::string &name);
+  /// f64 [tokens, width] per sample.
+  void realInput(const std::string &name, int64_t width);
+
+  /// Parameter `table` [vocab, dim].
+  void embedding(const std::string &table, const std::string &tokens,
+                 const std::string &out, int64_t vocab, int64_t dim);
+  /// Parameters `weight` [out, in] and `bias` [out] ("" for none).
+  void linear(const std::string &weight, const std::string &bias,
+              const std::string &x, const std::string &out, int64_t in,
+              int64_t outDim);
+  /// Parameter `gamma` [dim].
+  void rmsNorm(const std::string &gamma, const std::string &x,
+               const std::string &out, int64_t dim, double eps);
+  /// Parameters `gamma` [dim] and `beta` [dim] ("" for none).
+  void layerNorm(const std::string &gamma, const std::string &beta,
+                 const std::string &x, const std::string &out, int64_t dim,
+                 double eps);
+  void rope(const std::string &x, const std::string &out, int64_t heads,
+            int64_t headDim, double theta);
+  void attention(const std::string &q, const std::string &k,
+                 const std::string &v, const std::string &out, int64_t heads,
+                 int64_t kvHeads, int64_t headDim, bool causal);
+  void activation(dprt::Activation act, const std::string &x,
+                  const std::string &out);
+  void mul(const std::string &a, const std::string &b, const std::string &out);
+  void add(const std::string &a, const std::string &b, const std::string &out);
+  /// The loss (last record): logits [tokens, classes], targets a token input.
+  void crossEntropy(const std::string &logits, const std::string &targets,
+                    int64_t classes, bool hasIgnore = false,
+                    int64_t ignoreIndex = -1,
+                    dprt::Reduction reduction = dprt::Reduction::Mean);
+  /// The loss: prediction and target (a real input) [tokens, features].
+  void mse(const std::string &prediction, const std::string &target,
+           dprt::Reduction reduction = dprt::Reduction::Mean);
+
+  /// Parameters in declaration order; values start at zero, gammas at one.
+  const std::vector<std::string> &paramNames() const { return paramOrder_; }
+  Vec &param(const std::string &name);
+  const Vec &param(const std::string &name) const;
+  const std::vector<int64_t> &paramShape(const std::string &name) const;
+  void setTrainable(const std::string &name, bool trainable);
+  std::vector<std::string> trainableParams() const;
+
+  /// Per-sample losses (forward only).
+  Vec losses(const Batch &batch) const;
+  /// Losses, per-sample gradients and their norms; no clipping, no update.
+  StepResult perSampleGradients(const Batch &batch) const;
+  /// One DP-SGD step (noise off): clipping, the clipped sum, the optimizer
+  /// update of every trainable parameter. mask [batch.size]: 0 drops a
+  /// sample.
+  StepResult dpStep(const Batch &batch, const Vec &mask, const Recipe &recipe);
+  /// Optimizer steps taken so far.
+  int64_t steps() const { return steps_; }
+
+private:
+  enum class Op {
+    Embedding,
+    Linear,
+    RmsNorm,
+    LayerNorm,
+    Rope,
+    Attention,
+    Activation,
+    Mul,
+    Add,
+    CrossEntropy,
+    Mse
+  };
+  struct Layer {
+    Op op;
+    std::vector<std::string> in;
+    std::string out;
+    std::string weight, bias; ///< parameter names, "" when none
+    int64_t inDim = 0, outDim = 0;
+    int64_t heads = 0, kvHeads = 0, headDim = 0;
+    double eps = 0, theta = 0;
+    bool causal = false, hasIgnore = false;
+    int64_t ignoreIndex = -1;
+    dprt::Activation act = dprt::Activation::Relu;
+    dprt::Reduction reduction = dprt::Reduction::Mean;
+  };
+  struct Param {
+    std::vector<int64_t> shape;
+    Vec value;
+    bool trainable = true;
+    Vec state1, state2; ///< optimizer state
+  };
+  /// The values of one sample: real values [tokens, width], token inputs.
+  struct Sample {
+    std::map<std::string, Vec> values;
+    std::map<std::string, Tokens> tokens;
+    double loss = 0;
+  };
+
+  void addParam(const std::string &name, std::vector<int64_t> shape,
+                double init);
+  void defineValue(const std::string &name, int64_t width);
+  int64_t width(const std::string &value) const;
+  void requireOpen() const;
+  Sample forwardSample(const Batch &batch, int64_t b) const;
+  /// Per-parameter gradients of sample s's loss.
+  std::map<std::string, Vec> backwardSample(const Sample &s) const;
+
+  int64_t tokens_;
+  std::vector<Layer> layers_;
+  std::map<std::string, int64_t> widths_; ///< real values and real inputs
+  std::vector<std::string> tokenInputs_, realInputs_;
+  std::map<std::string, Param> params_;
+  std::vector<std::string> paramOrder_;
+  int64_t steps_ = 0;
+};
+
+} // namespace dpc::reference
+
+#endif // DPC_REFERENCE_MODEL_H

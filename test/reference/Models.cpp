@@ -1,0 +1,55 @@
+//===- Models.cpp - The example models as reference models ----------------===//
+
+#include "reference/Models.h"
+
+namespace dpc::reference {
+
+Model mlpClassifier(int64_t features, int64_t hidden, int64_t classes) {
+  Model m(1);
+  m.realInput("x", features);
+  m.tokenInput("label");
+  m.linear("fc1", "fc1.b", "x", "h", features, hidden);
+  m.layerNorm("ln.g", "ln.b", "h", "n", hidden, 1e-5);
+  m.activation(dprt::Activation::Relu, "n", "a");
+  m.linear("fc2", "fc2.b", "a", "logits", hidden, classes);
+  m.crossEntropy("logits", "label", classes);
+  return m;
+}
+
+Model tinyLm(const TinyLmShape &s) {
+  int64_t headDim = s.width / s.heads, kvWidth = s.kvHeads * headDim;
+  Model m(s.tokens);
+  m.tokenInput("tok");
+  m.tokenInput("tgt");
+  m.embedding("emb", "tok", "x0", s.vocab, s.width);
+  std::string x = "x0";
+  for (int64_t i = 0; i < s.blocks; ++i) {
+    std::string b = "b" + std::to_string(i) + ".";
+    m.rmsNorm(b + "n1", x, b + "h", s.width, s.eps);
+    m.linear(b + "wq", "", b + "h", b + "q", s.width, s.width);
+    m.linear(b + "wk", "", b + "h", b + "k", s.width, kvWidth);
+    m.linear(b + "wv", "", b + "h", b + "v", s.width, kvWidth);
+    m.rope(b + "q", b + "qr", s.heads, headDim, s.theta);
+    m.rope(b + "k", b + "kr", s.kvHeads, headDim, s.theta);
+    m.attention(b + "qr", b + "kr", b + "v", b + "a", s.heads, s.kvHeads,
+                headDim, /*causal=*/true);
+    m.linear(b + "wo", "", b + "a", b + "o", s.width, s.width);
+    m.add(x, b + "o", b + "r");
+    m.rmsNorm(b + "n2", b + "r", b + "m", s.width, s.eps);
+    m.linear(b + "gate", "", b + "m", b + "g", s.width, s.ffn);
+    m.linear(b + "up", "", b + "m", b + "u", s.width, s.ffn);
+    m.activation(dprt::Activation::Silu, b + "g", b + "s");
+    m.mul(b + "s", b + "u", b + "p");
+    m.linear(b + "down", "", b + "p", b + "d", s.ffn, s.width);
+    std::string next = "x" + std::to_string(i + 1);
+    m.add(b + "r", b + "d", next);
+    x = next;
+  }
+  m.rmsNorm("norm", x, "f", s.width, s.eps);
+  m.linear("head", "", "f", "logits", s.width, s.vocab);
+  m.crossEntropy("logits", "tgt", s.vocab, /*hasIgnore=*/true, -1,
+                 dprt::Reduction::Mean);
+  return m;
+}
+
+} // namespace dpc::reference

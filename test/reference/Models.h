@@ -1,0 +1,35 @@
+//===- Models.h - The example models as reference models --------*- C++ -*-===//
+//
+// examples/mlp.mlir and examples/tinylm.mlir at any size, with the same
+// parameter names, so that a test can load one parameter set into a
+// compiled program and into the reference. Parameters start at the
+// Model's defaults (zeros, gammas one); tests set them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DPC_REFERENCE_MODELS_H
+#define DPC_REFERENCE_MODELS_H
+
+#include "reference/Model.h"
+
+namespace dpc::reference {
+
+/// Inputs "x" [features] and "label"; fc1 (+fc1.b) -> layer_norm (ln.g,
+/// ln.b) -> relu -> fc2 (+fc2.b) -> cross-entropy.
+Model mlpClassifier(int64_t features, int64_t hidden, int64_t classes);
+
+struct TinyLmShape {
+  int64_t vocab = 16, tokens = 8, width = 16, blocks = 1, heads = 4,
+          kvHeads = 2, ffn = 24;
+  double eps = 1e-5, theta = 10000.0;
+};
+
+/// Inputs "tok" and "tgt" (-1 ignored, mean per sample); emb -> blocks of
+/// [rms_norm b.n1 -> wq, wk, wv -> rope(q, k) -> causal GQA attention -> wo
+/// -> residual; rms_norm b.n2 -> silu(gate) * up -> down -> residual] ->
+/// rms_norm norm -> head -> cross-entropy. No biases.
+Model tinyLm(const TinyLmShape &s);
+
+} // namespace dpc::reference
+
+#endif // DPC_REFERENCE_MODELS_H

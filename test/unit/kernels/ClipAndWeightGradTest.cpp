@@ -1,0 +1,182 @@
+//===- ClipAndWeightGradTest.cpp - Clip factors and clipped gradients -----===//
+//
+// clip_factors against the formula of kernels.h; the clipped weight-gradient
+// kernels against sum_b c_b grad_b with grad_b formed by the reference.
+// Sample 0 always has c = 0 and NaN in its data: a masked sample must add
+// nothing, whatever its buffers hold.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelTestSupport.h"
+
+#include <limits>
+
+using namespace dpc::test;
+using dprt::accOf;
+using dprt::ClipMode;
+using dprt::DType;
+namespace cpu = dprt::cpu;
+namespace ref = dpc::reference;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+/// Clip factors in [0, 1.5] with c[0] = 0, rounded to the acc type.
+Vec randomClipFactors(Rng &rng, DType dt, int64_t batch) {
+  Vec c = uniform(rng, batch, 0, 1.5);
+  c[0] = 0;
+  for (int64_t b = 1; b < batch; ++b)
+    if (uniformInt(rng, 0, 4) == 0)
+      c[b] = uniformInt(rng, 0, 1); // masked or unclipped
+  return rounded(accOf(dt), c);
+}
+
+/// Sets sample 0's elements (the first `elements`) of buf to NaN.
+void poisonSample0(Buffer &buf, int64_t elements) {
+  for (int64_t i = 0; i < elements; ++i)
+    buf.set(i, kNaN);
+}
+
+/// sum_b c_b g_b over the samples b > 0 (sample 0's data is NaN and its
+/// clip factor 0).
+Vec clippedSum(ref::PerSample g, const Vec &c) {
+  std::fill(g[0].begin(), g[0].end(), 0.0);
+  return ref::weightedSum(g, c);
+}
+
+TEST(ClipFactors, MatchFormulaForEveryModeWithMaskAndRelErr) {
+  for (ClipMode mode :
+       {ClipMode::Flat, ClipMode::PerLayer, ClipMode::Automatic}) {
+    SCOPED_TRACE("mode " + std::to_string(int(mode)));
+    forEachCaseAndDType(12, [&](Rng &rng, DType dt) {
+      int64_t batch = uniformInt(rng, 1, 40);
+      double maxNorm = uniform(rng, 1, 0.1, 5)[0];
+      double gamma = 0.01;
+      double relErr = uniformInt(rng, 0, 1) ? 0.0 : 1e-3;
+      // Norms from far below to far above the bound (log-uniform).
+      Vec n2v(batch), maskv(batch);
+      for (int64_t b = 0; b < batch; ++b) {
+        double n = maxNorm * std::pow(10.0, uniform(rng, 1, -4, 4)[0]);
+        n2v[b] = n * n;
+        maskv[b] = uniformInt(rng, 0, 3) == 0 ? 0.0 : 1.0;
+      }
+      DType acc = accOf(dt);
+      Buffer n2(acc, n2v), mask(acc, maskv), c(acc, batch);
+      TestRank r;
+      cpu::clip_factors(r.get(), acc, n2.data(), mask.data(), c.data(), batch,
+                        mode, maxNorm, gamma, relErr);
+      Vec want(batch);
+      for (int64_t b = 0; b < batch; ++b)
+        want[b] = maskv[b] *
+                  ref::clipFactor(mode, std::sqrt(n2.get(b)) * (1 + relErr),
+                                  maxNorm, gamma);
+      EXPECT_CLOSE(c.values(), want, accTolerance(dt), dt);
+      // Storing c in f32 rounds toward zero: never above the f64 factor.
+      for (int64_t b = 0; b < batch; ++b)
+        EXPECT_LE(c.get(b), want[b]) << "sample " << b;
+    });
+  }
+}
+
+TEST(ClipFactors, NaNNormOrZeroMaskGivesZero) {
+  // min(1, C / NaN) must not let a sample through unclipped.
+  for (DType acc : {DType::F64, DType::F32}) {
+    Buffer n2(acc, Vec{kNaN, 4.0, kNaN, 0.0}), mask(acc, Vec{1, 0, 0, 1}),
+        c(acc, 4);
+    TestRank r;
+    cpu::clip_factors(r.get(), acc, n2.data(), mask.data(), c.data(), 4,
+                      ClipMode::Flat, 1.0, 0.01, 0.0);
+    EXPECT_EQ(c.values(), (Vec{0, 0, 0, 1}));
+  }
+}
+
+TEST(LinearWeightGrad, EqualsClippedSumOfPerSampleGradients) {
+  forEachCaseAndDType(16, [](Rng &rng, DType dt) {
+    int64_t batch = uniformInt(rng, 1, 6), tokens = uniformInt(rng, 1, 10),
+            in = uniformInt(rng, 1, 40), out = uniformInt(rng, 1, 40);
+    int64_t rows = batch * tokens;
+    Buffer x(dt, uniform(rng, rows * in)), dy(dt, uniform(rng, rows * out));
+    Vec xv = x.values(), dyv = dy.values();
+    poisonSample0(x, tokens * in);
+    poisonSample0(dy, tokens * out);
+    Vec cv = randomClipFactors(rng, dt, batch);
+    Buffer c(accOf(dt), cv), dw(accOf(dt), uniform(rng, out * in));
+    Vec init = dw.values();
+    std::vector<unsigned char> workspace(
+        dprt::weightGradWorkspaceBytes(dt, rows, out));
+    TestRank r;
+    cpu::linear_weight_grad(r.get(), dt, x.data(), dy.data(), c.data(),
+                            dw.data(), batch, tokens, in, out,
+                            workspace.data());
+    Vec want = clippedSum(
+        ref::linearWeightGradPerSample(xv, dyv, batch, tokens, in, out), cv);
+    EXPECT_CLOSE(dw.values(), ref::addForward(init, want), accTolerance(dt),
+                 dt);
+  });
+}
+
+TEST(BiasGrad, EqualsClippedSumOfPerSampleGradients) {
+  forEachCaseAndDType(16, [](Rng &rng, DType dt) {
+    int64_t batch = uniformInt(rng, 1, 6), tokens = uniformInt(rng, 1, 10),
+            out = uniformInt(rng, 1, 40);
+    Buffer dy(dt, uniform(rng, batch * tokens * out));
+    Vec dyv = dy.values();
+    poisonSample0(dy, tokens * out);
+    Vec cv = randomClipFactors(rng, dt, batch);
+    Buffer c(accOf(dt), cv), db(accOf(dt), uniform(rng, out));
+    Vec init = db.values();
+    TestRank r;
+    cpu::bias_grad(r.get(), dt, dy.data(), c.data(), db.data(), batch, tokens,
+                   out);
+    Vec want = clippedSum(ref::biasGradPerSample(dyv, batch, tokens, out), cv);
+    EXPECT_CLOSE(db.values(), ref::addForward(init, want), accTolerance(dt),
+                 dt);
+  });
+}
+
+TEST(EmbeddingGrad, EqualsClippedSumOfPerSampleGradientsWithRepeats) {
+  forEachCaseAndDType(16, [](Rng &rng, DType dt) {
+    int64_t batch = uniformInt(rng, 1, 6), tokens = uniformInt(rng, 1, 16),
+            vocab = uniformInt(rng, 1, 8), dim = uniformInt(rng, 1, 24);
+    ref::Tokens tok(batch * tokens);
+    for (int32_t &t : tok)
+      t = int32_t(uniformInt(rng, 0, vocab - 1));
+    Buffer dy(dt, uniform(rng, batch * tokens * dim));
+    Vec dyv = dy.values();
+    poisonSample0(dy, tokens * dim);
+    Vec cv = randomClipFactors(rng, dt, batch);
+    Buffer c(accOf(dt), cv), dtable(accOf(dt), uniform(rng, vocab * dim));
+    Vec init = dtable.values();
+    TestRank r;
+    cpu::embedding_grad(r.get(), dt, tok.data(), dy.data(), c.data(),
+                        dtable.data(), batch, tokens, vocab, dim);
+    Vec want = clippedSum(
+        ref::embeddingGradPerSample(tok, dyv, batch, tokens, vocab, dim), cv);
+    EXPECT_CLOSE(dtable.values(), ref::addForward(init, want), accTolerance(dt),
+                 dt);
+  });
+}
+
+TEST(RowsWeightedSum, EqualsClippedSumOfMaterializedGradients) {
+  forEachCaseAndDType(16, [](Rng &rng, DType dt) {
+    int64_t batch = uniformInt(rng, 1, 12), dim = uniformInt(rng, 1, 64);
+    DType acc = accOf(dt);
+    Buffer g(acc, uniform(rng, batch * dim));
+    ref::PerSample perSample(batch);
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t j = 0; j < dim; ++j)
+        perSample[b].push_back(g.get(b * dim + j));
+    poisonSample0(g, dim);
+    Vec cv = randomClipFactors(rng, dt, batch);
+    Buffer c(acc, cv), out(acc, uniform(rng, dim));
+    Vec init = out.values();
+    TestRank r;
+    cpu::rows_weighted_sum(r.get(), acc, g.data(), c.data(), out.data(), batch,
+                           dim);
+    EXPECT_CLOSE(out.values(), ref::addForward(init, clippedSum(perSample, cv)),
+                 accTolerance(dt), dt);
+  });
+}
+
+} // namespace

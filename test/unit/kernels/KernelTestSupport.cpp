@@ -1,0 +1,279 @@
+//===- KernelTestSupport.cpp - Buffers, seeds and tolerances --------------===//
+
+#include "KernelTestSupport.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+namespace dpc::test {
+
+using dprt::DType;
+
+double tolerance(DType dt) {
+  switch (dt) {
+  case DType::F64:
+    return 1e-10;
+  case DType::F32:
+    return 1e-5;
+  case DType::BF16:
+    return 1e-2;
+  }
+  return 0;
+}
+
+double accTolerance(DType dt) { return dt == DType::F64 ? 1e-10 : 1e-5; }
+
+double bf16Value(uint16_t bits) {
+  uint32_t b = uint32_t(bits) << 16;
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+
+uint16_t bf16Bits(double d) {
+  if (std::isnan(d))
+    return 0x7fc0;
+  uint16_t sign = std::signbit(d) ? 0x8000 : 0;
+  double a = std::fabs(d);
+  // Magnitudes 0 .. 0x7f80 (infinity) are ordered like their values; for
+  // the distance, infinity stands for 2^128, the next value after the
+  // largest finite one, so that a halfway overflow rounds to infinity.
+  auto value = [](uint32_t m) {
+    return m == 0x7f80 ? std::ldexp(1.0, 128) : bf16Value(uint16_t(m));
+  };
+  uint32_t lo = 0, hi = 0x7f80; // the largest m with value(m) <= a
+  if (a >= value(hi))
+    return sign | 0x7f80;
+  while (lo < hi) {
+    uint32_t mid = (lo + hi + 1) / 2;
+    if (value(mid) <= a)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  double below = a - value(lo), above = value(lo + 1) - a;
+  uint32_t m = below < above   ? lo
+               : above < below ? lo + 1
+                               : (lo % 2 ? lo + 1 : lo);
+  return uint16_t(sign | m);
+}
+
+Buffer::Buffer(DType dt, int64_t n)
+    : dt_(dt), n_(n), bytes_(std::max<int64_t>(n, 1) * dprt::sizeOf(dt)) {
+  poison();
+}
+
+Buffer::Buffer(DType dt, const Vec &v) : Buffer(dt, int64_t(v.size())) {
+  for (int64_t i = 0; i < n_; ++i)
+    set(i, v[i]);
+}
+
+double Buffer::get(int64_t i) const {
+  switch (dt_) {
+  case DType::F64:
+    return reinterpret_cast<const double *>(bytes_.data())[i];
+  case DType::F32:
+    return reinterpret_cast<const float *>(bytes_.data())[i];
+  case DType::BF16:
+    return bf16Value(reinterpret_cast<const uint16_t *>(bytes_.data())[i]);
+  }
+  return 0;
+}
+
+void Buffer::set(int64_t i, double v) {
+  switch (dt_) {
+  case DType::F64:
+    reinterpret_cast<double *>(bytes_.data())[i] = v;
+    return;
+  case DType::F32:
+    reinterpret_cast<float *>(bytes_.data())[i] = float(v);
+    return;
+  case DType::BF16:
+    reinterpret_cast<uint16_t *>(bytes_.data())[i] = bf16Bits(v);
+    return;
+  }
+}
+
+Vec Buffer::values() const {
+  Vec v(n_);
+  for (int64_t i = 0; i < n_; ++i)
+    v[i] = get(i);
+  return v;
+}
+
+void Buffer::poison() {
+  for (int64_t i = 0; i < n_; ++i)
+    set(i, std::numeric_limits<double>::quiet_NaN());
+}
+
+Vec rounded(DType dt, const Vec &v) { return Buffer(dt, v).values(); }
+
+Vec uniform(Rng &rng, int64_t n, double lo, double hi) {
+  std::uniform_real_distribution<double> d(lo, hi);
+  Vec v(n);
+  for (double &e : v)
+    e = d(rng);
+  return v;
+}
+
+Vec normal(Rng &rng, int64_t n, double stddev) {
+  std::normal_distribution<double> d(0.0, stddev);
+  Vec v(n);
+  for (double &e : v)
+    e = d(rng);
+  return v;
+}
+
+int64_t uniformInt(Rng &rng, int64_t lo, int64_t hi) {
+  return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+}
+
+double relativeError(const Vec &out, const Vec &ref, const Vec &scale) {
+  if (out.size() != ref.size() || scale.size() != ref.size())
+    return std::numeric_limits<double>::infinity();
+  double num = 0, den = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!std::isfinite(out[i]))
+      return std::numeric_limits<double>::infinity();
+    num += (out[i] - ref[i]) * (out[i] - ref[i]);
+    den += scale[i] * scale[i];
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+namespace {
+
+/// Worst relative error seen per (dtype, tolerance), printed at the end of
+/// a run of the test binary (docs/testing.md quotes it).
+class ErrorSummary : public ::testing::Environment {
+public:
+  static ErrorSummary &get() {
+    static ErrorSummary *s = [] {
+      auto *e = new ErrorSummary;
+      ::testing::AddGlobalTestEnvironment(e);
+      return e;
+    }();
+    return *s;
+  }
+  void record(DType dt, double tol, double err) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    double &w = worst_[{int(dt), tol}];
+    w = std::max(w, err);
+  }
+  void TearDown() override {
+    for (auto &[key, err] : worst_)
+      std::printf("[worst error] %-4s tolerance %.0e: %.3e\n",
+                  dprt::nameOf(DType(key.first)), key.second, err);
+  }
+
+private:
+  std::mutex mutex_;
+  std::map<std::pair<int, double>, double> worst_;
+};
+
+// Registered before main runs the tests.
+const bool kSummaryRegistered = (ErrorSummary::get(), true);
+
+} // namespace
+
+::testing::AssertionResult closeTo(const Vec &out, const Vec &ref, double tol,
+                                   DType dt, const Vec *scale) {
+  (void)kSummaryRegistered;
+  double err = relativeError(out, ref, scale ? *scale : ref);
+  ErrorSummary::get().record(dt, tol, err);
+  if (err <= tol)
+    return ::testing::AssertionSuccess();
+  std::ostringstream os;
+  os << "relative error " << err << " > " << tol << " (" << dprt::nameOf(dt)
+     << ", " << out.size() << " elements)";
+  for (size_t i = 0; i < out.size() && i < ref.size(); ++i)
+    if (!(std::fabs(out[i] - ref[i]) <= tol * (std::fabs(ref[i]) + 1e-300))) {
+      os << "; first differing element " << i << ": " << out[i] << " vs "
+         << ref[i];
+      break;
+    }
+  return ::testing::AssertionFailure() << os.str();
+}
+
+Vec gammaGradTermSize(const Vec &x, const Vec &dy, int64_t batch,
+                      int64_t tokens, int64_t dim, double eps, bool centre) {
+  Vec size(batch * dim, 0.0);
+  for (int64_t r = 0; r < batch * tokens; ++r) {
+    double mu = 0, var = 0;
+    if (centre)
+      for (int64_t j = 0; j < dim; ++j)
+        mu += x[r * dim + j] / dim;
+    for (int64_t j = 0; j < dim; ++j)
+      var += (x[r * dim + j] - mu) * (x[r * dim + j] - mu) / dim;
+    double rstd = 1 / std::sqrt(var + eps);
+    for (int64_t j = 0; j < dim; ++j)
+      size[(r / tokens) * dim + j] +=
+          std::fabs(dy[r * dim + j] * (x[r * dim + j] - mu) * rstd);
+  }
+  return size;
+}
+
+namespace {
+
+/// Runs fn(rng, i) for cases i = 0 .. cases-1, each with its own seed.
+void runCases(int cases, const std::function<void(Rng &, int)> &fn) {
+  uint64_t base;
+  if (const char *env = std::getenv("DPC_TEST_SEED"))
+    base = std::strtoull(env, nullptr, 10);
+  else
+    base = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
+  for (int i = 0; i < cases; ++i) {
+    uint64_t seed = base + uint64_t(i);
+    std::ostringstream trace;
+    trace << "case " << i << ", seed " << seed << " (DPC_TEST_SEED=" << base
+          << " reproduces this run)";
+    SCOPED_TRACE(trace.str());
+    Rng rng(seed);
+    fn(rng, i);
+    if (::testing::Test::HasFatalFailure())
+      return;
+  }
+}
+
+} // namespace
+
+void forEachCase(int cases, const std::function<void(Rng &)> &fn) {
+  runCases(cases, [&](Rng &rng, int) { fn(rng); });
+}
+
+void forEachCaseAndDType(int cases,
+                         const std::function<void(Rng &, DType)> &fn) {
+  int n = int(allDTypes().size());
+  runCases(cases * n, [&](Rng &rng, int i) {
+    DType dt = allDTypes()[i % n];
+    SCOPED_TRACE(std::string("dtype ") + dprt::nameOf(dt));
+    fn(rng, dt);
+  });
+}
+
+TestRank::TestRank() : arena_(2 * dprt::kArenaAlignment) {
+  // The StepState at the first aligned offset of the arena.
+  auto addr = reinterpret_cast<uintptr_t>(arena_.data());
+  int64_t offset =
+      int64_t((dprt::kArenaAlignment - addr % dprt::kArenaAlignment) %
+              dprt::kArenaAlignment);
+  rank_.arena = arena_.data();
+  rank_.arenaBytes = int64_t(arena_.size());
+  rank_.stateOffset = offset;
+  state() = dprt::StepState{};
+  state().step = 1;
+  state().gradScale = 1.0;
+  state().lrScale = 1.0;
+}
+
+dprt::StepState &TestRank::state() {
+  return *reinterpret_cast<dprt::StepState *>(rank_.arena + rank_.stateOffset);
+}
+
+} // namespace dpc::test

@@ -1,0 +1,263 @@
+//===- PerSampleNormTest.cpp - Per-sample norms vs explicit gradients -----===//
+//
+// Every norm method against ||grad_b||^2 of the per-sample gradient the
+// reference forms explicitly. n2 starts with random values: norm kernels
+// add. Norms are acc results, checked at 1e-5 even for bf16 operands, which
+// fails if a kernel accumulates in bf16.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelTestSupport.h"
+
+using namespace dpc::test;
+using dprt::accOf;
+using dprt::DType;
+namespace cpu = dprt::cpu;
+namespace ref = dpc::reference;
+
+namespace {
+
+Vec squaredNorms(const ref::PerSample &g) {
+  Vec n(g.size());
+  for (size_t b = 0; b < g.size(); ++b)
+    n[b] = ref::sumSquares(g[b]);
+  return n;
+}
+
+/// A random n2 buffer to add into; `init` receives its values.
+Buffer startingNorms(Rng &rng, DType dt, int64_t batch, Vec &init) {
+  Buffer n2(accOf(dt), uniform(rng, batch, 0, 3));
+  init = n2.values();
+  return n2;
+}
+
+TEST(Rank1Norm, MatchesNaivePerSampleGradient) {
+  forEachCaseAndDType(16, [](Rng &rng, DType dt) {
+    int64_t batch = uniformInt(rng, 1, 12), in = uniformInt(rng, 1, 40),
+            out = uniformInt(rng, 1, 40);
+    Buffer x(dt, uniform(rng, batch * in)), dy(dt, uniform(rng, batch * out));
+    Vec init;
+    Buffer n2 = startingNorms(rng, dt, batch, init);
+    TestRank r;
+    cpu::norm_rank1(r.get(), dt, x.data(), dy.data(), n2.data(), batch, in,
+                    out);
+    Vec want = squaredNorms(ref::linearWeightGradPerSample(
+        x.values(), dy.values(), batch, 1, in, out));
+    EXPECT_CLOSE(n2.values(), ref::addForward(init, want), accTolerance(dt),
+                 dt);
+  });
+}
+
+TEST(Gram, IsEachSamplesMatrixOfRowInnerProducts) {
+  forEachCaseAndDType(16, [](Rng &rng, DType dt) {
+    int64_t batch = uniformInt(rng, 1, 4), tokens = uniformInt(rng, 1, 12),
+            dim = uniformInt(rng, 1, 40);
+    bool acc = uniformInt(rng, 0, 1);
+    Buffer x(dt, uniform(rng, batch * tokens * dim));
+    int64_t tt = tokens * tokens;
+    // A symmetric starting K, as an earlier gram call leaves it.
+    Vec kInit(batch * tt);
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t t = 0; t < tokens; ++t)
+        for (int64_t s = 0; s <= t; ++s)
+          kInit[b * tt + t * tokens + s] = kInit[b * tt + s * tokens + t] =
+              uniform(rng, 1)[0];
+    Buffer K = acc ? Buffer(accOf(dt), kInit) : Buffer(accOf(dt), batch * tt);
+    Vec init = K.values();
+    TestRank r;
+    cpu::gram(r.get(), dt, x.data(), K.data(), batch, tokens, dim, acc);
+    Vec xv = x.values(), want(batch * tt, 0.0);
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t t = 0; t < tokens; ++t)
+        for (int64_t s = 0; s < tokens; ++s) {
+          double d = acc ? init[b * tt + t * tokens + s] : 0.0;
+          for (int64_t j = 0; j < dim; ++j)
+            d +=
+                xv[(b * tokens + t) * dim + j] * xv[(b * tokens + s) * dim + j];
+          want[b * tt + t * tokens + s] = d;
+        }
+    EXPECT_CLOSE(K.values(), want, accTolerance(dt), dt);
+  });
+}
+
+TEST(GramNorm, MatchesNaivePerSampleGradient) {
+  forEachCaseAndDType(16, [](Rng &rng, DType dt) {
+    int64_t batch = uniformInt(rng, 1, 5), tokens = uniformInt(rng, 1, 12),
+            in = uniformInt(rng, 1, 40), out = uniformInt(rng, 1, 40);
+    int64_t rows = batch * tokens;
+    Buffer x(dt, uniform(rng, rows * in)), dy(dt, uniform(rng, rows * out));
+    Buffer ka(accOf(dt), batch * tokens * tokens),
+        kg(accOf(dt), batch * tokens * tokens);
+    Vec init;
+    Buffer n2 = startingNorms(rng, dt, batch, init);
+    TestRank r;
+    cpu::gram(r.get(), dt, x.data(), ka.data(), batch, tokens, in, false);
+    cpu::gram(r.get(), dt, dy.data(), kg.data(), batch, tokens, out, false);
+    cpu::gram_dot(r.get(), accOf(dt), ka.data(), kg.data(), n2.data(), batch,
+                  tokens);
+    Vec want = squaredNorms(ref::linearWeightGradPerSample(
+        x.values(), dy.values(), batch, tokens, in, out));
+    EXPECT_CLOSE(n2.values(), ref::addForward(init, want), accTolerance(dt),
+                 dt);
+  });
+}
+
+TEST(SharedGramNorm, EqualsNormOfTheConcatenatedWeight) {
+  // q, k, v read the same activation: one Gram of x, the output Grams
+  // accumulated, one gram_dot gives the sum of the three layers' norms,
+  // which is the norm of the per-sample gradient of [Wq; Wk; Wv].
+  forEachCaseAndDType(16, [](Rng &rng, DType dt) {
+    int64_t batch = uniformInt(rng, 1, 4), tokens = uniformInt(rng, 1, 10),
+            in = uniformInt(rng, 1, 32), layers = uniformInt(rng, 2, 3);
+    int64_t rows = batch * tokens;
+    Buffer x(dt, uniform(rng, rows * in));
+    std::vector<int64_t> outs;
+    std::vector<Buffer> dys;
+    for (int64_t l = 0; l < layers; ++l) {
+      outs.push_back(uniformInt(rng, 1, 24));
+      dys.emplace_back(dt, uniform(rng, rows * outs.back()));
+    }
+    Buffer ka(accOf(dt), batch * tokens * tokens),
+        kg(accOf(dt), batch * tokens * tokens);
+    Vec init;
+    Buffer n2 = startingNorms(rng, dt, batch, init);
+    TestRank r;
+    cpu::gram(r.get(), dt, x.data(), ka.data(), batch, tokens, in, false);
+    for (int64_t l = 0; l < layers; ++l)
+      cpu::gram(r.get(), dt, dys[l].data(), kg.data(), batch, tokens, outs[l],
+                l > 0);
+    cpu::gram_dot(r.get(), accOf(dt), ka.data(), kg.data(), n2.data(), batch,
+                  tokens);
+
+    // dy of the concatenated layer: the layers' dy side by side.
+    int64_t total = 0;
+    for (int64_t o : outs)
+      total += o;
+    Vec cat(rows * total);
+    Vec perLayerSum(batch, 0.0);
+    for (int64_t l = 0, col = 0; l < layers; col += outs[l], ++l) {
+      Vec dyl = dys[l].values();
+      for (int64_t rr = 0; rr < rows; ++rr)
+        for (int64_t j = 0; j < outs[l]; ++j)
+          cat[rr * total + col + j] = dyl[rr * outs[l] + j];
+      perLayerSum = ref::addForward(
+          perLayerSum, squaredNorms(ref::linearWeightGradPerSample(
+                           x.values(), dyl, batch, tokens, in, outs[l])));
+    }
+    Vec want = squaredNorms(ref::linearWeightGradPerSample(
+        x.values(), cat, batch, tokens, in, total));
+    EXPECT_CLOSE(perLayerSum, want, 1e-12, DType::F64);
+    EXPECT_CLOSE(n2.values(), ref::addForward(init, want), accTolerance(dt),
+                 dt);
+  });
+}
+
+TEST(DirectNorm, MatchesNaivePerSampleGradient) {
+  forEachCaseAndDType(16, [](Rng &rng, DType dt) {
+    int64_t batch = uniformInt(rng, 1, 5), tokens = uniformInt(rng, 1, 12),
+            in = uniformInt(rng, 1, 40), out = uniformInt(rng, 1, 40);
+    int64_t rows = batch * tokens;
+    Buffer x(dt, uniform(rng, rows * in)), dy(dt, uniform(rng, rows * out));
+    std::vector<unsigned char> workspace(
+        dprt::normDirectWorkspaceBytes(dt, in, out));
+    Vec init;
+    Buffer n2 = startingNorms(rng, dt, batch, init);
+    TestRank r;
+    cpu::norm_direct(r.get(), dt, x.data(), dy.data(), n2.data(), batch, tokens,
+                     in, out, workspace.data());
+    Vec want = squaredNorms(ref::linearWeightGradPerSample(
+        x.values(), dy.values(), batch, tokens, in, out));
+    EXPECT_CLOSE(n2.values(), ref::addForward(init, want), accTolerance(dt),
+                 dt);
+  });
+}
+
+TEST(BiasNorm, MatchesNaivePerSampleGradient) {
+  forEachCaseAndDType(16, [](Rng &rng, DType dt) {
+    int64_t batch = uniformInt(rng, 1, 6), tokens = uniformInt(rng, 1, 12),
+            out = uniformInt(rng, 1, 40);
+    Buffer dy(dt, uniform(rng, batch * tokens * out));
+    Vec init;
+    Buffer n2 = startingNorms(rng, dt, batch, init);
+    TestRank r;
+    cpu::norm_bias(r.get(), dt, dy.data(), n2.data(), batch, tokens, out);
+    Vec want =
+        squaredNorms(ref::biasGradPerSample(dy.values(), batch, tokens, out));
+    EXPECT_CLOSE(n2.values(), ref::addForward(init, want), accTolerance(dt),
+                 dt);
+  });
+}
+
+TEST(EmbeddingNorm, MatchesNaivePerSampleGradientWithRepeatedTokens) {
+  forEachCaseAndDType(20, [](Rng &rng, DType dt) {
+    // A small vocabulary makes tokens repeat within a sample.
+    int64_t batch = uniformInt(rng, 1, 5), tokens = uniformInt(rng, 1, 20),
+            vocab = uniformInt(rng, 1, 6), dim = uniformInt(rng, 1, 24);
+    ref::Tokens tok(batch * tokens);
+    for (int32_t &t : tok)
+      t = int32_t(uniformInt(rng, 0, vocab - 1));
+    Buffer dy(dt, uniform(rng, batch * tokens * dim));
+    Vec init;
+    Buffer n2 = startingNorms(rng, dt, batch, init);
+    TestRank r;
+    cpu::norm_embedding(r.get(), dt, tok.data(), dy.data(), n2.data(), batch,
+                        tokens, dim);
+    Vec want = squaredNorms(ref::embeddingGradPerSample(tok, dy.values(), batch,
+                                                        tokens, vocab, dim));
+    EXPECT_CLOSE(n2.values(), ref::addForward(init, want), accTolerance(dt),
+                 dt);
+  });
+}
+
+TEST(NormLayerNorms, NormRowsOfPerSampleGammaAndBetaGradients) {
+  // RMSNorm's gamma and LayerNorm's gamma and beta: the backward kernels
+  // materialize the per-sample gradients, norm_rows adds their norms.
+  forEachCaseAndDType(16, [](Rng &rng, DType dt) {
+    int64_t batch = uniformInt(rng, 1, 5), tokens = uniformInt(rng, 1, 8),
+            dim = uniformInt(rng, 2, 32), rows = batch * tokens;
+    double eps = 1e-5;
+    Buffer x(dt, normal(rng, rows * dim)), gamma(dt, uniform(rng, dim, 0.5, 2)),
+        dy(dt, normal(rng, rows * dim));
+    Vec rmsRstd, lnMean, lnRstd;
+    ref::rmsNormForward(x.values(), gamma.values(), rows, dim, eps, &rmsRstd);
+    ref::layerNormForward(x.values(), gamma.values(), nullptr, rows, dim, eps,
+                          &lnMean, &lnRstd);
+    Buffer rstd(accOf(dt), rmsRstd), mean2(accOf(dt), lnMean),
+        rstd2(accOf(dt), lnRstd);
+    Buffer dx(dt, rows * dim), dgamma(accOf(dt), batch * dim),
+        dgamma2(accOf(dt), batch * dim), dbeta2(accOf(dt), batch * dim);
+    Vec init;
+    Buffer n2 = startingNorms(rng, dt, batch, init);
+    TestRank r;
+    cpu::rms_norm_backward(r.get(), dt, x.data(), gamma.data(), rstd.data(),
+                           dy.data(), dx.data(), dgamma.data(), batch, tokens,
+                           dim, false);
+    cpu::layer_norm_backward(r.get(), dt, x.data(), gamma.data(), mean2.data(),
+                             rstd2.data(), dy.data(), dx.data(), dgamma2.data(),
+                             dbeta2.data(), batch, tokens, dim, false);
+    for (Buffer *g : {&dgamma, &dgamma2, &dbeta2})
+      cpu::norm_rows(r.get(), accOf(dt), g->data(), n2.data(), batch, dim);
+    Vec want = squaredNorms(ref::rmsNormGammaGradPerSample(
+        x.values(), dy.values(), batch, tokens, dim, eps));
+    want = ref::addForward(
+        want, squaredNorms(ref::layerNormGammaGradPerSample(
+                  x.values(), dy.values(), batch, tokens, dim, eps)));
+    want = ref::addForward(want, squaredNorms(ref::biasGradPerSample(
+                                     dy.values(), batch, tokens, dim)));
+    // The gamma gradients may cancel far below their terms (see
+    // gammaGradTermSize); their squared norms are measured against the
+    // squared norms of the terms.
+    Vec scale = ref::addForward(init, want);
+    for (bool centre : {false, true}) {
+      Vec terms = gammaGradTermSize(x.values(), dy.values(), batch, tokens, dim,
+                                    eps, centre);
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t j = 0; j < dim; ++j)
+          scale[b] += terms[b * dim + j] * terms[b * dim + j];
+    }
+    EXPECT_CLOSE_TO_SCALE(n2.values(), ref::addForward(init, want), scale,
+                          accTolerance(dt), dt);
+  });
+}
+
+} // namespace
