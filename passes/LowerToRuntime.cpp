@@ -182,6 +182,7 @@ private:
   Value gradPointer(FlatSymbolRefAttr ref);
   Value accTarget(Value acc, Operation *user, Value result, StringRef name);
   Value normTarget(Operation *normOp);
+  Value fusedNormTarget(ArrayRef<Value> perSampleGrads);
   Value newActivation(Value v, StringRef name = "") {
     Value b = alloc(dtBytes(numel(v)), name);
     buffers[v] = b;
@@ -558,6 +559,22 @@ Value ProgramLowering::normTarget(Operation *normOp) {
   return b;
 }
 
+/// The norm buffer a normalization backward kernel adds into when the
+/// dp.norm_rows of its per-sample gradients are fused into it; null if not.
+Value ProgramLowering::fusedNormTarget(ArrayRef<Value> perSampleGrads) {
+  // dp-fuse-norms fuses the norm_rows of one op only when they all add into
+  // the same buffer.
+  Value target;
+  for (Value grads : perSampleGrads) {
+    if (!grads)
+      continue;
+    for (Operation *user : grads.getUsers())
+      if (auto rows = dyn_cast<NormRowsOp>(user); rows && rows.getFused())
+        target = normTarget(rows);
+  }
+  return target;
+}
+
 LogicalResult ProgramLowering::lowerBody(Block &body, bool isStep) {
   for (auto [input, name] : llvm::zip(body.getArguments(), inputGlobals))
     buffers[input] = global(name);
@@ -774,12 +791,16 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
           gs = alloc(accBytes(numel(g.getScaleGrads())), "scale_grads");
           buffers[g.getScaleGrads()] = gs;
         }
+        Value n2 = fusedNormTarget({g.getScaleGrads()});
         Args a(context);
         a.dtype(dt).buffer(buf(g.getX())).buffer(paramPointer(g.getScaleAttr()))
             .buffer(saved[fwd][0]).buffer(buf(g.getDy())).buffer(dx)
-            .bufferOrNull(gs).i64(batchOf(g.getX())).i64(tokensOf(g.getX()))
-            .i64(lastDim(g.getX())).flag(bool(g.getAcc()));
-        call("rms_norm_backward", a);
+            .bufferOrNull(gs);
+        if (n2)
+          a.buffer(n2);
+        a.i64(batchOf(g.getX())).i64(tokensOf(g.getX())).i64(lastDim(g.getX()))
+            .flag(bool(g.getAcc()));
+        call(n2 ? "rms_norm_backward_norm" : "rms_norm_backward", a);
         return success();
       })
       .Case([&](LayerNormGradOp g) {
@@ -794,13 +815,16 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
           bs = alloc(accBytes(numel(g.getBiasGrads())), "bias_grads");
           buffers[g.getBiasGrads()] = bs;
         }
+        Value n2 = fusedNormTarget({g.getScaleGrads(), g.getBiasGrads()});
         Args a(context);
         a.dtype(dt).buffer(buf(g.getX())).buffer(paramPointer(g.getScaleAttr()))
             .buffer(saved[fwd][0]).buffer(saved[fwd][1]).buffer(buf(g.getDy()))
-            .buffer(dx).bufferOrNull(gs).bufferOrNull(bs)
-            .i64(batchOf(g.getX())).i64(tokensOf(g.getX()))
-            .i64(lastDim(g.getX())).flag(bool(g.getAcc()));
-        call("layer_norm_backward", a);
+            .buffer(dx).bufferOrNull(gs).bufferOrNull(bs);
+        if (n2)
+          a.buffer(n2);
+        a.i64(batchOf(g.getX())).i64(tokensOf(g.getX())).i64(lastDim(g.getX()))
+            .flag(bool(g.getAcc()));
+        call(n2 ? "layer_norm_backward_norm" : "layer_norm_backward", a);
         return success();
       })
       .Case([&](AttentionGradOp g) {
@@ -871,7 +895,7 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
         Args a(context);
         a.dtype(dt).buffer(buf(n.getX())).buffer(buf(n.getDy())).buffer(n2)
             .i64(batch).i64(lastDim(n.getX())).i64(lastDim(n.getDy()));
-        call("norm_rank1", a);
+        call(n.getBias() ? "norm_rank1_bias" : "norm_rank1", a);
         return success();
       })
       .Case([&](NormGramOp n) {
@@ -902,7 +926,7 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
         Args a(context);
         a.dtype(dt).buffer(buf(n.getX())).buffer(buf(n.getDy())).buffer(n2)
             .i64(batch).i64(tokensOf(n.getX())).i64(in).i64(out).buffer(ws);
-        call("norm_direct", a);
+        call(n.getBias() ? "norm_direct_bias" : "norm_direct", a);
         return success();
       })
       .Case([&](NormBiasOp n) {
@@ -921,7 +945,14 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
         call("norm_embedding", a);
         return success();
       })
-      .Case([&](NormRowsOp n) {
+      .Case([&](NormRowsOp n) -> LogicalResult {
+        // Fused: the backward op that formed the gradients added the norm.
+        if (n.getFused()) {
+          if (!buf(n.getNorms()))
+            return n.emitOpError("is fused into an op that did not form its "
+                                 "gradients");
+          return success();
+        }
         Value n2 = normTarget(op);
         Args a(context);
         a.dtype(acc).buffer(buf(n.getGrads())).buffer(n2).i64(batch)

@@ -77,6 +77,27 @@ def ClipPlan : Pass<"dp-clip-plan", "mlir::ModuleOp"> {
   ];
 }
 
+def FuseNorms : Pass<"dp-fuse-norms", "mlir::ModuleOp"> {
+  let summary = "Fold per-sample norm work into the ops that read its data";
+  let description = [{
+    After dp-clip-plan. Two fusions, each kept only where both parts add
+    into the same squared norm (flat and automatic clipping, or a single
+    parameter):
+    - the norm of a normalization layer's per-sample scale (and bias)
+      gradients is added by the backward op that forms them
+      (`dp.norm_rows {fused}`; the lowering calls the `_norm` form of the
+      normalization backward kernel), saving a pass over B x d values;
+    - the norm of a linear layer's bias joins the rank-1 or direct norm of
+      its weight (`dp.norm_rank1 {bias}`, `dp.norm_direct {bias}`), which
+      reads the same output gradient: a bias is a weight column whose input
+      is 1.
+  }];
+  let statistics = [
+    Statistic<"numFusedRows", "fused-norm-layers", "Normalization norms fused into their backward op">,
+    Statistic<"numFusedBiases", "fused-biases", "Bias norms fused into the weight norm">,
+  ];
+}
+
 def Shard : Pass<"dp-shard", "mlir::ModuleOp"> {
   let summary = "Group parameters into FSDP units and place the collectives";
   let description = [{

@@ -18,6 +18,7 @@ void dpc::buildCompilePipeline(OpPassManager &pm,
   ClipPlanOptions clip;
   clip.shareGram = options.shareGram;
   pm.addPass(createClipPlan(clip));
+  pm.addPass(createFuseNorms());
   pm.addPass(createShard());
   LowerToRuntimeOptions lower;
   lower.backend = options.backend;
@@ -32,7 +33,8 @@ void dpc::registerPipelines() {
   PassPipelineRegistration<CompileOptions>(
       "dp-compile",
       "Compile a model and recipe to a planned dprt program: dp-specialize, "
-      "dp-backward, dp-clip-plan, dp-shard, dp-lower-to-runtime, "
+      "dp-backward, dp-clip-plan, dp-fuse-norms, dp-shard, "
+      "dp-lower-to-runtime, "
       "dprt-schedule, dprt-plan-memory",
       buildCompilePipeline);
   PassPipelineRegistration<CompileOptions>(

@@ -106,6 +106,13 @@ void ReportPass::runOnOperation() {
   for (UnitOp unit : model.getBody().front().getOps<UnitOp>())
     unitShard[unit.getSymName()] = unit.getShard();
 
+  // A bias whose norm dp-fuse-norms folded into its weight's norm op.
+  auto addFusedBias = [&](ArrayAttr params, Value dy) {
+    ParamRow &row = rowOf(params[1]);
+    row.method = "bias (fused with " +
+                 cast<FlatSymbolRefAttr>(params[0]).getValue().str() + ")";
+    row.normFlops += biasNormFlops(batchOf(dy), tokensOf(dy), lastDim(dy));
+  };
   Totals totals;
   for (Operation &op : step.getBodyBlock()) {
     llvm::TypeSwitch<Operation *>(&op)
@@ -136,6 +143,8 @@ void ReportPass::runOnOperation() {
           ParamRow &row = rowOf(n.getParams()[0]);
           row.method = "rank-1";
           row.normFlops += rank1NormFlops(shapeOf(n.getX(), n.getDy()));
+          if (n.getBias())
+            addFusedBias(n.getParams(), n.getDy());
         })
         .Case([&](NormGramOp n) {
           SmallVector<std::string> names;
@@ -161,6 +170,8 @@ void ReportPass::runOnOperation() {
           ParamRow &row = rowOf(n.getParams()[0]);
           row.method = "direct";
           row.normFlops += directNormFlops(shapeOf(n.getX(), n.getDy()));
+          if (n.getBias())
+            addFusedBias(n.getParams(), n.getDy());
         })
         .Case([&](NormBiasOp n) {
           ParamRow &row = rowOf(n.getParams()[0]);
@@ -176,7 +187,8 @@ void ReportPass::runOnOperation() {
         })
         .Case([&](NormRowsOp n) {
           ParamRow &row = rowOf(n.getParams()[0]);
-          row.method = "per-sample vector";
+          row.method = n.getFused() ? "per-sample vector (fused)"
+                                    : "per-sample vector";
           // The per-sample gradient is formed over the layer's tokens.
           Operation *producer = n.getGrads().getDefiningOp();
           Value x = producer ? producer->getOperand(0) : n.getGrads();

@@ -276,8 +276,12 @@ class DP_NormOp<string mnemonic, list<Trait> traits = []>
 
 def DP_NormRank1Op : DP_NormOp<"norm_rank1"> {
   let summary = "||x_b||^2 ||dy_b||^2: linear layers with one row per sample";
+  let description = [{
+    With `bias` (set by dp-fuse-norms), the second parameter is the layer's
+    bias and the op also adds its norm: (||x_b||^2 + 1) ||dy_b||^2.
+  }];
   let arguments = (ins DP_Activation:$x, DP_Activation:$dy,
-                       SymbolRefArrayAttr:$params);
+                       SymbolRefArrayAttr:$params, UnitAttr:$bias);
   let assemblyFormat = "$x `,` $dy $params attr-dict `:` type($x) `,` type($dy) `->` type($norms)";
 }
 
@@ -296,8 +300,12 @@ def DP_NormGramOp : DP_NormOp<"norm_gram"> {
 
 def DP_NormDirectOp : DP_NormOp<"norm_direct"> {
   let summary = "||dy_b^T x_b||^2 formed per sample";
+  let description = [{
+    With `bias` (set by dp-fuse-norms), the second parameter is the layer's
+    bias and the op also adds ||sum_t dy_bt||^2, reading dy once.
+  }];
   let arguments = (ins DP_Activation:$x, DP_Activation:$dy,
-                       SymbolRefArrayAttr:$params);
+                       SymbolRefArrayAttr:$params, UnitAttr:$bias);
   let assemblyFormat = "$x `,` $dy $params attr-dict `:` type($x) `,` type($dy) `->` type($norms)";
 }
 
@@ -316,7 +324,13 @@ def DP_NormEmbeddingOp : DP_NormOp<"norm_embedding"> {
 
 def DP_NormRowsOp : DP_NormOp<"norm_rows"> {
   let summary = "||g_b||^2 of materialized per-sample gradients";
-  let arguments = (ins DP_AccTensor:$grads, SymbolRefArrayAttr:$params);
+  let description = [{
+    With `fused` (set by dp-fuse-norms), the normalization backward op that
+    forms `grads` also adds their norms, in the same pass: this op then only
+    names the result.
+  }];
+  let arguments = (ins DP_AccTensor:$grads, SymbolRefArrayAttr:$params,
+                       UnitAttr:$fused);
   let assemblyFormat = "$grads $params attr-dict `:` type($grads) `->` type($norms)";
 }
 

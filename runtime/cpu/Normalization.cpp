@@ -66,11 +66,13 @@ void layerNormForward(const T *x, const T *gamma, const T *beta, T *y,
 /// centre = 0 for RMSNorm and 1 for LayerNorm; the per-sample sums
 ///   dgamma[b, j] = sum_t dy * xhat,  dbeta[b, j] = sum_t dy
 /// are written when not null.
+/// With n2 not null, ||dgamma_b||^2 + ||dbeta_b||^2 is added to n2[b] from
+/// the sums in double, before they are rounded to the acc type.
 template <class T, class XHat>
 void normBackward(const T *gamma, const AccOf<T> *rstd, const T *dy, T *dx,
-                  AccOf<T> *dgamma, AccOf<T> *dbeta, int64_t batch,
-                  int64_t tokens, int64_t dim, bool accumulate, bool centre,
-                  XHat xhatOf) {
+                  AccOf<T> *dgamma, AccOf<T> *dbeta, AccOf<T> *n2,
+                  int64_t batch, int64_t tokens, int64_t dim, bool accumulate,
+                  bool centre, XHat xhatOf) {
   double *gsum = (dgamma || dbeta) ? scratch<double>(0, 2 * dim) : nullptr;
   double *xh = scratch<double>(1, dim);
   for (int64_t b = 0; b < batch; ++b) {
@@ -104,12 +106,19 @@ void normBackward(const T *gamma, const AccOf<T> *rstd, const T *dy, T *dx,
           gsum[dim + j] += d;
         }
     }
+    double squares = 0;
     for (int64_t j = 0; j < dim; ++j) {
-      if (dgamma)
+      if (dgamma) {
         dgamma[b * dim + j] = AccOf<T>(gsum[j]);
-      if (dbeta)
+        squares += gsum[j] * gsum[j];
+      }
+      if (dbeta) {
         dbeta[b * dim + j] = AccOf<T>(gsum[dim + j]);
+        squares += gsum[dim + j] * gsum[dim + j];
+      }
     }
+    if (n2)
+      n2[b] = AccOf<T>(double(n2[b]) + squares);
   }
 }
 
@@ -138,10 +147,11 @@ void layer_norm_forward(Rank *, DType dt, const void *x, const void *gamma,
   });
 }
 
-void rms_norm_backward(Rank *, DType dt, const void *x, const void *gamma,
-                       const void *rstd, const void *dy, void *dx,
-                       void *dgammaPerSample, int64_t batch, int64_t tokens,
-                       int64_t dim, bool accumulate) {
+void rms_norm_backward_norm(Rank *, DType dt, const void *x,
+                            const void *gamma, const void *rstd,
+                            const void *dy, void *dx, void *dgammaPerSample,
+                            void *n2, int64_t batch, int64_t tokens,
+                            int64_t dim, bool accumulate) {
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
     using A = AccOf<T>;
@@ -153,16 +163,17 @@ void rms_norm_backward(Rank *, DType dt, const void *x, const void *gamma,
     };
     normBackward(static_cast<const T *>(gamma), s, static_cast<const T *>(dy),
                  static_cast<T *>(dx), static_cast<A *>(dgammaPerSample),
-                 static_cast<A *>(nullptr), batch, tokens, dim, accumulate,
-                 false, xhat);
+                 static_cast<A *>(nullptr), static_cast<A *>(n2), batch,
+                 tokens, dim, accumulate, false, xhat);
   });
 }
 
-void layer_norm_backward(Rank *, DType dt, const void *x, const void *gamma,
-                         const void *mean, const void *rstd, const void *dy,
-                         void *dx, void *dgammaPerSample, void *dbetaPerSample,
-                         int64_t batch, int64_t tokens, int64_t dim,
-                         bool accumulate) {
+void layer_norm_backward_norm(Rank *, DType dt, const void *x,
+                              const void *gamma, const void *mean,
+                              const void *rstd, const void *dy, void *dx,
+                              void *dgammaPerSample, void *dbetaPerSample,
+                              void *n2, int64_t batch, int64_t tokens,
+                              int64_t dim, bool accumulate) {
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
     using A = AccOf<T>;
@@ -175,9 +186,27 @@ void layer_norm_backward(Rank *, DType dt, const void *x, const void *gamma,
     };
     normBackward(static_cast<const T *>(gamma), s, static_cast<const T *>(dy),
                  static_cast<T *>(dx), static_cast<A *>(dgammaPerSample),
-                 static_cast<A *>(dbetaPerSample), batch, tokens, dim,
-                 accumulate, true, xhat);
+                 static_cast<A *>(dbetaPerSample), static_cast<A *>(n2), batch,
+                 tokens, dim, accumulate, true, xhat);
   });
+}
+
+void rms_norm_backward(Rank *rank, DType dt, const void *x, const void *gamma,
+                       const void *rstd, const void *dy, void *dx,
+                       void *dgammaPerSample, int64_t batch, int64_t tokens,
+                       int64_t dim, bool accumulate) {
+  rms_norm_backward_norm(rank, dt, x, gamma, rstd, dy, dx, dgammaPerSample,
+                         nullptr, batch, tokens, dim, accumulate);
+}
+
+void layer_norm_backward(Rank *rank, DType dt, const void *x,
+                         const void *gamma, const void *mean, const void *rstd,
+                         const void *dy, void *dx, void *dgammaPerSample,
+                         void *dbetaPerSample, int64_t batch, int64_t tokens,
+                         int64_t dim, bool accumulate) {
+  layer_norm_backward_norm(rank, dt, x, gamma, mean, rstd, dy, dx,
+                           dgammaPerSample, dbetaPerSample, nullptr, batch,
+                           tokens, dim, accumulate);
 }
 
 } // namespace dprt::cpu

@@ -42,6 +42,20 @@ void norm_rank1(Rank *, DType dt, const void *x, const void *dy, void *n2,
   });
 }
 
+void norm_rank1_bias(Rank *, DType dt, const void *x, const void *dy,
+                     void *n2, int64_t batch, int64_t in, int64_t out) {
+  dispatch(dt, [&](auto tag) {
+    using T = decltype(tag);
+    auto *xt = static_cast<const T *>(x);
+    auto *dyt = static_cast<const T *>(dy);
+    auto *n = static_cast<AccOf<T> *>(n2);
+    // [x_b, 1] is the input of the weight with its bias as a last column.
+    for (int64_t b = 0; b < batch; ++b)
+      n[b] = AccOf<T>(double(n[b]) + (sumSquares(xt + b * in, in) + 1.0) *
+                                         sumSquares(dyt + b * out, out));
+  });
+}
+
 void gram(Rank *, DType dt, const void *x, void *K, int64_t batch,
           int64_t tokens, int64_t dim, bool accumulate) {
   dispatch(dt, [&](auto tag) {
@@ -88,6 +102,30 @@ void norm_direct(Rank *, DType dt, const void *x, const void *dy, void *n2,
       gemm(true, false, out, in, tokens, 1.0, dyc + b * tokens * out, out,
            xc + b * tokens * in, in, 0.0, ws, in);
       n[b] = A(double(n[b]) + sumSquares(ws, out * in));
+    }
+  });
+}
+
+void norm_direct_bias(Rank *, DType dt, const void *x, const void *dy,
+                      void *n2, int64_t batch, int64_t tokens, int64_t in,
+                      int64_t out, void *workspace) {
+  dispatch(dt, [&](auto tag) {
+    using T = decltype(tag);
+    using A = AccOf<T>;
+    auto *xc = asCompute(static_cast<const T *>(x), batch * tokens * in, 0);
+    auto *dyc = asCompute(static_cast<const T *>(dy), batch * tokens * out, 1);
+    auto *ws = static_cast<A *>(workspace);
+    auto *n = static_cast<A *>(n2);
+    double *g = scratch<double>(0, out);
+    for (int64_t b = 0; b < batch; ++b) {
+      gemm(true, false, out, in, tokens, 1.0, dyc + b * tokens * out, out,
+           xc + b * tokens * in, in, 0.0, ws, in);
+      // The bias column: sum_t dy_bt, from the widened dy already in cache.
+      std::fill(g, g + out, 0.0);
+      for (int64_t t = 0; t < tokens; ++t)
+        for (int64_t j = 0; j < out; ++j)
+          g[j] += double(dyc[(b * tokens + t) * out + j]);
+      n[b] = A(double(n[b]) + sumSquares(ws, out * in) + sumSquares(g, out));
     }
   });
 }

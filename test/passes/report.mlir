@@ -48,7 +48,7 @@ dp.recipe @r for @small {
 // CHECK:   "weight_grad_flops": 256
 // CHECK:   "name": "n",
 // CHECK:   "norm_flops": 320,
-// CHECK:   "norm_method": "per-sample vector",
+// CHECK:   "norm_method": "per-sample vector (fused)",
 // CHECK:   "weight_grad_flops": 64
 // CHECK:   "name": "w1",
 // CHECK:   "norm_flops": 2112,

@@ -261,3 +261,96 @@ TEST(NormLayerNorms, NormRowsOfPerSampleGammaAndBetaGradients) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(FusedNorms, Rank1WithBiasIsWeightPlusBiasNorm) {
+  forEachCaseAndDType(16, [](Rng &rng, DType dt) {
+    int64_t batch = uniformInt(rng, 1, 12), in = uniformInt(rng, 1, 40),
+            out = uniformInt(rng, 1, 40);
+    Buffer x(dt, uniform(rng, batch * in)), dy(dt, uniform(rng, batch * out));
+    Vec init;
+    Buffer n2 = startingNorms(rng, dt, batch, init);
+    TestRank r;
+    cpu::norm_rank1_bias(r.get(), dt, x.data(), dy.data(), n2.data(), batch,
+                         in, out);
+    Vec want = ref::addForward(
+        squaredNorms(ref::linearWeightGradPerSample(x.values(), dy.values(),
+                                                    batch, 1, in, out)),
+        squaredNorms(ref::biasGradPerSample(dy.values(), batch, 1, out)));
+    EXPECT_CLOSE(n2.values(), ref::addForward(init, want), accTolerance(dt),
+                 dt);
+  });
+}
+
+TEST(FusedNorms, DirectWithBiasIsWeightPlusBiasNorm) {
+  forEachCaseAndDType(16, [](Rng &rng, DType dt) {
+    int64_t batch = uniformInt(rng, 1, 5), tokens = uniformInt(rng, 1, 12),
+            in = uniformInt(rng, 1, 40), out = uniformInt(rng, 1, 40);
+    int64_t rows = batch * tokens;
+    Buffer x(dt, uniform(rng, rows * in)), dy(dt, uniform(rng, rows * out));
+    std::vector<unsigned char> workspace(
+        dprt::normDirectWorkspaceBytes(dt, in, out));
+    Vec init;
+    Buffer n2 = startingNorms(rng, dt, batch, init);
+    TestRank r;
+    cpu::norm_direct_bias(r.get(), dt, x.data(), dy.data(), n2.data(), batch,
+                          tokens, in, out, workspace.data());
+    Vec want = ref::addForward(
+        squaredNorms(ref::linearWeightGradPerSample(
+            x.values(), dy.values(), batch, tokens, in, out)),
+        squaredNorms(ref::biasGradPerSample(dy.values(), batch, tokens, out)));
+    EXPECT_CLOSE(n2.values(), ref::addForward(init, want), accTolerance(dt),
+                 dt);
+  });
+}
+
+TEST(FusedNorms, NormBackwardAddsTheNormOfItsPerSampleGradients) {
+  // The fused backward kernels add the same norms that norm_rows adds after
+  // the unfused ones, and write the same dx and per-sample gradients.
+  forEachCaseAndDType(16, [](Rng &rng, DType dt) {
+    int64_t batch = uniformInt(rng, 1, 5), tokens = uniformInt(rng, 1, 8),
+            dim = uniformInt(rng, 2, 32), rows = batch * tokens;
+    Buffer x(dt, normal(rng, rows * dim)), gamma(dt, uniform(rng, dim, 0.5, 2)),
+        dy(dt, normal(rng, rows * dim));
+    Buffer mean(accOf(dt), normal(rng, rows)),
+        rstd(accOf(dt), uniform(rng, rows, 0.5, 2));
+    Vec init;
+    Buffer fused = startingNorms(rng, dt, batch, init);
+    Buffer unfused(accOf(dt), init);
+    Buffer dx1(dt, rows * dim), dx2(dt, rows * dim);
+    Buffer g1(accOf(dt), batch * dim), g2(accOf(dt), batch * dim),
+        b1(accOf(dt), batch * dim), b2(accOf(dt), batch * dim);
+    TestRank r;
+    for (bool layerNorm : {false, true}) {
+      if (layerNorm) {
+        cpu::layer_norm_backward_norm(r.get(), dt, x.data(), gamma.data(),
+                                      mean.data(), rstd.data(), dy.data(),
+                                      dx1.data(), g1.data(), b1.data(),
+                                      fused.data(), batch, tokens, dim, false);
+        cpu::layer_norm_backward(r.get(), dt, x.data(), gamma.data(),
+                                 mean.data(), rstd.data(), dy.data(),
+                                 dx2.data(), g2.data(), b2.data(), batch,
+                                 tokens, dim, false);
+        cpu::norm_rows(r.get(), accOf(dt), b2.data(), unfused.data(), batch,
+                       dim);
+        EXPECT_EQ(b1.values(), b2.values());
+      } else {
+        cpu::rms_norm_backward_norm(r.get(), dt, x.data(), gamma.data(),
+                                    rstd.data(), dy.data(), dx1.data(),
+                                    g1.data(), fused.data(), batch, tokens,
+                                    dim, false);
+        cpu::rms_norm_backward(r.get(), dt, x.data(), gamma.data(),
+                               rstd.data(), dy.data(), dx2.data(), g2.data(),
+                               batch, tokens, dim, false);
+      }
+      cpu::norm_rows(r.get(), accOf(dt), g2.data(), unfused.data(), batch,
+                     dim);
+      EXPECT_EQ(dx1.values(), dx2.values());
+      EXPECT_EQ(g1.values(), g2.values());
+      EXPECT_CLOSE(fused.values(), unfused.values(), accTolerance(dt), dt);
+    }
+  });
+}
+
+} // namespace
