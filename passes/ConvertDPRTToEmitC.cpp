@@ -13,6 +13,8 @@
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/IR/Builders.h"
 
+#include <functional>
+
 namespace dpc {
 #define GEN_PASS_DEF_CONVERTDPRTTOEMITC
 #include "passes/Passes.h.inc"
@@ -84,6 +86,8 @@ LogicalResult ConvertPass::convert(rt::FuncOp func, rt::ProgramOp program,
       context, describe ? "dprt::ProgramSpec" : "dprt::Rank"));
   Type charPointer =
       emitc::PointerType::get(emitc::OpaqueType::get(context, "char"));
+  Type int32Pointer =
+      emitc::PointerType::get(IntegerType::get(context, 32));
   auto type = FunctionType::get(context, {contextType}, {});
   builder.setInsertionPointToEnd(program->getBlock());
   auto cfunc = builder.create<emitc::FuncOp>(loc, func.getSymName(), type);
@@ -91,13 +95,26 @@ LogicalResult ConvertPass::convert(rt::FuncOp func, rt::ProgramOp program,
   builder.setInsertionPointToStart(entry);
   Value rank = entry->getArgument(0);
 
-  // One pointer per distinct offset, computed at the top.
+  // One pointer per distinct offset and type, computed at the top.
   Value arena;
-  llvm::DenseMap<int64_t, Value> pointers;
-  auto pointerTo = [&](Value buffer) -> FailureOr<Value> {
+  llvm::DenseMap<int64_t, Value> pointers, int32Pointers;
+  std::function<FailureOr<Value>(Value, bool)> pointerTo =
+      [&](Value buffer, bool int32) -> FailureOr<Value> {
     int64_t offset = offsetOf(buffer);
     if (offset < 0)
       return func.emitOpError("uses a buffer without an offset");
+    if (int32) {
+      Value &typed = int32Pointers[offset];
+      if (typed)
+        return typed;
+      FailureOr<Value> bytes = pointerTo(buffer, false);
+      if (failed(bytes))
+        return failure();
+      OpBuilder::InsertionGuard guard(builder);
+      builder.setInsertionPointAfterValue(*bytes);
+      typed = builder.create<emitc::CastOp>(loc, int32Pointer, *bytes);
+      return typed;
+    }
     Value &pointer = pointers[offset];
     if (pointer)
       return pointer;
@@ -158,7 +175,10 @@ LogicalResult ConvertPass::convert(rt::FuncOp func, rt::ProgramOp program,
           args.push_back(builder.getI64IntegerAttr(offsetOf(buffer)));
           continue;
         }
-        FailureOr<Value> pointer = pointerTo(buffer);
+        bool int32 = call.getInt32Buffers() &&
+                     llvm::is_contained(*call.getInt32Buffers(),
+                                        index.getInt());
+        FailureOr<Value> pointer = pointerTo(buffer, int32);
         if (failed(pointer))
           return failure();
         args.push_back(builder.getIndexAttr(operands.size()));

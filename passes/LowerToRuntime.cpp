@@ -76,6 +76,11 @@ public:
     return *this;
   }
   Args &bufferOrNull(Value b) { return b ? buffer(b) : opaque("nullptr"); }
+  /// A buffer of int32 token ids or labels.
+  Args &tokens(Value b) {
+    int32Buffers.push_back(buffers.size());
+    return buffer(b);
+  }
   Args &i64(int64_t v) {
     args.push_back(IntegerAttr::get(IntegerType::get(context, 64), v));
     return *this;
@@ -105,6 +110,7 @@ public:
 
   SmallVector<Value> buffers;
   SmallVector<Attribute> args;
+  SmallVector<int64_t> int32Buffers;
 
 private:
   MLIRContext *context;
@@ -144,9 +150,12 @@ private:
   rt::FuncOp beginFunc(StringRef name, bool describe = false);
   void endFunc(ValueRange keep = {});
   void call(StringRef callee, Args &args, bool collective = false) {
-    builder.create<rt::CallOp>(loc, callee, args.buffers,
-                               builder.getArrayAttr(args.args), collective,
-                               /*stream=*/0);
+    auto op = builder.create<rt::CallOp>(loc, callee, args.buffers,
+                                         builder.getArrayAttr(args.args),
+                                         collective, /*stream=*/0,
+                                         DenseI64ArrayAttr());
+    if (!args.int32Buffers.empty())
+      op.setInt32BuffersAttr(builder.getDenseI64ArrayAttr(args.int32Buffers));
   }
   Value alloc(int64_t bytes, StringRef name = "") {
     auto op = builder.create<rt::AllocOp>(
@@ -611,7 +620,7 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
           return e.emitOpError("the runtime reads int32 token ids");
         Value out = newActivation(e.getOutput(), "embedding");
         Args a(context);
-        a.dtype(dt).buffer(buf(e.getTokens())).buffer(paramPointer(e.getTableAttr()))
+        a.dtype(dt).tokens(buf(e.getTokens())).buffer(paramPointer(e.getTableAttr()))
             .buffer(out).i64(numel(e.getTokens()))
             .i64(params[e.getTable()].op.getTensorType().getDimSize(0))
             .i64(lastDim(e.getOutput()));
@@ -719,7 +728,7 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
         saved[op] = {lse};
         logitsBuffer = buf(ce.getLogits());
         Args a(context);
-        a.dtype(dt).buffer(buf(ce.getLogits())).buffer(buf(ce.getTargets()))
+        a.dtype(dt).buffer(buf(ce.getLogits())).tokens(buf(ce.getTargets()))
             .buffer(loss).buffer(lse).i64(batchOf(ce.getLogits()))
             .i64(tokensOf(ce.getLogits())).i64(lastDim(ce.getLogits()))
             .flag(ce.getIgnoreIndex().has_value())
@@ -749,7 +758,7 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
         CrossEntropyOp ce = g.getForwardOp();
         Value d = newActivation(g.getDlogits(), "dlogits");
         Args a(context);
-        a.dtype(dt).buffer(buf(g.getLogits())).buffer(buf(g.getTargets()))
+        a.dtype(dt).buffer(buf(g.getLogits())).tokens(buf(g.getTargets()))
             .buffer(saved[ce][0]).buffer(buf(g.getDloss())).buffer(d)
             .i64(batchOf(g.getLogits())).i64(tokensOf(g.getLogits()))
             .i64(lastDim(g.getLogits()))
@@ -940,7 +949,7 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
       .Case([&](NormEmbeddingOp n) {
         Value n2 = normTarget(op);
         Args a(context);
-        a.dtype(dt).buffer(buf(n.getTokens())).buffer(buf(n.getDy())).buffer(n2)
+        a.dtype(dt).tokens(buf(n.getTokens())).buffer(buf(n.getDy())).buffer(n2)
             .i64(batch).i64(tokensOf(n.getDy())).i64(lastDim(n.getDy()));
         call("norm_embedding", a);
         return success();
@@ -1016,7 +1025,7 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
           return g.emitOpError("has no clip factor: run dp-clip-plan; the "
                                "program never sums unclipped gradients");
         Args a(context);
-        a.dtype(dt).buffer(buf(g.getTokens())).buffer(buf(g.getDy()))
+        a.dtype(dt).tokens(buf(g.getTokens())).buffer(buf(g.getDy()))
             .buffer(buf(g.getScale())).buffer(gradPointer(g.getTableAttr()))
             .i64(batch).i64(tokensOf(g.getDy()))
             .i64(params[g.getTable()].op.getTensorType().getDimSize(0))

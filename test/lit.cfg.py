@@ -16,3 +16,7 @@ config.substitutions.append(("%examples", os.path.join(config.dpc_src_root, "exa
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 config.substitutions.append(("%scripts", os.path.join(config.dpc_src_root, "scripts")))
 config.substitutions.append(("%python", sys.executable))
+config.substitutions.append(("%cxx", config.cxx))
+config.substitutions.append(("%runtime_include", os.path.join(config.dpc_src_root, "runtime", "include")))
+if config.cuda_enabled:
+    config.available_features.add("cuda")

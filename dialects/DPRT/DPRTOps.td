@@ -121,10 +121,13 @@ def DPRT_CallOp : DPRT_Op<"call"> {
     stands for that operand (a pointer into the arena), any other attribute
     is a literal. Calls marked `collective` run on stream `stream` (set by
     dprt-schedule), which the EmitC lowering passes as the last argument.
+    The buffers listed in `int32_buffers` hold int32 values (token ids):
+    they are passed as `int32_t *`, every other buffer as `char *`.
   }];
   let arguments = (ins StrAttr:$callee, Variadic<DPRT_BufferType>:$buffers,
                        ArrayAttr:$args, UnitAttr:$collective,
-                       DefaultValuedAttr<I32Attr, "0">:$stream);
+                       DefaultValuedAttr<I32Attr, "0">:$stream,
+                       OptionalAttr<DenseI64ArrayAttr>:$int32_buffers);
   let assemblyFormat = "$callee `(` $buffers `)` attr-dict";
   let hasVerifier = 1;
 }
