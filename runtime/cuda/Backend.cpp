@@ -329,23 +329,32 @@ void freeArena(Rank *rank) {
   rank->arenaBytes = 0;
 }
 
+// The copies run on the compute stream and wait for it: a plain cudaMemcpy
+// from pageable memory may return before its DMA lands, and the legacy
+// stream it uses is not ordered with the rank's non-blocking streams.
 void copyToArena(Rank *rank, int64_t offset, const void *src, int64_t bytes) {
-  enter(rank);
+  DeviceState &st = enter(rank);
   checkArenaRange(rank, offset, bytes, "copyToArena");
-  // Queued work may still read the destination.
+  // Queued work on either stream may still read the destination.
   synchronize(rank);
-  checkCuda(cudaMemcpy(rank->arena + offset, src, size_t(bytes),
-                       cudaMemcpyHostToDevice),
-            "cudaMemcpy(host to arena)");
+  checkCuda(cudaMemcpyAsync(rank->arena + offset, src, size_t(bytes),
+                            cudaMemcpyHostToDevice,
+                            st.streams[kComputeStream]),
+            "cudaMemcpyAsync(host to arena)");
+  checkCuda(cudaStreamSynchronize(st.streams[kComputeStream]),
+            "cudaStreamSynchronize");
 }
 
 void copyFromArena(Rank *rank, void *dst, int64_t offset, int64_t bytes) {
-  enter(rank);
+  DeviceState &st = enter(rank);
   checkArenaRange(rank, offset, bytes, "copyFromArena");
   synchronize(rank);
-  checkCuda(cudaMemcpy(dst, rank->arena + offset, size_t(bytes),
-                       cudaMemcpyDeviceToHost),
-            "cudaMemcpy(arena to host)");
+  checkCuda(cudaMemcpyAsync(dst, rank->arena + offset, size_t(bytes),
+                            cudaMemcpyDeviceToHost,
+                            st.streams[kComputeStream]),
+            "cudaMemcpyAsync(arena to host)");
+  checkCuda(cudaStreamSynchronize(st.streams[kComputeStream]),
+            "cudaStreamSynchronize");
 }
 
 void uploadStepState(Rank *rank) {

@@ -308,8 +308,10 @@ void NcclCommunicator::allReduceHost(double *values, int count) {
             "ncclAllReduce");
   // Poll rather than block, so that an NCCL error ends the wait.
   waitForStream();
-  checkCuda(cudaMemcpy(values, hostBuffer_, bytes, cudaMemcpyDeviceToHost),
-            "cudaMemcpy(allReduceHost)");
+  checkCuda(cudaMemcpyAsync(values, hostBuffer_, bytes, cudaMemcpyDeviceToHost,
+                            hostStream_),
+            "cudaMemcpyAsync(allReduceHost)");
+  checkCuda(cudaStreamSynchronize(hostStream_), "cudaStreamSynchronize");
 }
 
 void NcclCommunicator::barrier() {
