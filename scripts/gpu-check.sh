@@ -92,8 +92,9 @@ status=0
 for pid in "${pids[@]}"; do
   wait "$pid" || status=$?
 done
+# The ends of the logs (the summaries); the whole logs stay in $logs.
 for ((r = 0; r < n; r++)); do
-  echo "=== rank $r ==="
-  cat "$logs/gpu-check-rank$r.log"
+  echo "=== rank $r (last lines of $logs/gpu-check-rank$r.log) ==="
+  tail -n 40 "$logs/gpu-check-rank$r.log"
 done
 exit $status

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 namespace dpc::gpucheck {
 
@@ -127,10 +128,9 @@ void Report::add(const Row &row) {
   std::lock_guard<std::mutex> lock(mutex_);
   rows_.push_back(row);
   // Progress, so that a crash or a hang still shows what ran.
-  std::printf("%s %-34s %-5s %-34s rel=%.2e tol=%.0e %s\n",
-              row.pass ? "PASS" : "FAIL", row.kernel.c_str(),
-              row.dtype.c_str(), row.shape.c_str(), row.rel, row.tol,
-              row.note.c_str());
+  std::printf("%s %s %s [%s] rel=%.1e%s%s\n", row.pass ? "PASS" : "FAIL",
+              row.kernel.c_str(), row.dtype.c_str(), row.shape.c_str(),
+              row.rel, row.note.empty() ? "" : " ", row.note.c_str());
   std::fflush(stdout);
 }
 
@@ -143,27 +143,63 @@ void Report::addTiming(const Timing &t) {
   std::fflush(stdout);
 }
 
+namespace {
+
+void printRows(std::FILE *out, const std::vector<Row> &rows, bool failedOnly) {
+  std::fprintf(out, "%-36s %-5s %-36s %20s %10s %10s %7s %s\n", "kernel",
+               "dtype", "shape", "seed", "max|g-c|", "rel", "tol", "result");
+  for (const Row &r : rows)
+    if (!failedOnly || !r.pass)
+      std::fprintf(out, "%-36s %-5s %-36s %20llu %10.3e %10.3e %7.0e %s%s%s\n",
+                   r.kernel.c_str(), r.dtype.c_str(), r.shape.c_str(),
+                   (unsigned long long)r.seed, r.maxAbs, r.rel, r.tol,
+                   r.pass ? "PASS" : "FAIL", r.note.empty() ? "" : "  ",
+                   r.note.c_str());
+}
+
+void printTimings(std::FILE *out, const std::vector<Timing> &timings) {
+  if (timings.empty())
+    return;
+  std::fprintf(out, "\n%-34s %-5s %-34s %10s %10s\n", "kernel (timed)",
+               "dtype", "shape", "median us", "rate");
+  for (const Timing &t : timings)
+    std::fprintf(out, "%-34s %-5s %-34s %10.1f %10.1f %s\n", t.kernel.c_str(),
+                 t.dtype.c_str(), t.shape.c_str(), t.microseconds, t.rate,
+                 t.unit.c_str());
+}
+
+} // namespace
+
 int Report::print() {
   std::lock_guard<std::mutex> lock(mutex_);
   int failed = 0;
-  std::printf("\n%-34s %-5s %-34s %20s %10s %10s %7s %s\n", "kernel", "dtype",
-              "shape", "seed", "max|g-c|", "rel", "tol", "result");
-  for (const Row &r : rows_) {
+  for (const Row &r : rows_)
     failed += !r.pass;
-    std::printf("%-34s %-5s %-34s %20llu %10.3e %10.3e %7.0e %s%s%s\n",
-                r.kernel.c_str(), r.dtype.c_str(), r.shape.c_str(),
-                (unsigned long long)r.seed, r.maxAbs, r.rel, r.tol,
-                r.pass ? "PASS" : "FAIL", r.note.empty() ? "" : "  ",
-                r.note.c_str());
+  // Under the GPU machine's $OUT the whole table goes to a file and the
+  // output ends with what must fit in the reply: failures and timings.
+  const char *dir = std::getenv("OUT");
+  const char *rank = std::getenv("RANK");
+  std::string path =
+      dir && *dir ? std::string(dir) + "/gpu-check-table" +
+                        (rank && *rank ? std::string("-rank") + rank : "") +
+                        ".txt"
+                  : std::string();
+  std::FILE *file = path.empty() ? nullptr : std::fopen(path.c_str(), "a");
+  if (file) {
+    printRows(file, rows_, false);
+    printTimings(file, timings_);
+    std::fprintf(file, "\n%zu checks, %d failed\n", rows_.size(), failed);
+    std::fclose(file);
+    std::printf("\nfull table: %s\n", path.c_str());
+    if (failed) {
+      std::printf("\nfailed checks:\n");
+      printRows(stdout, rows_, true);
+    }
+  } else {
+    std::printf("\n");
+    printRows(stdout, rows_, false);
   }
-  if (!timings_.empty()) {
-    std::printf("\n%-34s %-5s %-34s %12s %10s\n", "kernel (timed)", "dtype",
-                "shape", "median us", "rate");
-    for (const Timing &t : timings_)
-      std::printf("%-34s %-5s %-34s %12.1f %10.1f %s\n", t.kernel.c_str(),
-                  t.dtype.c_str(), t.shape.c_str(), t.microseconds, t.rate,
-                  t.unit.c_str());
-  }
+  printTimings(stdout, timings_);
   std::printf("\n%zu checks, %d failed\n", rows_.size(), failed);
   std::fflush(stdout);
   return failed;
