@@ -139,7 +139,9 @@ GemmPlan makePlan(DeviceState &st, const Gemm &g, int64_t alignA,
     cublasLtMatrixLayoutDestroy(plan.b);
     cublasLtMatrixLayoutDestroy(plan.c);
     fail("cublasLtMatmulAlgoGetHeuristic found no algorithm for " +
-         describe(g) + " (" + cublasLtGetStatusString(status) + ")");
+         describe(g) + " with operands aligned to " + std::to_string(alignB) +
+         ", " + std::to_string(alignA) + " and " + std::to_string(alignC) +
+         " bytes (" + cublasLtGetStatusString(status) + ")");
   }
   plan.algo = result.algo;
   return plan;
