@@ -18,7 +18,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${DPC_GPU_CHECK:-$root/build/bin/dpc-gpu-check}
 if [[ ! -x $bin ]]; then
-  echo "gpu-check.sh: no binary at $bin (build it with 'make build' where nvcc is)" >&2
+  echo "gpu-check.sh: no binary at $bin" \
+    "(build it with 'make build' where nvcc is)" >&2
   exit 2
 fi
 
@@ -68,7 +69,10 @@ for lib in libnccl.so.2 libcublasLt.so.13; do
     exit 2
   fi
   echo "gpu-check.sh: $lib from $dir"
-  case ":$libpath:" in *":$dir:"*) ;; *) libpath=${libpath:+$libpath:}$dir ;; esac
+  case ":$libpath:" in
+  *":$dir:"*) ;;
+  *) libpath=${libpath:+$libpath:}$dir ;;
+  esac
 done
 export LD_LIBRARY_PATH=${libpath}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # NVLink multicast stays off on these machines.

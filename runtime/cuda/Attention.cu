@@ -192,10 +192,9 @@ int64_t headsPerChunk(int64_t kvHeads, int64_t bytesPerHead) {
 /// The strided-batched product over `heads` key/value heads of one (sample,
 /// r) pass; strides and leading dimensions in elements.
 Gemm headGemm(DType ab, DType cd, bool transA, bool transB, int64_t m,
-              int64_t n, int64_t k, const void *a, int64_t lda,
-              int64_t strideA, const void *b, int64_t ldb, int64_t strideB,
-              void *c, int64_t ldc, int64_t strideC, int64_t heads,
-              float alpha, float beta) {
+              int64_t n, int64_t k, const void *a, int64_t lda, int64_t strideA,
+              const void *b, int64_t ldb, int64_t strideB, void *c, int64_t ldc,
+              int64_t strideC, int64_t heads, float alpha, float beta) {
   Gemm g;
   g.ab = ab;
   g.cd = cd;
@@ -220,8 +219,8 @@ Gemm headGemm(DType ab, DType cd, bool transA, bool transB, int64_t m,
 }
 
 template <class T>
-void attentionForward(Rank *rank, DType dt, const AttentionShape &a,
-                      const T *q, const T *k, const T *v, T *o, float *lse) {
+void attentionForward(Rank *rank, DType dt, const AttentionShape &a, const T *q,
+                      const T *k, const T *v, T *o, float *lse) {
   const int64_t nt = a.tokens, hd = a.headDim, g = a.group();
   const int64_t tt = nt * nt;
   const float scale = float(1.0 / std::sqrt(double(hd)));
@@ -240,17 +239,16 @@ void attentionForward(Rank *rank, DType dt, const AttentionShape &a,
       for (int64_t r = 0; r < g; ++r) {
         const int64_t qo = a.qOffset(b, j0, r), ko = a.kOffset(b, j0);
         // S = scale Q_h K_j^T.
-        gemm(rank, headGemm(dt, DType::F32, false, true, nt, nt, hd, q + qo,
-                            a.ldq(), g * hd, k + ko, a.ldk(), hd, S, nt, tt,
-                            jn, scale, 0.0f));
+        gemm(rank,
+             headGemm(dt, DType::F32, false, true, nt, nt, hd, q + qo, a.ldq(),
+                      g * hd, k + ko, a.ldk(), hd, S, nt, tt, jn, scale, 0.0f));
         softmaxRowsKernel<T><<<unsigned(jn * nt), rowThreads(nt), 0, stream>>>(
-            S, P, lse + (b * a.heads + j0 * g + r) * nt, g * nt, nt,
-            a.causal);
+            S, P, lse + (b * a.heads + j0 * g + r) * nt, g * nt, nt, a.causal);
         checkLaunch("attention_forward");
         // O_h = P V_j.
-        gemm(rank, headGemm(dt, dt, false, false, nt, hd, nt, P, nt, tt,
-                            v + ko, a.ldk(), hd, o + qo, a.ldq(), g * hd, jn,
-                            1.0f, 0.0f));
+        gemm(rank,
+             headGemm(dt, dt, false, false, nt, hd, nt, P, nt, tt, v + ko,
+                      a.ldk(), hd, o + qo, a.ldq(), g * hd, jn, 1.0f, 0.0f));
       }
     }
 }
@@ -262,8 +260,8 @@ void attentionBackward(Rank *rank, DType dt, const AttentionShape &a,
   const int64_t nt = a.tokens, hd = a.headDim, g = a.group();
   const int64_t tt = nt * nt;
   const float scale = float(1.0 / std::sqrt(double(hd)));
-  const int64_t chunk = headsPerChunk(
-      a.kvHeads, tt * int64_t(2 * sizeof(float) + 2 * sizeof(T)));
+  const int64_t chunk =
+      headsPerChunk(a.kvHeads, tt * int64_t(2 * sizeof(float) + 2 * sizeof(T)));
   const int64_t sampleK = nt * a.ldk();
   ScratchLayout layout;
   size_t sAt = layout.add(size_t(chunk * tt) * sizeof(float));
@@ -288,29 +286,29 @@ void attentionBackward(Rank *rank, DType dt, const AttentionShape &a,
         // The first query head of the group writes dK, dV; the others add.
         const float beta = r == 0 ? 0.0f : 1.0f;
         // S = scale Q_h K_j^T;  dP = dO_h V_j^T.
-        gemm(rank, headGemm(dt, DType::F32, false, true, nt, nt, hd, q + qo,
-                            a.ldq(), g * hd, k + ko, a.ldk(), hd, S, nt, tt,
-                            jn, scale, 0.0f));
-        gemm(rank, headGemm(dt, DType::F32, false, true, nt, nt, hd,
-                            dout + qo, a.ldq(), g * hd, v + ko, a.ldk(), hd,
-                            dP, nt, tt, jn, 1.0f, 0.0f));
+        gemm(rank,
+             headGemm(dt, DType::F32, false, true, nt, nt, hd, q + qo, a.ldq(),
+                      g * hd, k + ko, a.ldk(), hd, S, nt, tt, jn, scale, 0.0f));
+        gemm(rank, headGemm(dt, DType::F32, false, true, nt, nt, hd, dout + qo,
+                            a.ldq(), g * hd, v + ko, a.ldk(), hd, dP, nt, tt,
+                            jn, 1.0f, 0.0f));
         softmaxBackwardRowsKernel<T>
             <<<unsigned(jn * nt), rowThreads(nt), 0, stream>>>(
-                S, dP, lse + (b * a.heads + j0 * g + r) * nt, g * nt, P, dS,
-                nt, a.causal);
+                S, dP, lse + (b * a.heads + j0 * g + r) * nt, g * nt, P, dS, nt,
+                a.causal);
         checkLaunch("attention_backward");
         // dV_j += P^T dO_h.
-        gemm(rank, headGemm(dt, DType::F32, true, false, nt, hd, nt, P, nt,
-                            tt, dout + qo, a.ldq(), g * hd, dvAcc + j0 * hd,
+        gemm(rank, headGemm(dt, DType::F32, true, false, nt, hd, nt, P, nt, tt,
+                            dout + qo, a.ldq(), g * hd, dvAcc + j0 * hd,
                             a.ldk(), hd, jn, 1.0f, beta));
         // dQ_h = scale dS K_j.
-        gemm(rank, headGemm(dt, dt, false, false, nt, hd, nt, dS, nt, tt,
-                            k + ko, a.ldk(), hd, dq + qo, a.ldq(), g * hd, jn,
-                            scale, 0.0f));
+        gemm(rank,
+             headGemm(dt, dt, false, false, nt, hd, nt, dS, nt, tt, k + ko,
+                      a.ldk(), hd, dq + qo, a.ldq(), g * hd, jn, scale, 0.0f));
         // dK_j += scale dS^T Q_h.
-        gemm(rank, headGemm(dt, DType::F32, true, false, nt, hd, nt, dS, nt,
-                            tt, q + qo, a.ldq(), g * hd, dkAcc + j0 * hd,
-                            a.ldk(), hd, jn, scale, beta));
+        gemm(rank, headGemm(dt, DType::F32, true, false, nt, hd, nt, dS, nt, tt,
+                            q + qo, a.ldq(), g * hd, dkAcc + j0 * hd, a.ldk(),
+                            hd, jn, scale, beta));
       }
     }
     cast(rank, DType::F32, dkAcc, dt, dk + b * sampleK, sampleK);

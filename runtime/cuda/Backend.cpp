@@ -87,8 +87,8 @@ void *deviceAlloc(DeviceState &st, size_t bytes, const char *what) {
   void *p = nullptr;
   cudaError_t status = cudaMalloc(&p, bytes);
   if (status != cudaSuccess)
-    fail(std::string("cudaMalloc of ") + std::to_string(bytes) +
-         " bytes for " + what + ": " + cudaGetErrorString(status));
+    fail(std::string("cudaMalloc of ") + std::to_string(bytes) + " bytes for " +
+         what + ": " + cudaGetErrorString(status));
   st.liveBytes += int64_t(bytes);
   st.peakBytes = std::max(st.peakBytes, st.liveBytes);
   return p;
@@ -243,23 +243,24 @@ void initRank(Rank *rank, int device) {
          std::to_string(count) + " visible)");
   checkCuda(cudaSetDevice(device), "cudaSetDevice");
   int major = 0, minor = 0;
-  checkCuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
-                                   device),
-            "cudaDeviceGetAttribute(ComputeCapabilityMajor)");
-  checkCuda(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor,
-                                   device),
-            "cudaDeviceGetAttribute(ComputeCapabilityMinor)");
+  checkCuda(
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
+      "cudaDeviceGetAttribute(ComputeCapabilityMajor)");
+  checkCuda(
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device),
+      "cudaDeviceGetAttribute(ComputeCapabilityMinor)");
   // The kernels are built for sm_90a only (no PTX to JIT elsewhere).
   if (major != 9 || minor != 0)
     fail("initRank: device " + std::to_string(device) +
          " has compute capability " + std::to_string(major) + "." +
-         std::to_string(minor) + "; the CUDA backend is built for sm_90a "
+         std::to_string(minor) +
+         "; the CUDA backend is built for sm_90a "
          "(H100/H200)");
 
   auto st = std::make_unique<DeviceState>();
   st->device = device;
-  checkCuda(cudaDeviceGetAttribute(&st->smCount,
-                                   cudaDevAttrMultiProcessorCount, device),
+  checkCuda(cudaDeviceGetAttribute(&st->smCount, cudaDevAttrMultiProcessorCount,
+                                   device),
             "cudaDeviceGetAttribute(MultiProcessorCount)");
   for (cudaStream_t &s : st->streams)
     checkCuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
@@ -271,7 +272,8 @@ void initRank(Rank *rank, int device) {
   checkCublas(cublasLtCreate(&st->lt), "cublasLtCreate");
   // 32 MiB: what cuBLASLt's Hopper kernels may ask for.
   st->ltWorkspaceBytes = size_t(32) << 20;
-  st->ltWorkspace = deviceAlloc(*st, st->ltWorkspaceBytes, "cuBLASLt workspace");
+  st->ltWorkspace =
+      deviceAlloc(*st, st->ltWorkspaceBytes, "cuBLASLt workspace");
   st->gemms = std::make_unique<GemmCache>();
   st->tf32 = envFlag("DPRT_CUDA_TF32", false);
   st->graphs = envFlag("DPRT_CUDA_GRAPHS", true);
@@ -315,7 +317,8 @@ void allocateArena(Rank *rank, int64_t bytes) {
   if (bytes <= 0)
     fail("allocateArena: " + std::to_string(bytes) + " bytes");
   // cudaMalloc aligns to at least 256 bytes (kArenaAlignment).
-  rank->arena = static_cast<char *>(deviceAlloc(st, size_t(bytes), "the arena"));
+  rank->arena =
+      static_cast<char *>(deviceAlloc(st, size_t(bytes), "the arena"));
   rank->arenaBytes = bytes;
 }
 
@@ -338,8 +341,7 @@ void copyToArena(Rank *rank, int64_t offset, const void *src, int64_t bytes) {
   // Queued work on either stream may still read the destination.
   synchronize(rank);
   checkCuda(cudaMemcpyAsync(rank->arena + offset, src, size_t(bytes),
-                            cudaMemcpyHostToDevice,
-                            st.streams[kComputeStream]),
+                            cudaMemcpyHostToDevice, st.streams[kComputeStream]),
             "cudaMemcpyAsync(host to arena)");
   checkCuda(cudaStreamSynchronize(st.streams[kComputeStream]),
             "cudaStreamSynchronize");
@@ -350,8 +352,7 @@ void copyFromArena(Rank *rank, void *dst, int64_t offset, int64_t bytes) {
   checkArenaRange(rank, offset, bytes, "copyFromArena");
   synchronize(rank);
   checkCuda(cudaMemcpyAsync(dst, rank->arena + offset, size_t(bytes),
-                            cudaMemcpyDeviceToHost,
-                            st.streams[kComputeStream]),
+                            cudaMemcpyDeviceToHost, st.streams[kComputeStream]),
             "cudaMemcpyAsync(arena to host)");
   checkCuda(cudaStreamSynchronize(st.streams[kComputeStream]),
             "cudaStreamSynchronize");

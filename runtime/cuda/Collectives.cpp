@@ -74,8 +74,9 @@ void record_event(Rank *rank, int32_t stream, int32_t event) {
 }
 
 void wait_event(Rank *rank, int32_t stream, int32_t event) {
-  checkCuda(cudaStreamWaitEvent(streamOf(rank, stream), eventOf(rank, event), 0),
-            "cudaStreamWaitEvent");
+  checkCuda(
+      cudaStreamWaitEvent(streamOf(rank, stream), eventOf(rank, event), 0),
+      "cudaStreamWaitEvent");
 }
 
 } // namespace dprt::cuda

@@ -32,9 +32,10 @@ template <class U>
 void gatherRows(Rank *rank, const int32_t *tok, const void *table, void *out,
                 int64_t rows, int64_t rowBytes) {
   int64_t units = rowBytes / int64_t(sizeof(U));
-  gatherRowsKernel<U><<<gridFor(rank, rows * units, 256), 256, 0,
-                        computeStream(rank)>>>(
-      tok, static_cast<const U *>(table), static_cast<U *>(out), rows, units);
+  gatherRowsKernel<U>
+      <<<gridFor(rank, rows * units, 256), 256, 0, computeStream(rank)>>>(
+          tok, static_cast<const U *>(table), static_cast<U *>(out), rows,
+          units);
   checkLaunch("embedding_forward");
 }
 

@@ -1,4 +1,4 @@
-//===- DeviceMath.cuh - Element access and reductions in kernels -*- CUDA -*-===//
+//===- DeviceMath.cuh - Element access and reductions ----------*- CUDA -*-===//
 //
 // Internal to runtime/cuda. Elements are stored as f32 or bf16 and always
 // computed in f32 (bf16 -> f32 is exact; f32 -> bf16 rounds to nearest
@@ -205,8 +205,8 @@ void dispatchCompute(DType dt, const char *kernel, Fn &&fn) {
 template <int V, class Op> __global__ void mapKernel(int64_t n, Op op) {
   const int64_t vectors = n / V;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < vectors; i += stride)
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < vectors;
+       i += stride)
     op.template apply<V>(i * V);
   if (V > 1 && blockIdx.x == 0)
     for (int64_t i = vectors * V + threadIdx.x; i < n; i += blockDim.x)

@@ -33,8 +33,7 @@ __device__ __forceinline__ float activate(Activation act, float x) {
   return __int_as_float(0x7fc00000); // an unknown activation gives NaN
 }
 
-__device__ __forceinline__ float activationDerivative(Activation act,
-                                                      float x) {
+__device__ __forceinline__ float activationDerivative(Activation act, float x) {
   switch (act) {
   case Activation::Relu:
     return x > 0.0f ? 1.0f : 0.0f;
@@ -203,13 +202,12 @@ void activation_forward(Rank *rank, DType dt, Activation act, const void *x,
 }
 
 void activation_backward(Rank *rank, DType dt, Activation act, const void *x,
-                         const void *dy, void *dx, int64_t n,
-                         bool accumulate) {
+                         const void *dy, void *dx, int64_t n, bool accumulate) {
   dispatchCompute(dt, "activation_backward", [&](auto tag) {
     using T = decltype(tag);
     ActivationBackwardOp<T> op{act, static_cast<const T *>(x),
-                               static_cast<const T *>(dy),
-                               static_cast<T *>(dx), accumulate};
+                               static_cast<const T *>(dy), static_cast<T *>(dx),
+                               accumulate};
     launchMap<kVec<T>>(rank, kComputeStream, n, allAligned({x, dy, dx}), op,
                        "activation_backward");
   });
@@ -230,8 +228,8 @@ void add_forward(Rank *rank, DType dt, const void *a, const void *b, void *y,
                  int64_t n) {
   dispatchCompute(dt, "add_forward", [&](auto tag) {
     using T = decltype(tag);
-    BinaryOp<T, false> op{static_cast<const T *>(a),
-                          static_cast<const T *>(b), static_cast<T *>(y)};
+    BinaryOp<T, false> op{static_cast<const T *>(a), static_cast<const T *>(b),
+                          static_cast<T *>(y)};
     launchMap<kVec<T>>(rank, kComputeStream, n, allAligned({a, b, y}), op,
                        "add_forward");
   });
@@ -251,8 +249,8 @@ void mul_backward(Rank *rank, DType dt, const void *a, const void *b,
                         static_cast<T *>(db),
                         accumulateA,
                         accumulateB};
-    launchMap<kVec<T>>(rank, kComputeStream, n,
-                       allAligned({a, b, dy, da, db}), op, "mul_backward");
+    launchMap<kVec<T>>(rank, kComputeStream, n, allAligned({a, b, dy, da, db}),
+                       op, "mul_backward");
   });
 }
 
@@ -278,8 +276,7 @@ void cast(Rank *rank, DType from, const void *src, DType to, void *dst,
   if (from == to) {
     if (src != dst)
       checkCuda(cudaMemcpyAsync(dst, src, size_t(n * sizeOf(from)),
-                                cudaMemcpyDeviceToDevice,
-                                computeStream(rank)),
+                                cudaMemcpyDeviceToDevice, computeStream(rank)),
                 "cudaMemcpyAsync(cast)");
     return;
   }

@@ -39,10 +39,10 @@ cublasLtMatrixLayout_t makeLayout(DType t, int64_t rows, int64_t cols,
               "cublasLtMatrixLayoutCreate");
   if (batch > 1) {
     int32_t count = int32_t(batch);
-    checkCublas(cublasLtMatrixLayoutSetAttribute(
-                    layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
-                    sizeof(count)),
-                "cublasLtMatrixLayoutSetAttribute(BATCH_COUNT)");
+    checkCublas(
+        cublasLtMatrixLayoutSetAttribute(
+            layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)),
+        "cublasLtMatrixLayoutSetAttribute(BATCH_COUNT)");
     checkCublas(cublasLtMatrixLayoutSetAttribute(
                     layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
                     &stride, sizeof(stride)),
@@ -72,9 +72,9 @@ void setPreference(cublasLtMatmulPreference_t pref,
 GemmPlan makePlan(DeviceState &st, const Gemm &g, int64_t alignA,
                   int64_t alignB, int64_t alignC) {
   GemmPlan plan;
-  cublasComputeType_t compute =
-      (g.ab == DType::F32 && st.tf32) ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                      : CUBLAS_COMPUTE_32F;
+  cublasComputeType_t compute = (g.ab == DType::F32 && st.tf32)
+                                    ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                    : CUBLAS_COMPUTE_32F;
   checkCublas(cublasLtMatmulDescCreate(&plan.op, compute, CUDA_R_32F),
               "cublasLtMatmulDescCreate");
   int32_t opA = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -129,8 +129,7 @@ GemmPlan makePlan(DeviceState &st, const Gemm &g, int64_t alignA,
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-      st.lt, plan.op, plan.a, plan.b, plan.c, plan.c, pref, 1, &result,
-      &found);
+      st.lt, plan.op, plan.a, plan.b, plan.c, plan.c, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (status != CUBLAS_STATUS_SUCCESS || found == 0 ||
       result.state != CUBLAS_STATUS_SUCCESS) {
@@ -177,8 +176,7 @@ void gemm(Rank *rank, const Gemm &g) {
       fail("k = 0 with beta other than 0 or 1, or a bias: " + describe(g));
     int64_t es = sizeOf(g.cd);
     for (int64_t i = 0; i < g.batch; ++i)
-      checkCuda(cudaMemset2DAsync(static_cast<char *>(g.c) +
-                                      i * g.strideC * es,
+      checkCuda(cudaMemset2DAsync(static_cast<char *>(g.c) + i * g.strideC * es,
                                   size_t(g.ldc * es), 0, size_t(g.n * es),
                                   size_t(g.m), stream),
                 "cudaMemset2DAsync");
@@ -186,12 +184,12 @@ void gemm(Rank *rank, const Gemm &g) {
   }
   int64_t abSize = sizeOf(g.ab), cdSize = sizeOf(g.cd);
   bool batched = g.batch > 1;
-  int64_t alignA = alignmentOf(g.b, g.ldb * abSize,
-                               batched ? g.strideB * abSize : 0);
-  int64_t alignB = alignmentOf(g.a, g.lda * abSize,
-                               batched ? g.strideA * abSize : 0);
-  int64_t alignC = alignmentOf(g.c, g.ldc * cdSize,
-                               batched ? g.strideC * cdSize : 0);
+  int64_t alignA =
+      alignmentOf(g.b, g.ldb * abSize, batched ? g.strideB * abSize : 0);
+  int64_t alignB =
+      alignmentOf(g.a, g.lda * abSize, batched ? g.strideA * abSize : 0);
+  int64_t alignC =
+      alignmentOf(g.c, g.ldc * cdSize, batched ? g.strideC * cdSize : 0);
   int64_t alignBias = g.bias ? alignmentOf(g.bias, 0, 0) : 0;
   GemmCache::Key key = {int64_t(g.ab),
                         int64_t(g.cd),
@@ -224,9 +222,8 @@ void gemm(Rank *rank, const Gemm &g) {
                     sizeof(g.bias)),
                 "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
   cublasStatus_t status = cublasLtMatmul(
-      st.lt, plan.op, &g.alpha, g.b, plan.a, g.a, plan.b, &g.beta, g.c,
-      plan.c, g.c, plan.c, &plan.algo, st.ltWorkspace, st.ltWorkspaceBytes,
-      stream);
+      st.lt, plan.op, &g.alpha, g.b, plan.a, g.a, plan.b, &g.beta, g.c, plan.c,
+      g.c, plan.c, &plan.algo, st.ltWorkspace, st.ltWorkspaceBytes, stream);
   if (status != CUBLAS_STATUS_SUCCESS)
     fail("cublasLtMatmul failed for " + describe(g) + ": " +
          cublasLtGetStatusString(status));

@@ -101,13 +101,11 @@ __global__ void crossEntropyScaleKernel(const int32_t *targets,
 /// Block r: dlogits[r, c] = scale_b (softmax_c - [c == target]), or 0 for an
 /// ignored token.
 template <class T, int V>
-__global__ void crossEntropyBackwardKernel(const T *logits,
-                                           const int32_t *targets,
-                                           const float *lse,
-                                           const float *scale, T *dlogits,
-                                           int64_t tokens, int64_t classes,
-                                           bool hasIgnore,
-                                           int64_t ignoreIndex) {
+__global__ void
+crossEntropyBackwardKernel(const T *logits, const int32_t *targets,
+                           const float *lse, const float *scale, T *dlogits,
+                           int64_t tokens, int64_t classes, bool hasIgnore,
+                           int64_t ignoreIndex) {
   const int64_t r = blockIdx.x;
   const T *row = logits + r * classes;
   T *out = dlogits + r * classes;
@@ -224,8 +222,7 @@ void cross_entropy_backward(Rank *rank, DType dt, const void *logits,
     cudaStream_t stream = computeStream(rank);
     auto *scale = static_cast<float *>(
         scratch(rank, kComputeStream, size_t(batch) * sizeof(float)));
-    crossEntropyScaleKernel<<<unsigned(batch), rowThreads(tokens), 0,
-                              stream>>>(
+    crossEntropyScaleKernel<<<unsigned(batch), rowThreads(tokens), 0, stream>>>(
         targets, static_cast<const float *>(dloss), scale, tokens, hasIgnore,
         ignoreIndex, reduction == Reduction::Mean);
     checkLaunch("cross_entropy_backward");
@@ -257,10 +254,10 @@ void mse_forward(Rank *rank, DType dt, const void *prediction,
     if (batch <= 0)
       return;
     checkRowsAndSamples(batch, batch, "mse_forward");
-    mseForwardKernel<T><<<unsigned(batch), rowThreads(features), 0,
-                          computeStream(rank)>>>(
-        static_cast<const T *>(prediction), static_cast<const T *>(target),
-        static_cast<float *>(loss), features, reduction == Reduction::Mean);
+    mseForwardKernel<T>
+        <<<unsigned(batch), rowThreads(features), 0, computeStream(rank)>>>(
+            static_cast<const T *>(prediction), static_cast<const T *>(target),
+            static_cast<float *>(loss), features, reduction == Reduction::Mean);
     checkLaunch("mse_forward");
   });
 }
@@ -278,7 +275,9 @@ void mse_backward(Rank *rank, DType dt, const void *prediction,
     MseBackwardOp<T> op{static_cast<const T *>(prediction),
                         static_cast<const T *>(target),
                         static_cast<const float *>(dloss),
-                        static_cast<T *>(dprediction), features, factor};
+                        static_cast<T *>(dprediction),
+                        features,
+                        factor};
     launchMap<kVec<T>>(rank, kComputeStream, batch * features,
                        aligned16(prediction) && aligned16(target) &&
                            aligned16(dprediction),

@@ -204,8 +204,7 @@ bool readLaunchEnvironment(LaunchEnvironment &env) {
 }
 
 NcclCommunicator::NcclCommunicator(ncclComm *comm, int rank, int world,
-                                   int device,
-                                   std::shared_ptr<NcclGroup> group)
+                                   int device, std::shared_ptr<NcclGroup> group)
     : comm_(comm), rank_(rank), world_(world), device_(device),
       group_(std::move(group)) {
   std::lock_guard<std::mutex> lock(group_->mutex);
@@ -352,8 +351,8 @@ std::vector<std::unique_ptr<Communicator>> makeNcclCommunicators(int world) {
   auto group = std::make_shared<NcclGroup>();
   std::vector<std::unique_ptr<Communicator>> result;
   for (int r = 0; r < world; ++r)
-    result.push_back(std::make_unique<NcclCommunicator>(
-        comms[size_t(r)], r, world, r, group));
+    result.push_back(std::make_unique<NcclCommunicator>(comms[size_t(r)], r,
+                                                        world, r, group));
   return result;
 }
 
@@ -388,9 +387,8 @@ std::unique_ptr<NcclCommunicator> makeNcclCommunicatorFromEnvironment() {
   ncclResult_t started =
       ncclCommInitRankConfig(&comms[0], env.world, id, env.rank, &config);
   awaitCreation(comms, {device}, started, who);
-  return std::make_unique<NcclCommunicator>(comms[0], env.rank, env.world,
-                                            device,
-                                            std::make_shared<NcclGroup>());
+  return std::make_unique<NcclCommunicator>(
+      comms[0], env.rank, env.world, device, std::make_shared<NcclGroup>());
 }
 
 } // namespace dprt::cuda

@@ -192,8 +192,8 @@ void normBackward(Rank *rank, const T *x, const T *gamma, const float *mean,
   checkLaunch(name);
   if (!dgamma && !dbeta)
     return;
-  float *partials = static_cast<float *>(scratch(
-      rank, kComputeStream, columnScratchBytes(batch, tokens, dim)));
+  float *partials = static_cast<float *>(
+      scratch(rank, kComputeStream, columnScratchBytes(batch, tokens, dim)));
   if (dgamma)
     columnSums(rank, batch, tokens, dim, DyXhatOp<T>{x, dy, mean, rstd, dim},
                dgamma, partials, name);
@@ -269,24 +269,23 @@ void rms_norm_backward(Rank *rank, DType dt, const void *x, const void *gamma,
   dispatchCompute(dt, "rms_norm_backward", [&](auto tag) {
     using T = decltype(tag);
     checkRows(batch * tokens, "rms_norm_backward");
-    normBackward(rank, static_cast<const T *>(x),
-                 static_cast<const T *>(gamma), nullptr,
-                 static_cast<const float *>(rstd), static_cast<const T *>(dy),
-                 static_cast<T *>(dx), static_cast<float *>(dgammaPerSample),
-                 nullptr, batch, tokens, dim, accumulate, "rms_norm_backward");
+    normBackward(rank, static_cast<const T *>(x), static_cast<const T *>(gamma),
+                 nullptr, static_cast<const float *>(rstd),
+                 static_cast<const T *>(dy), static_cast<T *>(dx),
+                 static_cast<float *>(dgammaPerSample), nullptr, batch, tokens,
+                 dim, accumulate, "rms_norm_backward");
   });
 }
 
-void layer_norm_backward(Rank *rank, DType dt, const void *x,
-                         const void *gamma, const void *mean, const void *rstd,
-                         const void *dy, void *dx, void *dgammaPerSample,
-                         void *dbetaPerSample, int64_t batch, int64_t tokens,
-                         int64_t dim, bool accumulate) {
+void layer_norm_backward(Rank *rank, DType dt, const void *x, const void *gamma,
+                         const void *mean, const void *rstd, const void *dy,
+                         void *dx, void *dgammaPerSample, void *dbetaPerSample,
+                         int64_t batch, int64_t tokens, int64_t dim,
+                         bool accumulate) {
   dispatchCompute(dt, "layer_norm_backward", [&](auto tag) {
     using T = decltype(tag);
     checkRows(batch * tokens, "layer_norm_backward");
-    normBackward(rank, static_cast<const T *>(x),
-                 static_cast<const T *>(gamma),
+    normBackward(rank, static_cast<const T *>(x), static_cast<const T *>(gamma),
                  static_cast<const float *>(mean),
                  static_cast<const float *>(rstd), static_cast<const T *>(dy),
                  static_cast<T *>(dx), static_cast<float *>(dgammaPerSample),

@@ -26,8 +26,8 @@ template <int V, class F>
 __device__ __forceinline__ void forEachVector(int64_t n, const F &f) {
   const int64_t vectors = n / V;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < vectors; i += stride)
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < vectors;
+       i += stride)
     f(std::integral_constant<int, V>{}, i * V);
   if (V > 1 && blockIdx.x == 0)
     for (int64_t i = vectors * V + threadIdx.x; i < n; i += blockDim.x)
@@ -128,10 +128,9 @@ __global__ void adamwKernel(float *master, float *m, float *v,
   });
 }
 
-__global__ void clipFactorsKernel(const float *n2, const float *mask,
-                                  float *c, int64_t batch, ClipMode mode,
-                                  double maxNorm, double gamma,
-                                  double relErr) {
+__global__ void clipFactorsKernel(const float *n2, const float *mask, float *c,
+                                  int64_t batch, ClipMode mode, double maxNorm,
+                                  double gamma, double relErr) {
   for (int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; b < batch;
        b += int64_t(gridDim.x) * blockDim.x) {
     const double sq = n2[b];

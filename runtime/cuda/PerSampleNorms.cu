@@ -18,8 +18,8 @@ namespace {
 
 /// Block b: n2[b] += ||x_b||^2 ||dy_b||^2.
 template <class T>
-__global__ void normRank1Kernel(const T *x, const T *dy, float *n2,
-                                int64_t in, int64_t out) {
+__global__ void normRank1Kernel(const T *x, const T *dy, float *n2, int64_t in,
+                                int64_t out) {
   __shared__ float buffer[32];
   const int64_t b = blockIdx.x;
   float sx = 0.0f, sd = 0.0f;
@@ -279,8 +279,7 @@ void norm_embedding(Rank *rank, DType dt, const int32_t *tok, const void *dy,
     checkLaunch("norm_embedding");
     segmentedSum(rank, batch, dim, ValueOp{squares, dim},
                  static_cast<float *>(n2), true,
-                 reinterpret_cast<float *>(base + segmentAt),
-                 "norm_embedding");
+                 reinterpret_cast<float *>(base + segmentAt), "norm_embedding");
   });
 }
 

@@ -1,4 +1,4 @@
-//===- Reduce.cuh - Deterministic multi-block reductions ---------*- CUDA -*-===//
+//===- Reduce.cuh - Deterministic multi-block reductions -------*- CUDA -*-===//
 //
 // Internal to runtime/cuda. Two reductions that many kernels share, each in
 // two launches so that the work spreads over the GPU without atomics: the
@@ -40,8 +40,8 @@ constexpr int kSegmentThreads = 256;
 
 /// Blocks per segment: each takes at least 16 elements a thread.
 inline int64_t segmentParts(int64_t segmentLength) {
-  int64_t parts = (segmentLength + kSegmentThreads * 16 - 1) /
-                  (kSegmentThreads * 16);
+  int64_t parts =
+      (segmentLength + kSegmentThreads * 16 - 1) / (kSegmentThreads * 16);
   return parts < 1 ? 1 : parts > 256 ? 256 : parts;
 }
 
@@ -109,8 +109,8 @@ void segmentedSum(Rank *rank, int64_t segments, int64_t length, const Op &op,
                          kSegmentThreads, 0, stream>>>(length, chunk, op,
                                                        partials);
   checkLaunch(name);
-  segmentFinishKernel<><<<unsigned(segments), 32, 0, stream>>>(partials, parts,
-                                                             out, accumulate);
+  segmentFinishKernel<>
+      <<<unsigned(segments), 32, 0, stream>>>(partials, parts, out, accumulate);
   checkLaunch(name);
 }
 
@@ -183,9 +183,9 @@ void columnSums(Rank *rank, int64_t batch, int64_t tokens, int64_t dim,
     return;
   cudaStream_t stream = computeStream(rank);
   if (tokens <= 0) {
-    checkCuda(cudaMemsetAsync(out, 0, size_t(batch * dim) * sizeof(float),
-                              stream),
-              "cudaMemsetAsync(columnSums)");
+    checkCuda(
+        cudaMemsetAsync(out, 0, size_t(batch * dim) * sizeof(float), stream),
+        "cudaMemsetAsync(columnSums)");
     return;
   }
   int64_t chunks = columnChunks(tokens);

@@ -39,8 +39,8 @@ template <class T> struct ScaleRowsOp {
 
 /// out[j] += sum over b, in order, of c[b] g[b, j] (samples with c[b] = 0
 /// skipped).
-__global__ void weightedRowsKernel(const float *g, const float *c,
-                                   float *out, int64_t batch, int64_t dim) {
+__global__ void weightedRowsKernel(const float *g, const float *c, float *out,
+                                   int64_t batch, int64_t dim) {
   for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < dim;
        j += int64_t(gridDim.x) * blockDim.x) {
     float sum = 0.0f;
@@ -57,8 +57,8 @@ void weightedRows(Rank *rank, const float *g, const float *c, float *out,
                   int64_t batch, int64_t dim, const char *name) {
   if (dim <= 0)
     return;
-  weightedRowsKernel<<<gridFor(rank, dim, 256), 256, 0,
-                       computeStream(rank)>>>(g, c, out, batch, dim);
+  weightedRowsKernel<<<gridFor(rank, dim, 256), 256, 0, computeStream(rank)>>>(
+      g, c, out, batch, dim);
   checkLaunch(name);
 }
 
@@ -150,10 +150,10 @@ void embedding_grad(Rank *rank, DType dt, const int32_t *tok, const void *dy,
     int64_t n = batch * tokens * dim;
     if (n <= 0)
       return;
-    embeddingGradKernel<T><<<gridFor(rank, n, 256), 256, 0,
-                             computeStream(rank)>>>(
-        tok, static_cast<const T *>(dy), static_cast<const float *>(c),
-        static_cast<float *>(dtable), tokens, dim, n);
+    embeddingGradKernel<T>
+        <<<gridFor(rank, n, 256), 256, 0, computeStream(rank)>>>(
+            tok, static_cast<const T *>(dy), static_cast<const float *>(c),
+            static_cast<float *>(dtable), tokens, dim, n);
     checkLaunch("embedding_grad");
   });
 }

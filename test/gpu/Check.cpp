@@ -76,15 +76,17 @@ void Buffer::poison() {
 }
 
 void Buffer::upload() {
-  cudaCheck(cudaMemcpy(dev_, host_.data(), host_.size(), cudaMemcpyHostToDevice),
-            "cudaMemcpy(upload)");
+  cudaCheck(
+      cudaMemcpy(dev_, host_.data(), host_.size(), cudaMemcpyHostToDevice),
+      "cudaMemcpy(upload)");
   cudaCheck(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 
 std::vector<double> Buffer::download() const {
   std::vector<uint8_t> bytes(host_.size());
-  cudaCheck(cudaMemcpy(bytes.data(), dev_, bytes.size(), cudaMemcpyDeviceToHost),
-            "cudaMemcpy(download)");
+  cudaCheck(
+      cudaMemcpy(bytes.data(), dev_, bytes.size(), cudaMemcpyDeviceToHost),
+      "cudaMemcpy(download)");
   std::vector<double> out(static_cast<size_t>(n_));
   for (int64_t i = 0; i < n_; ++i) {
     switch (dt_) {
@@ -129,8 +131,8 @@ void Report::add(const Row &row) {
   rows_.push_back(row);
   // Progress, so that a crash or a hang still shows what ran.
   std::printf("%s %s %s [%s] rel=%.1e%s%s\n", row.pass ? "PASS" : "FAIL",
-              row.kernel.c_str(), row.dtype.c_str(), row.shape.c_str(),
-              row.rel, row.note.empty() ? "" : " ", row.note.c_str());
+              row.kernel.c_str(), row.dtype.c_str(), row.shape.c_str(), row.rel,
+              row.note.empty() ? "" : " ", row.note.c_str());
   std::fflush(stdout);
 }
 
@@ -160,8 +162,8 @@ void printRows(std::FILE *out, const std::vector<Row> &rows, bool failedOnly) {
 void printTimings(std::FILE *out, const std::vector<Timing> &timings) {
   if (timings.empty())
     return;
-  std::fprintf(out, "\n%-34s %-5s %-34s %10s %10s\n", "kernel (timed)",
-               "dtype", "shape", "median us", "rate");
+  std::fprintf(out, "\n%-34s %-5s %-34s %10s %10s\n", "kernel (timed)", "dtype",
+               "shape", "median us", "rate");
   for (const Timing &t : timings)
     std::fprintf(out, "%-34s %-5s %-34s %10.1f %10.1f %s\n", t.kernel.c_str(),
                  t.dtype.c_str(), t.shape.c_str(), t.microseconds, t.rate,
@@ -180,10 +182,10 @@ int Report::print() {
   const char *dir = std::getenv("OUT");
   const char *rank = std::getenv("RANK");
   std::string path =
-      dir && *dir ? std::string(dir) + "/gpu-check-table" +
-                        (rank && *rank ? std::string("-rank") + rank : "") +
-                        ".txt"
-                  : std::string();
+      dir && *dir
+          ? std::string(dir) + "/gpu-check-table" +
+                (rank && *rank ? std::string("-rank") + rank : "") + ".txt"
+          : std::string();
   std::FILE *file = path.empty() ? nullptr : std::fopen(path.c_str(), "a");
   if (file) {
     printRows(file, rows_, false);

@@ -37,8 +37,8 @@ __global__ void tokensKernel(int32_t *p, int64_t n, uint64_t seed,
                              int32_t vocab) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    p[i] = int32_t(splitMix64(seed ^ splitMix64(uint64_t(i))) %
-                   uint64_t(vocab));
+    p[i] =
+        int32_t(splitMix64(seed ^ splitMix64(uint64_t(i))) % uint64_t(vocab));
 }
 
 void check(const char *what) {
@@ -52,8 +52,8 @@ void check(const char *what) {
 
 } // namespace
 
-void deviceUniform(void *p, dprt::DType dt, int64_t n, uint64_t seed,
-                   double lo, double hi) {
+void deviceUniform(void *p, dprt::DType dt, int64_t n, uint64_t seed, double lo,
+                   double hi) {
   if (dt == dprt::DType::F64)
     throw std::runtime_error("deviceUniform: f64");
   if (n <= 0)

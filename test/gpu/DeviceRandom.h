@@ -16,8 +16,8 @@
 namespace dpc::gpucheck {
 
 /// p[i] = uniform in [lo, hi), as f32 or bf16, from a hash of (seed, i).
-void deviceUniform(void *p, dprt::DType dt, int64_t n, uint64_t seed,
-                   double lo, double hi);
+void deviceUniform(void *p, dprt::DType dt, int64_t n, uint64_t seed, double lo,
+                   double hi);
 
 /// p[i] = a token in [0, vocab) from a hash of (seed, i).
 void deviceTokens(int32_t *p, int64_t n, uint64_t seed, int32_t vocab);

@@ -88,8 +88,8 @@ Options parse(int argc, char **argv) {
     }
   }
   if (!o.seedGiven)
-    o.seed = uint64_t(
-        std::chrono::steady_clock::now().time_since_epoch().count());
+    o.seed =
+        uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
   return o;
 }
 

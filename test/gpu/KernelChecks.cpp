@@ -131,9 +131,8 @@ void denseChecks(Context &ctx, DType dt, bool odd) {
     if (odd && !withBias)
       continue;
     int64_t rows = odd ? 77 : 96, in = odd ? 130 : 256, out = odd ? 66 : 192;
-    std::string shape =
-        dims({{"rows", rows}, {"in", in}, {"out", out}}, odd) +
-        (withBias ? (odd ? " bias-misaligned" : " bias") : "");
+    std::string shape = dims({{"rows", rows}, {"in", in}, {"out", out}}, odd) +
+                        (withBias ? (odd ? " bias-misaligned" : " bias") : "");
     if (ctx.begin("linear_forward", dn, shape))
       ctx.guarded([&] {
         Buffer x(dt, rows * in, mis), w(dt, out * in), b(dt, out, mis),
@@ -142,10 +141,10 @@ void denseChecks(Context &ctx, DType dt, bool odd) {
         w.randn(ctx.rng, 1.0 / std::sqrt(double(in)));
         b.randn(ctx.rng);
         y.poison();
-        cpu::linear_forward(ctx.cpu, dt, x.h(), w.h(), withBias ? b.h() : nullptr,
-                            y.h(), rows, in, out);
-        gpu::linear_forward(ctx.gpu, dt, x.d(), w.d(), withBias ? b.d() : nullptr,
-                            y.d(), rows, in, out);
+        cpu::linear_forward(ctx.cpu, dt, x.h(), w.h(),
+                            withBias ? b.h() : nullptr, y.h(), rows, in, out);
+        gpu::linear_forward(ctx.gpu, dt, x.d(), w.d(),
+                            withBias ? b.d() : nullptr, y.d(), rows, in, out);
         ctx.compare("y", y, tol(dt));
       });
   }
@@ -162,10 +161,10 @@ void denseChecks(Context &ctx, DType dt, bool odd) {
           dx.randn(ctx.rng);
         else
           dx.poison();
-        cpu::linear_backward_input(ctx.cpu, dt, dy.h(), w.h(), dx.h(), rows,
-                                   in, out, acc);
-        gpu::linear_backward_input(ctx.gpu, dt, dy.d(), w.d(), dx.d(), rows,
-                                   in, out, acc);
+        cpu::linear_backward_input(ctx.cpu, dt, dy.h(), w.h(), dx.h(), rows, in,
+                                   out, acc);
+        gpu::linear_backward_input(ctx.gpu, dt, dy.d(), w.d(), dx.d(), rows, in,
+                                   out, acc);
         ctx.compare("dx", dx, tol(dt));
       });
   }
@@ -177,7 +176,8 @@ void normalizationChecks(Context &ctx, DType dt, bool odd) {
   const int64_t dim = odd ? 1001 : 1024;
   {
     int64_t rows = odd ? 37 : 64;
-    if (ctx.begin("rms_norm_forward", dn, dims({{"rows", rows}, {"d", dim}}, odd)))
+    if (ctx.begin("rms_norm_forward", dn,
+                  dims({{"rows", rows}, {"d", dim}}, odd)))
       ctx.guarded([&] {
         Buffer x(dt, rows * dim, mis), g(dt, dim), y(dt, rows * dim, mis),
             rstd(F32, rows);
@@ -223,8 +223,8 @@ void normalizationChecks(Context &ctx, DType dt, bool odd) {
     // 64 tokens: two column chunks; 17: one.
     int64_t batch = odd ? 3 : 4, tokens = odd ? 17 : 64, rows = batch * tokens;
     bool acc = odd;
-    std::string shape =
-        dims({{"B", batch}, {"T", tokens}, {"d", dim}}, odd) + (acc ? " acc" : "");
+    std::string shape = dims({{"B", batch}, {"T", tokens}, {"d", dim}}, odd) +
+                        (acc ? " acc" : "");
     if (ctx.begin("rms_norm_backward", dn, shape))
       ctx.guarded([&] {
         Buffer x(dt, rows * dim, mis), g(dt, dim), rstd(F32, rows),
@@ -281,10 +281,9 @@ void attentionChecks(Context &ctx, DType dt, bool odd) {
     int64_t batch = 2, tokens = odd ? 33 : 50, heads = odd ? 3 : 4,
             hd = odd ? 32 : 64;
     int64_t n = batch * tokens * heads * hd;
-    std::string shape = dims({{"B", batch}, {"T", tokens}, {"H", heads},
-                              {"hd", hd}},
-                             odd) +
-                        (odd ? " in-place" : "");
+    std::string shape =
+        dims({{"B", batch}, {"T", tokens}, {"H", heads}, {"hd", hd}}, odd) +
+        (odd ? " in-place" : "");
     if (ctx.begin("rope_forward", dn, shape))
       ctx.guarded([&] {
         Buffer x(dt, n), y(dt, n);
@@ -292,10 +291,10 @@ void attentionChecks(Context &ctx, DType dt, bool odd) {
         y.poison();
         // Odd: in place (y == x).
         Buffer &out = odd ? x : y;
-        cpu::rope_forward(ctx.cpu, dt, x.h(), out.h(), batch, tokens, heads,
-                          hd, 10000.0);
-        gpu::rope_forward(ctx.gpu, dt, x.d(), out.d(), batch, tokens, heads,
-                          hd, 10000.0);
+        cpu::rope_forward(ctx.cpu, dt, x.h(), out.h(), batch, tokens, heads, hd,
+                          10000.0);
+        gpu::rope_forward(ctx.gpu, dt, x.d(), out.d(), batch, tokens, heads, hd,
+                          10000.0);
         ctx.compare("y", out, tol(dt));
       });
     if (ctx.begin("rope_backward", dn, shape + (odd ? "" : " acc")))
@@ -348,12 +347,12 @@ void attentionChecks(Context &ctx, DType dt, bool odd) {
         v.randn(ctx.rng);
         o.poison();
         lse.poison();
-        cpu::attention_forward(ctx.cpu, dt, q.h(), k.h(), v.h(), o.h(),
-                               lse.h(), s.batch, s.tokens, s.heads, s.kvHeads,
-                               s.hd, s.causal);
-        gpu::attention_forward(ctx.gpu, dt, q.d(), k.d(), v.d(), o.d(),
-                               lse.d(), s.batch, s.tokens, s.heads, s.kvHeads,
-                               s.hd, s.causal);
+        cpu::attention_forward(ctx.cpu, dt, q.h(), k.h(), v.h(), o.h(), lse.h(),
+                               s.batch, s.tokens, s.heads, s.kvHeads, s.hd,
+                               s.causal);
+        gpu::attention_forward(ctx.gpu, dt, q.d(), k.d(), v.d(), o.d(), lse.d(),
+                               s.batch, s.tokens, s.heads, s.kvHeads, s.hd,
+                               s.causal);
         if (fwd) {
           ctx.compare("o", o, tolFwd);
           ctx.compare("lse", lse, 1e-5);
@@ -556,8 +555,8 @@ void lossChecks(Context &ctx, DType dt, bool odd) {
   {
     int64_t batch = 8, features = odd ? 33 : 64;
     Reduction red = odd ? Reduction::Sum : Reduction::Mean;
-    std::string shape = dims({{"B", batch}, {"F", features}}, odd) +
-                        (odd ? " sum" : " mean");
+    std::string shape =
+        dims({{"B", batch}, {"F", features}}, odd) + (odd ? " sum" : " mean");
     if (ctx.begin("mse_forward", dn, shape))
       ctx.guarded([&] {
         Buffer p(dt, batch * features, mis), t(dt, batch * features),
@@ -640,9 +639,9 @@ void normChecks(Context &ctx, DType dt, bool odd) {
   {
     int64_t batch = 3, tokens = odd ? 13 : 40, in = odd ? 97 : 96,
             out = odd ? 81 : 80;
-    if (ctx.begin("norm_direct", dn,
-                  dims({{"B", batch}, {"T", tokens}, {"in", in}, {"out", out}},
-                       odd)))
+    if (ctx.begin(
+            "norm_direct", dn,
+            dims({{"B", batch}, {"T", tokens}, {"in", in}, {"out", out}}, odd)))
       ctx.guarded([&] {
         Buffer x(dt, batch * tokens * in), dy(dt, batch * tokens * out),
             n2(F32, batch), ws(F32, in * out);
@@ -708,10 +707,10 @@ void weightGradChecks(Context &ctx, DType dt, bool odd) {
   {
     int64_t batch = odd ? 3 : 4, tokens = odd ? 7 : 24, in = odd ? 130 : 256,
             out = odd ? 66 : 192, rows = batch * tokens;
-    if (ctx.begin("linear_weight_grad", dn,
-                  dims({{"B", batch}, {"T", tokens}, {"in", in}, {"out", out}},
-                       odd) +
-                      " masked"))
+    if (ctx.begin(
+            "linear_weight_grad", dn,
+            dims({{"B", batch}, {"T", tokens}, {"in", in}, {"out", out}}, odd) +
+                " masked"))
       ctx.guarded([&] {
         Buffer x(dt, rows * in), dy(dt, rows * out), c(F32, batch),
             dw(F32, out * in), ws(dt, rows * out);
@@ -748,12 +747,12 @@ void weightGradChecks(Context &ctx, DType dt, bool odd) {
       });
   }
   {
-    int64_t batch = 3, tokens = odd ? 33 : 64, vocab = 50,
-            dim = odd ? 130 : 64, rows = batch * tokens;
-    if (ctx.begin("embedding_grad", dn,
-                  dims({{"B", batch}, {"T", tokens}, {"V", vocab}, {"d", dim}},
-                       odd) +
-                      " masked"))
+    int64_t batch = 3, tokens = odd ? 33 : 64, vocab = 50, dim = odd ? 130 : 64,
+            rows = batch * tokens;
+    if (ctx.begin(
+            "embedding_grad", dn,
+            dims({{"B", batch}, {"T", tokens}, {"V", vocab}, {"d", dim}}, odd) +
+                " masked"))
       ctx.guarded([&] {
         IntBuffer tok(rows);
         randomTokens(tok, rows, int32_t(vocab), ctx.rng);
@@ -781,8 +780,8 @@ void accChecks(Context &ctx) {
     int64_t batch = 3, tokens = 64;
     if (ctx.begin("gram_dot", dn, dims({{"B", batch}, {"T", tokens}}, false)))
       ctx.guarded([&] {
-        Buffer ka(F32, batch * tokens * tokens), kg(F32, batch * tokens * tokens),
-            n2(F32, batch);
+        Buffer ka(F32, batch * tokens * tokens),
+            kg(F32, batch * tokens * tokens), n2(F32, batch);
         ka.randn(ctx.rng);
         kg.randn(ctx.rng);
         n2.uniform(ctx.rng, 0, 10);
@@ -812,10 +811,8 @@ void accChecks(Context &ctx) {
         g.upload();
         clipFactorsWithMaskedSample(c, ctx.rng);
         out.randn(ctx.rng);
-        cpu::rows_weighted_sum(ctx.cpu, F32, g.h(), c.h(), out.h(), batch,
-                               dim);
-        gpu::rows_weighted_sum(ctx.gpu, F32, g.d(), c.d(), out.d(), batch,
-                               dim);
+        cpu::rows_weighted_sum(ctx.cpu, F32, g.h(), c.h(), out.h(), batch, dim);
+        gpu::rows_weighted_sum(ctx.gpu, F32, g.d(), c.d(), out.d(), batch, dim);
         ctx.compare("out", out, 1e-5);
       });
   }
@@ -1031,8 +1028,9 @@ void capturedStepCheck(Context &ctx) {
         row.kernel = "runCaptured." + std::string(name);
         row.dtype = "f32";
         row.shape = "call " + std::to_string(call) +
-                    (call == 1 ? " (warm-up)"
-                               : call == 2 ? " (capture)" : " (replay)");
+                    (call == 1   ? " (warm-up)"
+                     : call == 2 ? " (capture)"
+                                 : " (replay)");
         row.seed = ctx.seed;
         ctx.report->add(row);
       };

@@ -45,8 +45,7 @@ void addRow(Report &report, dprt::Rank *rank, const std::string &kernel,
   report.add(row);
 }
 
-void allGatherCheck(dprt::Rank *rank, Report &report, DType dt,
-                    int64_t shard) {
+void allGatherCheck(dprt::Rank *rank, Report &report, DType dt, int64_t shard) {
   int r = rank->rank, w = rank->world;
   Buffer mine(dt, shard), full(dt, shard * w);
   for (int64_t i = 0; i < shard; ++i)
@@ -131,16 +130,16 @@ void capturedCheck(dprt::Rank *rank, Report &report) {
       d[i] += c[i];
     }
     std::string shape = "call " + std::to_string(call) +
-                        (call == 1 ? " (warm-up)"
-                                   : call == 2 ? " (capture)" : " (replay)");
+                        (call == 1   ? " (warm-up)"
+                         : call == 2 ? " (capture)"
+                                     : " (replay)");
     for (auto [name, offset, want] :
          {std::make_tuple("C", kC, &c), std::make_tuple("D", kD, &d)}) {
       gpu::copyFromArena(rank, got.data(), offset, int64_t(bytes));
       addRow(report, rank, std::string("nccl.runCaptured.") + name, "f32",
              shape,
              compareValues(std::vector<double>(got.begin(), got.end()),
-                           std::vector<double>(want->begin(), want->end()),
-                           0));
+                           std::vector<double>(want->begin(), want->end()), 0));
     }
   }
 }
@@ -179,8 +178,8 @@ void ncclTimings(dprt::Rank *rank, Report &report) {
   cudaCheck(cudaMemset(a, 0, size_t(shard) * 4), "cudaMemset");
   cudaCheck(cudaMemset(b, 0, size_t(shard) * 4 * size_t(w)), "cudaMemset");
   cudaCheck(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-  std::string who = " rank " + std::to_string(rank->rank) + "/" +
-                    std::to_string(w);
+  std::string who =
+      " rank " + std::to_string(rank->rank) + "/" + std::to_string(w);
   Timing t;
   t.kernel = "nccl.all_gather";
   t.dtype = "bf16";
@@ -192,9 +191,8 @@ void ncclTimings(dprt::Rank *rank, Report &report) {
   report.addTiming(t);
   t.kernel = "nccl.reduce_scatter";
   t.dtype = "f32";
-  t.microseconds = medianOnStream(rank, [&] {
-    gpu::reduce_scatter(rank, F32, b, a, shard, false, 1);
-  });
+  t.microseconds = medianOnStream(
+      rank, [&] { gpu::reduce_scatter(rank, F32, b, a, shard, false, 1); });
   t.rate = double(shard) * 4 * w / (t.microseconds * 1e3);
   t.unit = "GB/s (reduced bytes)";
   report.addTiming(t);

@@ -165,10 +165,8 @@ void normTimings(Context &ctx) {
   uint64_t seed = ctx.baseSeed + 1000;
   const DType dt = BF16;
   for (int64_t width : {kD, kFF}) {
-    DeviceBuffer x(dt, kRows * width, ++seed),
-        K(F32, kB * kT * kT, ++seed);
-    timeKernel(ctx, "gram", dt,
-               "B8 T1024 d" + std::to_string(width),
+    DeviceBuffer x(dt, kRows * width, ++seed), K(F32, kB * kT * kT, ++seed);
+    timeKernel(ctx, "gram", dt, "B8 T1024 d" + std::to_string(width),
                2.0 * kB * kT * kT * width, true, [&] {
                  gpu::gram(ctx.gpu, dt, x.p(), K.p(), kB, kT, width, false);
                });
@@ -176,10 +174,9 @@ void normTimings(Context &ctx) {
   {
     DeviceBuffer ka(F32, kB * kT * kT, ++seed), kg(F32, kB * kT * kT, ++seed),
         n2(F32, kB, ++seed, 0, 1);
-    timeKernel(ctx, "gram_dot", F32, "B8 T1024",
-               2.0 * kB * kT * kT * 4, false, [&] {
-                 gpu::gram_dot(ctx.gpu, F32, ka.p(), kg.p(), n2.p(), kB, kT);
-               });
+    timeKernel(
+        ctx, "gram_dot", F32, "B8 T1024", 2.0 * kB * kT * kT * 4, false,
+        [&] { gpu::gram_dot(ctx.gpu, F32, ka.p(), kg.p(), n2.p(), kB, kT); });
   }
   {
     int64_t in = kD, out = kKV * kHd;
@@ -193,10 +190,9 @@ void normTimings(Context &ctx) {
   }
   {
     DeviceBuffer dy(dt, kRows * kD, ++seed), n2(F32, kB, ++seed, 0, 1);
-    timeKernel(ctx, "norm_bias", dt, "B8 T1024 out2048", 2.0 * kRows * kD,
-               false, [&] {
-                 gpu::norm_bias(ctx.gpu, dt, dy.p(), n2.p(), kB, kT, kD);
-               });
+    timeKernel(
+        ctx, "norm_bias", dt, "B8 T1024 out2048", 2.0 * kRows * kD, false,
+        [&] { gpu::norm_bias(ctx.gpu, dt, dy.p(), n2.p(), kB, kT, kD); });
     DeviceTokens tok(kRows, ++seed, int32_t(kVocab));
     timeKernel(ctx, "norm_embedding", dt, "B8 T1024 d2048 V32000",
                2.0 * kRows * kD, false, [&] {
@@ -241,16 +237,14 @@ void layerTimings(Context &ctx) {
     double unit = double(kB) * kH * kT * kT * kHd;
     timeKernel(ctx, "attention_forward", dt, "B8 T1024 H32 KV8 hd64 causal",
                4.0 * unit, true, [&] {
-                 gpu::attention_forward(ctx.gpu, dt, q.p(), k.p(), v.p(),
-                                        o.p(), lse.p(), kB, kT, kH, kKV, kHd,
-                                        true);
+                 gpu::attention_forward(ctx.gpu, dt, q.p(), k.p(), v.p(), o.p(),
+                                        lse.p(), kB, kT, kH, kKV, kHd, true);
                });
     timeKernel(ctx, "attention_backward", dt, "B8 T1024 H32 KV8 hd64 causal",
                10.0 * unit, true, [&] {
-                 gpu::attention_backward(ctx.gpu, dt, q.p(), k.p(), v.p(),
-                                         o.p(), lse.p(), dout.p(), dq.p(),
-                                         dk.p(), dv.p(), kB, kT, kH, kKV, kHd,
-                                         true);
+                 gpu::attention_backward(
+                     ctx.gpu, dt, q.p(), k.p(), v.p(), o.p(), lse.p(), dout.p(),
+                     dq.p(), dk.p(), dv.p(), kB, kT, kH, kKV, kHd, true);
                });
   }
   {
@@ -268,9 +262,8 @@ void layerTimings(Context &ctx) {
                  gpu::activation_backward(ctx.gpu, dt, Activation::Silu, a.p(),
                                           b.p(), y.p(), n, false);
                });
-    timeKernel(ctx, "mul_forward", dt, shape, 3.0 * 2 * n, false, [&] {
-      gpu::mul_forward(ctx.gpu, dt, a.p(), b.p(), y.p(), n);
-    });
+    timeKernel(ctx, "mul_forward", dt, shape, 3.0 * 2 * n, false,
+               [&] { gpu::mul_forward(ctx.gpu, dt, a.p(), b.p(), y.p(), n); });
     timeKernel(ctx, "mul_backward", dt, shape, 5.0 * 2 * n, false, [&] {
       gpu::mul_backward(ctx.gpu, dt, a.p(), b.p(), y.p(), da.p(), db.p(), n,
                         false, false);
@@ -279,12 +272,10 @@ void layerTimings(Context &ctx) {
   {
     int64_t n = kRows * kD;
     DeviceBuffer a(dt, n, ++seed), b(dt, n, ++seed), y(dt, n, ++seed);
-    timeKernel(ctx, "add_forward", dt, "8192x2048", 3.0 * 2 * n, false, [&] {
-      gpu::add_forward(ctx.gpu, dt, a.p(), b.p(), y.p(), n);
-    });
-    timeKernel(ctx, "accumulate", dt, "8192x2048", 3.0 * 2 * n, false, [&] {
-      gpu::accumulate(ctx.gpu, dt, a.p(), y.p(), n);
-    });
+    timeKernel(ctx, "add_forward", dt, "8192x2048", 3.0 * 2 * n, false,
+               [&] { gpu::add_forward(ctx.gpu, dt, a.p(), b.p(), y.p(), n); });
+    timeKernel(ctx, "accumulate", dt, "8192x2048", 3.0 * 2 * n, false,
+               [&] { gpu::accumulate(ctx.gpu, dt, a.p(), y.p(), n); });
   }
 }
 
@@ -305,10 +296,10 @@ void lossAndParameterTimings(Context &ctx) {
                });
     timeKernel(ctx, "cross_entropy_backward", dt, shape,
                2.0 * 2 * kRows * kVocab, false, [&] {
-                 gpu::cross_entropy_backward(
-                     ctx.gpu, dt, logits.p(), targets.p(), lse.p(), dloss.p(),
-                     dlogits.p(), kB, kT, kVocab, true, -1,
-                     dprt::Reduction::Mean);
+                 gpu::cross_entropy_backward(ctx.gpu, dt, logits.p(),
+                                             targets.p(), lse.p(), dloss.p(),
+                                             dlogits.p(), kB, kT, kVocab, true,
+                                             -1, dprt::Reduction::Mean);
                });
   }
   {
@@ -342,9 +333,8 @@ void lossAndParameterTimings(Context &ctx) {
                         0.999, 1e-8, 0.0);
     });
     DeviceBuffer half(BF16, n, ++seed);
-    timeKernel(ctx, "cast.to_bf16", F32, "n=128M", 6.0 * n, false, [&] {
-      gpu::cast(ctx.gpu, F32, w.p(), BF16, half.p(), n);
-    });
+    timeKernel(ctx, "cast.to_bf16", F32, "n=128M", 6.0 * n, false,
+               [&] { gpu::cast(ctx.gpu, F32, w.p(), BF16, half.p(), n); });
   }
 }
 
