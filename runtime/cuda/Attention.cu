@@ -1,0 +1,376 @@
+//===- Attention.cu - Rotary embedding and attention on the GPU -----------===//
+//
+// Attention materializes the scores of a group of heads in f32 scratch and
+// runs the products as strided-batched cuBLASLt GEMMs, one batch entry per
+// key/value head: for sample b and r < heads/kvHeads, entry j computes query
+// head h = j * group + r against key/value head j, so every operand sits at a
+// constant stride (queries g * headDim apart, keys headDim apart) and
+// grouped-query attention needs no copies.
+//   forward:  S = scale Q K^T (f32), P = softmax(S) row by row (causal mask,
+//             lse kept), O = P V.
+//   backward: S again, dP = dO V^T, then per row P = exp(S - lse) and
+//             dS = P (dP - D) with D = sum_s P dP, then dV += P^T dO,
+//             dQ = scale dS K, dK += scale dS^T Q.
+// dK and dV sum over the query heads of a group in f32 accumulators and are
+// rounded once at the end of each sample. Scratch holds the T x T matrices of
+// as many key/value heads as fit in DPRntATTENTION_SCRATCH_MB (default 256
+// MiB; at least one head); it is sized in the un-captured warm-up run.
+// O(T^2) memory traffic per head: a fused kernel can replace this later.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Gemm.h"
+#include "Reduce.cuh"
+
+#include "dprt/kernels.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdlib>
+
+namespace dprt::cuda {
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Rotary embedding
+//===----------------------------------------------------------------------===//
+
+/// Thread (row, i): the angle t * theta^(-2i/headDim) in f64 (t reaches the
+/// thousands, where f32 would lose the angle's low bits), then the rotation
+/// of the pair (i, i + half) of every head of the row by `sign` * angle.
+template <class T>
+__global__ void ropeKernel(const T *x, T *y, int64_t rows, int64_t tokens,
+                           int64_t heads, int64_t headDim, double theta,
+                           double sign, bool accumulate) {
+  const int64_t half = headDim / 2;
+  const int64_t n = rows * half;
+  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < n;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t row = idx / half, i = idx - row * half;
+    const int64_t t = row % tokens;
+    const double freq = pow(theta, -2.0 * double(i) / double(headDim));
+    double sn, cs;
+    sincos(double(t) * freq, &sn, &cs);
+    sn *= sign;
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t at = (row * heads + h) * headDim + i;
+      const double x1 = toFloat(x[at]), x2 = toFloat(x[at + half]);
+      double y1 = x1 * cs - x2 * sn;
+      double y2 = x2 * cs + x1 * sn;
+      if (accumulate) {
+        y1 += toFloat(y[at]);
+        y2 += toFloat(y[at + half]);
+      }
+      y[at] = fromDouble<T>(y1);
+      y[at + half] = fromDouble<T>(y2);
+    }
+  }
+}
+
+template <class T>
+void rope(Rank *rank, const void *x, void *y, int64_t batch, int64_t tokens,
+          int64_t heads, int64_t headDim, double theta, double sign,
+          bool accumulate, const char *name) {
+  int64_t rows = batch * tokens;
+  int64_t n = rows * (headDim / 2);
+  if (n <= 0 || heads <= 0)
+    return;
+  ropeKernel<T><<<gridFor(rank, n, 256), 256, 0, computeStream(rank)>>>(
+      static_cast<const T *>(x), static_cast<T *>(y), rows, tokens, heads,
+      headDim, theta, sign, accumulate);
+  checkLaunch(name);
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+/// Block (jj * T + t): row t of head jj's scores. P = exp(S - lse) for the
+/// keys the row attends to, 0 beyond them; lse of the row goes to
+/// lse[jj * lseStride + t].
+template <class T>
+__global__ void softmaxRowsKernel(const float *S, T *P, float *lse,
+                                  int64_t lseStride, int64_t tokens,
+                                  bool causal) {
+  __shared__ float buffer[32];
+  const int64_t row = blockIdx.x;
+  const int64_t jj = row / tokens, t = row - jj * tokens;
+  const int64_t count = causal ? t + 1 : tokens;
+  const float *s = S + row * tokens;
+  T *p = P + row * tokens;
+  float m = -FLT_MAX, sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
+    const float v = s[i];
+    if (v > m) {
+      sum = sum * expf(m - v) + 1.0f;
+      m = v;
+    } else {
+      sum += expf(v - m);
+    }
+  }
+  const float mx = blockMax(m, buffer);
+  const float total = blockSum(sum * expf(m - mx), buffer);
+  const float l = mx + logf(total);
+  if (threadIdx.x == 0)
+    lse[jj * lseStride + t] = l;
+  for (int64_t i = threadIdx.x; i < tokens; i += blockDim.x)
+    p[i] = fromFloat<T>(i < count ? expf(s[i] - l) : 0.0f);
+}
+
+/// Block (jj * T + t): P = exp(S - lse), D = sum_s P dP, dS = P (dP - D),
+/// both 0 beyond the attended keys.
+template <class T>
+__global__ void softmaxBackwardRowsKernel(const float *S, const float *dP,
+                                          const float *lse, int64_t lseStride,
+                                          T *P, T *dS, int64_t tokens,
+                                          bool causal) {
+  __shared__ float buffer[32];
+  const int64_t row = blockIdx.x;
+  const int64_t jj = row / tokens, t = row - jj * tokens;
+  const int64_t count = causal ? t + 1 : tokens;
+  const float *s = S + row * tokens;
+  const float *dp = dP + row * tokens;
+  const float l = lse[jj * lseStride + t];
+  float d = 0.0f;
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x)
+    d += expf(s[i] - l) * dp[i];
+  d = blockSum(d, buffer);
+  T *pr = P + row * tokens;
+  T *dsr = dS + row * tokens;
+  for (int64_t i = threadIdx.x; i < tokens; i += blockDim.x) {
+    float p = 0.0f, ds = 0.0f;
+    if (i < count) {
+      p = expf(s[i] - l);
+      ds = p * (dp[i] - d);
+    }
+    pr[i] = fromFloat<T>(p);
+    dsr[i] = fromFloat<T>(ds);
+  }
+}
+
+struct AttentionShape {
+  int64_t batch, tokens, heads, kvHeads, headDim;
+  bool causal;
+  int64_t group() const { return heads / kvHeads; }
+  int64_t ldq() const { return heads * headDim; }
+  int64_t ldk() const { return kvHeads * headDim; }
+  /// Element offset of query head (j0 * group + r) of sample b.
+  int64_t qOffset(int64_t b, int64_t j0, int64_t r) const {
+    return b * tokens * ldq() + (j0 * group() + r) * headDim;
+  }
+  /// Element offset of key/value head j0 of sample b.
+  int64_t kOffset(int64_t b, int64_t j0) const {
+    return b * tokens * ldk() + j0 * headDim;
+  }
+};
+
+AttentionShape checkedShape(int64_t batch, int64_t tokens, int64_t heads,
+                            int64_t kvHeads, int64_t headDim, bool causal,
+                            const char *name) {
+  if (heads <= 0 || kvHeads <= 0 || heads % kvHeads != 0)
+    fail(std::string(name) + ": heads (" + std::to_string(heads) +
+         ") must be a positive multiple of kvHeads (" +
+         std::to_string(kvHeads) + ")");
+  if (tokens * kvHeads > int64_t(INT32_MAX))
+    fail(std::string(name) + ": too many tokens for one launch");
+  return AttentionShape{batch, tokens, heads, kvHeads, headDim, causal};
+}
+
+/// Key/value heads whose T x T matrices (bytesPerHead) fit the scratch
+/// budget, at least one.
+int64_t headsPerChunk(int64_t kvHeads, int64_t bytesPerHead) {
+  int64_t budgetMiB = 256;
+  if (const char *env = std::getenv("DPRntATTENTION_SCRATCH_MB"))
+    if (long v = std::strtol(env, nullptr, 10); v > 0)
+      budgetMiB = v;
+  int64_t fit = (budgetMiB << 20) / bytesPerHead;
+  return fit < 1 ? 1 : fit > kvHeads ? kvHeads : fit;
+}
+
+/// The strided-batched product over `heads` key/value heads of one (sample,
+/// r) pass; strides and leading dimensions in elements.
+Gemm headGemm(DType ab, DType cd, bool transA, bool transB, int64_t m,
+              int64_t n, int64_t k, const void *a, int64_t lda, int64_t strideA,
+              const void *b, int64_t ldb, int64_t strideB, void *c, int64_t ldc,
+              int64_t strideC, int64_t heads, float alpha, float beta) {
+  Gemm g;
+  g.ab = ab;
+  g.cd = cd;
+  g.transA = transA;
+  g.transB = transB;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.a = a;
+  g.lda = lda;
+  g.strideA = strideA;
+  g.b = b;
+  g.ldb = ldb;
+  g.strideB = strideB;
+  g.c = c;
+  g.ldc = ldc;
+  g.strideC = strideC;
+  g.batch = heads;
+  g.alpha = alpha;
+  g.beta = beta;
+  return g;
+}
+
+template <class T>
+void attentionForward(Rank *rank, DType dt, const AttentionShape &a, const T *q,
+                      const T *k, const T *v, T *o, float *lse) {
+  const int64_t nt = a.tokens, hd = a.headDim, g = a.group();
+  const int64_t tt = nt * nt;
+  const float scale = float(1.0 / std::sqrt(double(hd)));
+  const int64_t chunk =
+      headsPerChunk(a.kvHeads, tt * int64_t(sizeof(float) + sizeof(T)));
+  ScratchLayout layout;
+  size_t sAt = layout.add(size_t(chunk * tt) * sizeof(float));
+  size_t pAt = layout.add(size_t(chunk * tt) * sizeof(T));
+  char *base = static_cast<char *>(scratch(rank, kComputeStream, layout.bytes));
+  auto *S = reinterpret_cast<float *>(base + sAt);
+  auto *P = reinterpret_cast<T *>(base + pAt);
+  cudaStream_t stream = computeStream(rank);
+  for (int64_t b = 0; b < a.batch; ++b)
+    for (int64_t j0 = 0; j0 < a.kvHeads; j0 += chunk) {
+      const int64_t jn = std::min(chunk, a.kvHeads - j0);
+      for (int64_t r = 0; r < g; ++r) {
+        const int64_t qo = a.qOffset(b, j0, r), ko = a.kOffset(b, j0);
+        // S = scale Q_h K_j^T.
+        gemm(rank,
+             headGemm(dt, DType::F32, false, true, nt, nt, hd, q + qo, a.ldq(),
+                      g * hd, k + ko, a.ldk(), hd, S, nt, tt, jn, scale, 0.0f));
+        softmaxRowsKernel<T><<<unsigned(jn * nt), rowThreads(nt), 0, stream>>>(
+            S, P, lse + (b * a.heads + j0 * g + r) * nt, g * nt, nt, a.causal);
+        checkLaunch("attention_forward");
+        // O_h = P V_j.
+        gemm(rank,
+             headGemm(dt, dt, false, false, nt, hd, nt, P, nt, tt, v + ko,
+                      a.ldk(), hd, o + qo, a.ldq(), g * hd, jn, 1.0f, 0.0f));
+      }
+    }
+}
+
+template <class T>
+void attentionBackward(Rank *rank, DType dt, const AttentionShape &a,
+                       const T *q, const T *k, const T *v, const float *lse,
+                       const T *dout, T *dq, T *dk, T *dv) {
+  const int64_t nt = a.tokens, hd = a.headDim, g = a.group();
+  const int64_t tt = nt * nt;
+  const float scale = float(1.0 / std::sqrt(double(hd)));
+  const int64_t chunk =
+      headsPerChunk(a.kvHeads, tt * int64_t(2 * sizeof(float) + 2 * sizeof(T)));
+  const int64_t sampleK = nt * a.ldk();
+  ScratchLayout layout;
+  size_t sAt = layout.add(size_t(chunk * tt) * sizeof(float));
+  size_t dpAt = layout.add(size_t(chunk * tt) * sizeof(float));
+  size_t pAt = layout.add(size_t(chunk * tt) * sizeof(T));
+  size_t dsAt = layout.add(size_t(chunk * tt) * sizeof(T));
+  size_t dkAt = layout.add(size_t(sampleK) * sizeof(float));
+  size_t dvAt = layout.add(size_t(sampleK) * sizeof(float));
+  char *base = static_cast<char *>(scratch(rank, kComputeStream, layout.bytes));
+  auto *S = reinterpret_cast<float *>(base + sAt);
+  auto *dP = reinterpret_cast<float *>(base + dpAt);
+  auto *P = reinterpret_cast<T *>(base + pAt);
+  auto *dS = reinterpret_cast<T *>(base + dsAt);
+  auto *dkAcc = reinterpret_cast<float *>(base + dkAt);
+  auto *dvAcc = reinterpret_cast<float *>(base + dvAt);
+  cudaStream_t stream = computeStream(rank);
+  for (int64_t b = 0; b < a.batch; ++b) {
+    for (int64_t j0 = 0; j0 < a.kvHeads; j0 += chunk) {
+      const int64_t jn = std::min(chunk, a.kvHeads - j0);
+      for (int64_t r = 0; r < g; ++r) {
+        const int64_t qo = a.qOffset(b, j0, r), ko = a.kOffset(b, j0);
+        // The first query head of the group writes dK, dV; the others add.
+        const float beta = r == 0 ? 0.0f : 1.0f;
+        // S = scale Q_h K_j^T;  dP = dO_h V_j^T.
+        gemm(rank,
+             headGemm(dt, DType::F32, false, true, nt, nt, hd, q + qo, a.ldq(),
+                      g * hd, k + ko, a.ldk(), hd, S, nt, tt, jn, scale, 0.0f));
+        gemm(rank, headGemm(dt, DType::F32, false, true, nt, nt, hd, dout + qo,
+                            a.ldq(), g * hd, v + ko, a.ldk(), hd, dP, nt, tt,
+                            jn, 1.0f, 0.0f));
+        softmaxBackwardRowsKernel<T>
+            <<<unsigned(jn * nt), rowThreads(nt), 0, stream>>>(
+                S, dP, lse + (b * a.heads + j0 * g + r) * nt, g * nt, P, dS, nt,
+                a.causal);
+        checkLaunch("attention_backward");
+        // dV_j += P^T dO_h.
+        gemm(rank, headGemm(dt, DType::F32, true, false, nt, hd, nt, P, nt, tt,
+                            dout + qo, a.ldq(), g * hd, dvAcc + j0 * hd,
+                            a.ldk(), hd, jn, 1.0f, beta));
+        // dQ_h = scale dS K_j.
+        gemm(rank,
+             headGemm(dt, dt, false, false, nt, hd, nt, dS, nt, tt, k + ko,
+                      a.ldk(), hd, dq + qo, a.ldq(), g * hd, jn, scale, 0.0f));
+        // dK_j += scale dS^T Q_h.
+        gemm(rank, headGemm(dt, DType::F32, true, false, nt, hd, nt, dS, nt, tt,
+                            q + qo, a.ldq(), g * hd, dkAcc + j0 * hd, a.ldk(),
+                            hd, jn, scale, beta));
+      }
+    }
+    cast(rank, DType::F32, dkAcc, dt, dk + b * sampleK, sampleK);
+    cast(rank, DType::F32, dvAcc, dt, dv + b * sampleK, sampleK);
+  }
+}
+
+} // namespace
+
+void rope_forward(Rank *rank, DType dt, const void *x, void *y, int64_t batch,
+                  int64_t tokens, int64_t heads, int64_t headDim,
+                  double theta) {
+  dispatchCompute(dt, "rope_forward", [&](auto tag) {
+    rope<decltype(tag)>(rank, x, y, batch, tokens, heads, headDim, theta, 1.0,
+                        false, "rope_forward");
+  });
+}
+
+void rope_backward(Rank *rank, DType dt, const void *dy, void *dx,
+                   int64_t batch, int64_t tokens, int64_t heads,
+                   int64_t headDim, double theta, bool accumulate) {
+  dispatchCompute(dt, "rope_backward", [&](auto tag) {
+    rope<decltype(tag)>(rank, dy, dx, batch, tokens, heads, headDim, theta,
+                        -1.0, accumulate, "rope_backward");
+  });
+}
+
+void attention_forward(Rank *rank, DType dt, const void *q, const void *k,
+                       const void *v, void *o, void *lse, int64_t batch,
+                       int64_t tokens, int64_t heads, int64_t kvHeads,
+                       int64_t headDim, bool causal) {
+  dispatchCompute(dt, "attention_forward", [&](auto tag) {
+    using T = decltype(tag);
+    if (batch <= 0 || tokens <= 0)
+      return;
+    AttentionShape a = checkedShape(batch, tokens, heads, kvHeads, headDim,
+                                    causal, "attention_forward");
+    attentionForward(rank, dt, a, static_cast<const T *>(q),
+                     static_cast<const T *>(k), static_cast<const T *>(v),
+                     static_cast<T *>(o), static_cast<float *>(lse));
+  });
+}
+
+void attention_backward(Rank *rank, DType dt, const void *q, const void *k,
+                        const void *v, const void *o, const void *lse,
+                        const void *dout, void *dq, void *dk, void *dv,
+                        int64_t batch, int64_t tokens, int64_t heads,
+                        int64_t kvHeads, int64_t headDim, bool causal) {
+  // o is not needed: D = sum_s P dP equals the rowsum of dO * O.
+  (void)o;
+  dispatchCompute(dt, "attention_backward", [&](auto tag) {
+    using T = decltype(tag);
+    if (batch <= 0 || tokens <= 0)
+      return;
+    AttentionShape a = checkedShape(batch, tokens, heads, kvHeads, headDim,
+                                    causal, "attention_backward");
+    attentionBackward(rank, dt, a, static_cast<const T *>(q),
+                      static_cast<const T *>(k), static_cast<const T *>(v),
+                      static_cast<const float *>(lse),
+                      static_cast<const T *>(dout), static_cast<T *>(dq),
+                      static_cast<T *>(dk), static_cast<T *>(dv));
+  });
+}
+
+} // namespace dprt::cuda

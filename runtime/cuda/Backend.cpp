@@ -1,0 +1,403 @@
+//===- Backend.cpp - Backend services of the CUDA backend -----------------===//
+//
+// Devices, streams, memory, copies, the StepState upload and step capture
+// into CUDA graphs (backend.inc), and the DeviceState helpers the kernels
+// share.
+//
+// Capture. runCaptured runs a slot's step function once un-captured (a
+// warm-up: it creates events, plans GEMMs and sizes scratch, none of which
+// may happen while capturing), captures it on the second call and replays the
+// graph from then on. During a run the communication stream is forked from
+// the compute stream at the start and joined back at the end, so that work
+// the step puts on it (collectives) belongs to the capture and the graph
+// ends only when it is done. Capture uses cudaStreamCaptureModeThreadLocal:
+// with one thread per GPU, a global-mode capture on one rank would make the
+// un-captured work of another rank's thread (its warm-up allocations, a
+// synchronous copy) fail; thread-local mode still rejects such calls from
+// the capturing thread itself.
+//
+//===----------------------------------------------------------------------===//
+
+#include "DeviceState.h"
+#include "Gemm.h"
+
+#include "dprt/backend.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+namespace dprt::cuda {
+
+//===----------------------------------------------------------------------===//
+// Errors
+//===----------------------------------------------------------------------===//
+
+void fail(const std::string &message) {
+  throw std::runtime_error("dprt::cuda: " + message);
+}
+
+void checkCuda(cudaError_t status, const char *call) {
+  if (status != cudaSuccess)
+    fail(std::string(call) + ": " + cudaGetErrorName(status) + ": " +
+         cudaGetErrorString(status));
+}
+
+void checkCublas(cublasStatus_t status, const char *call) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    fail(std::string(call) + ": " + cublasLtGetStatusString(status));
+}
+
+void requireCompute(DType dt, const char *kernel) {
+  if (dt == DType::F64)
+    fail(std::string(kernel) + ": f64 is not supported on the CUDA backend");
+  if (dt != DType::F32 && dt != DType::BF16)
+    fail(std::string(kernel) + ": unknown DType");
+}
+
+void requireAcc(DType acc, const char *kernel) {
+  if (acc == DType::F64)
+    fail(std::string(kernel) + ": f64 is not supported on the CUDA backend");
+  if (acc != DType::F32)
+    fail(std::string(kernel) + ": an acc buffer is f32 on the CUDA backend");
+}
+
+//===----------------------------------------------------------------------===//
+// DeviceState
+//===----------------------------------------------------------------------===//
+
+DeviceState::DeviceState() = default;
+DeviceState::~DeviceState() = default;
+
+DeviceState &deviceState(Rank *rank) {
+  if (!rank || !rank->backend)
+    fail("the rank has no CUDA state (call dprt::cuda::initRank first)");
+  return *reinterpret_cast<DeviceState *>(rank->backend);
+}
+
+cudaStream_t streamOf(Rank *rank, int32_t index) {
+  if (index < 0 || index >= kStreams)
+    fail("stream " + std::to_string(index) +
+         " does not exist (0 compute, 1 communication)");
+  return deviceState(rank).streams[index];
+}
+
+void *deviceAlloc(DeviceState &st, size_t bytes, const char *what) {
+  void *p = nullptr;
+  cudaError_t status = cudaMalloc(&p, bytes);
+  if (status != cudaSuccess)
+    fail(std::string("cudaMalloc of ") + std::to_string(bytes) + " bytes for " +
+         what + ": " + cudaGetErrorString(status));
+  st.liveBytes += int64_t(bytes);
+  st.peakBytes = std::max(st.peakBytes, st.liveBytes);
+  return p;
+}
+
+void deviceFree(DeviceState &st, void *p, size_t bytes) {
+  if (!p)
+    return;
+  checkCuda(cudaFree(p), "cudaFree");
+  st.liveBytes -= int64_t(bytes);
+}
+
+void *scratch(Rank *rank, int32_t stream, size_t bytes) {
+  DeviceState &st = deviceState(rank);
+  if (stream < 0 || stream >= kStreams)
+    fail("scratch: no stream " + std::to_string(stream));
+  DeviceState::Scratch &s = st.scratch[stream];
+  if (bytes <= s.bytes)
+    return s.ptr;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  checkCuda(cudaStreamIsCapturing(st.streams[stream], &capture),
+            "cudaStreamIsCapturing");
+  if (capture != cudaStreamCaptureStatusNone)
+    fail("a kernel needs " + std::to_string(bytes) +
+         " bytes of scratch while its stream is captured into a CUDA graph; "
+         "runCaptured sizes scratch in its un-captured first run, so the "
+         "step launched different work in its second run");
+  // Grow by at least half so that a sequence of growing requests allocates
+  // few buffers; the old one may be in use by queued work or a graph.
+  size_t grown = std::max(bytes, s.bytes + s.bytes / 2);
+  void *p = deviceAlloc(st, alignUp(grown), "kernel scratch");
+  if (s.ptr)
+    st.retired.push_back(s.ptr);
+  s.ptr = p;
+  s.bytes = alignUp(grown);
+  return p;
+}
+
+const StepState *deviceStepState(Rank *rank) {
+  if (!rank->arena || rank->stateOffset < 0 ||
+      rank->stateOffset + int64_t(sizeof(StepState)) > rank->arenaBytes)
+    fail("the StepState (offset " + std::to_string(rank->stateOffset) +
+         ") is not inside the arena");
+  return reinterpret_cast<const StepState *>(rank->arena + rank->stateOffset);
+}
+
+unsigned gridFor(Rank *rank, int64_t items, int threads) {
+  int64_t blocks = (items + threads - 1) / threads;
+  // 2048 resident threads per multiprocessor: one full wave, then the
+  // grid-stride loops take over.
+  int64_t cap = int64_t(deviceState(rank).smCount) * (2048 / threads);
+  return unsigned(std::max<int64_t>(1, std::min(blocks, cap)));
+}
+
+namespace {
+
+bool envFlag(const char *name, bool fallback) {
+  const char *v = std::getenv(name);
+  if (!v || !*v)
+    return fallback;
+  return !(std::strcmp(v, "0") == 0 || std::strcmp(v, "false") == 0 ||
+           std::strcmp(v, "off") == 0);
+}
+
+/// Makes `rank`'s device current for the calling thread (a thread that
+/// drives one rank keeps it; the services set it anyway, cheaply).
+DeviceState &enter(Rank *rank) {
+  DeviceState &st = deviceState(rank);
+  checkCuda(cudaSetDevice(st.device), "cudaSetDevice");
+  return st;
+}
+
+void checkArenaRange(Rank *rank, int64_t offset, int64_t bytes,
+                     const char *what) {
+  if (!rank->arena)
+    fail(std::string(what) + ": the rank has no arena");
+  if (offset < 0 || bytes < 0 || offset + bytes > rank->arenaBytes)
+    fail(std::string(what) + ": bytes [" + std::to_string(offset) + ", " +
+         std::to_string(offset + bytes) + ") are outside the arena of " +
+         std::to_string(rank->arenaBytes) + " bytes");
+}
+
+/// Runs `step` with the communication stream forked from and joined back
+/// into the compute stream.
+void runForked(Rank *rank, DeviceState &st, void (*step)(Rank *)) {
+  checkCuda(cudaEventRecord(st.forkEvent, st.streams[kComputeStream]),
+            "cudaEventRecord(fork)");
+  checkCuda(cudaStreamWaitEvent(st.streams[kCommStream], st.forkEvent, 0),
+            "cudaStreamWaitEvent(fork)");
+  step(rank);
+  checkCuda(cudaEventRecord(st.joinEvent, st.streams[kCommStream]),
+            "cudaEventRecord(join)");
+  checkCuda(cudaStreamWaitEvent(st.streams[kComputeStream], st.joinEvent, 0),
+            "cudaStreamWaitEvent(join)");
+}
+
+/// Captures `step` into a graph on the compute stream.
+void capture(Rank *rank, DeviceState &st, CapturedStep &slot,
+             void (*step)(Rank *)) {
+  cudaStream_t compute = st.streams[kComputeStream];
+  checkCuda(cudaStreamBeginCapture(compute, cudaStreamCaptureModeThreadLocal),
+            "cudaStreamBeginCapture");
+  cudaGraph_t graph = nullptr;
+  try {
+    runForked(rank, st, step);
+  } catch (...) {
+    // Leave the stream usable; the graph is invalid anyway.
+    cudaStreamEndCapture(compute, &graph);
+    if (graph)
+      cudaGraphDestroy(graph);
+    cudaGetLastError();
+    throw;
+  }
+  checkCuda(cudaStreamEndCapture(compute, &graph), "cudaStreamEndCapture");
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+  if (status != cudaSuccess) {
+    cudaGraphDestroy(graph);
+    checkCuda(status, "cudaGraphInstantiate");
+  }
+  slot.graph = graph;
+  slot.exec = exec;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// backend.inc
+//===----------------------------------------------------------------------===//
+
+const char *backendName() { return "cuda"; }
+
+int availableDevices() {
+  int count = 0;
+  cudaError_t status = cudaGetDeviceCount(&count);
+  if (status == cudaErrorNoDevice || status == cudaErrorInsufficientDriver) {
+    cudaGetLastError();
+    return 0;
+  }
+  checkCuda(status, "cudaGetDeviceCount");
+  return count;
+}
+
+void initRank(Rank *rank, int device) {
+  if (!rank)
+    fail("initRank: null rank");
+  if (rank->backend)
+    fail("initRank: the rank is initialized already");
+  int count = availableDevices();
+  if (device < 0 || device >= count)
+    fail("initRank: device " + std::to_string(device) + " does not exist (" +
+         std::to_string(count) + " visible)");
+  checkCuda(cudaSetDevice(device), "cudaSetDevice");
+  int major = 0, minor = 0;
+  checkCuda(
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
+      "cudaDeviceGetAttribute(ComputeCapabilityMajor)");
+  checkCuda(
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device),
+      "cudaDeviceGetAttribute(ComputeCapabilityMinor)");
+  // The kernels are built for sm_90a only (no PTX to JIT elsewhere).
+  if (major != 9 || minor != 0)
+    fail("initRank: device " + std::to_string(device) +
+         " has compute capability " + std::to_string(major) + "." +
+         std::to_string(minor) +
+         "; the CUDA backend is built for sm_90a "
+         "(H100/H200)");
+
+  auto st = std::make_unique<DeviceState>();
+  st->device = device;
+  checkCuda(cudaDeviceGetAttribute(&st->smCount, cudaDevAttrMultiProcessorCount,
+                                   device),
+            "cudaDeviceGetAttribute(MultiProcessorCount)");
+  for (cudaStream_t &s : st->streams)
+    checkCuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
+              "cudaStreamCreateWithFlags");
+  checkCuda(cudaEventCreateWithFlags(&st->forkEvent, cudaEventDisableTiming),
+            "cudaEventCreateWithFlags");
+  checkCuda(cudaEventCreateWithFlags(&st->joinEvent, cudaEventDisableTiming),
+            "cudaEventCreateWithFlags");
+  checkCublas(cublasLtCreate(&st->lt), "cublasLtCreate");
+  // 32 MiB: what cuBLASLt's Hopper kernels may ask for.
+  st->ltWorkspaceBytes = size_t(32) << 20;
+  st->ltWorkspace =
+      deviceAlloc(*st, st->ltWorkspaceBytes, "cuBLASLt workspace");
+  st->gemms = std::make_unique<GemmCache>();
+  st->tf32 = envFlag("DPRT_CUDA_TF32", false);
+  st->graphs = envFlag("DPRT_CUDA_GRAPHS", true);
+  rank->backend = reinterpret_cast<BackendState *>(st.release());
+}
+
+void shutdownRank(Rank *rank) {
+  if (!rank || !rank->backend)
+    return;
+  DeviceState *st = &enter(rank);
+  for (cudaStream_t s : st->streams)
+    checkCuda(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  for (auto &entry : st->steps) {
+    if (entry.second.exec)
+      cudaGraphExecDestroy(entry.second.exec);
+    if (entry.second.graph)
+      cudaGraphDestroy(entry.second.graph);
+  }
+  st->gemms.reset();
+  for (DeviceState::Scratch &s : st->scratch)
+    deviceFree(*st, s.ptr, s.bytes);
+  for (void *p : st->retired)
+    checkCuda(cudaFree(p), "cudaFree");
+  deviceFree(*st, st->ltWorkspace, st->ltWorkspaceBytes);
+  cublasLtDestroy(st->lt);
+  for (cudaEvent_t e : st->events)
+    if (e)
+      cudaEventDestroy(e);
+  cudaEventDestroy(st->forkEvent);
+  cudaEventDestroy(st->joinEvent);
+  for (cudaStream_t s : st->streams)
+    cudaStreamDestroy(s);
+  delete st;
+  rank->backend = nullptr;
+}
+
+void allocateArena(Rank *rank, int64_t bytes) {
+  DeviceState &st = enter(rank);
+  if (rank->arena)
+    fail("allocateArena: the rank has an arena already");
+  if (bytes <= 0)
+    fail("allocateArena: " + std::to_string(bytes) + " bytes");
+  // cudaMalloc aligns to at least 256 bytes (kArenaAlignment).
+  rank->arena =
+      static_cast<char *>(deviceAlloc(st, size_t(bytes), "the arena"));
+  rank->arenaBytes = bytes;
+}
+
+void freeArena(Rank *rank) {
+  if (!rank->arena)
+    return;
+  DeviceState &st = enter(rank);
+  synchronize(rank);
+  deviceFree(st, rank->arena, size_t(rank->arenaBytes));
+  rank->arena = nullptr;
+  rank->arenaBytes = 0;
+}
+
+// The copies run on the compute stream and wait for it: a plain cudaMemcpy
+// from pageable memory may return before its DMA lands, and the legacy
+// stream it uses is not ordered with the rank's non-blocking streams.
+void copyToArena(Rank *rank, int64_t offset, const void *src, int64_t bytes) {
+  DeviceState &st = enter(rank);
+  checkArenaRange(rank, offset, bytes, "copyToArena");
+  // Queued work on either stream may still read the destination.
+  synchronize(rank);
+  checkCuda(cudaMemcpyAsync(rank->arena + offset, src, size_t(bytes),
+                            cudaMemcpyHostToDevice, st.streams[kComputeStream]),
+            "cudaMemcpyAsync(host to arena)");
+  checkCuda(cudaStreamSynchronize(st.streams[kComputeStream]),
+            "cudaStreamSynchronize");
+}
+
+void copyFromArena(Rank *rank, void *dst, int64_t offset, int64_t bytes) {
+  DeviceState &st = enter(rank);
+  checkArenaRange(rank, offset, bytes, "copyFromArena");
+  synchronize(rank);
+  checkCuda(cudaMemcpyAsync(dst, rank->arena + offset, size_t(bytes),
+                            cudaMemcpyDeviceToHost, st.streams[kComputeStream]),
+            "cudaMemcpyAsync(arena to host)");
+  checkCuda(cudaStreamSynchronize(st.streams[kComputeStream]),
+            "cudaStreamSynchronize");
+}
+
+void uploadStepState(Rank *rank) {
+  DeviceState &st = enter(rank);
+  checkArenaRange(rank, rank->stateOffset, int64_t(sizeof(StepState)),
+                  "uploadStepState");
+  // Ordered on the compute stream after the work queued so far, which may
+  // still read the previous state. From pageable memory the runtime stages
+  // the bytes (or waits) before returning, so the driver may edit hostState
+  // again at once.
+  checkCuda(cudaMemcpyAsync(rank->arena + rank->stateOffset, &rank->hostState,
+                            sizeof(StepState), cudaMemcpyHostToDevice,
+                            st.streams[kComputeStream]),
+            "cudaMemcpyAsync(StepState)");
+}
+
+void synchronize(Rank *rank) {
+  DeviceState &st = enter(rank);
+  for (cudaStream_t s : st.streams)
+    checkCuda(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+}
+
+void runCaptured(Rank *rank, int slot, void (*step)(Rank *)) {
+  DeviceState &st = enter(rank);
+  CapturedStep &captured = st.steps[slot];
+  if (!st.graphs || captured.calls == 0) {
+    ++captured.calls;
+    runForked(rank, st, step);
+    return;
+  }
+  if (!captured.exec)
+    capture(rank, st, captured, step);
+  ++captured.calls;
+  checkCuda(cudaGraphLaunch(captured.exec, st.streams[kComputeStream]),
+            "cudaGraphLaunch");
+}
+
+int64_t peakMemoryBytes(Rank *rank) {
+  // The peak of what the backend allocated itself: arena, cuBLASLt workspace
+  // and kernel scratch. The CUDA context, cuBLASLt's and NCCL's own buffers
+  // are not counted (as PyTorch's max_memory_allocated does not count them).
+  return deviceState(rank).peakBytes;
+}
+
+} // namespace dprt::cuda

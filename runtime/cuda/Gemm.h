@@ -1,0 +1,66 @@
+//===- Gemm.h - Row-major matrix products through cuBLASLt ------*- C++ -*-===//
+//
+// Internal to runtime/cuda. Kernels describe products in row-major terms,
+// exactly like the CPU backend's cblas calls, and `gemm` maps them onto
+// cuBLASLt's column-major API: a row-major C = op(A) op(B) is the
+// column-major C^T = op(B)^T op(A)^T, so A and B swap places and M and N
+// swap roles; the transposes stay as written.
+//
+// bf16 operands multiply with f32 accumulation (CUBLAS_COMPUTE_32F) into a
+// bf16 or f32 result; f32 operands use plain f32 arithmetic unless the rank
+// allows TF32 (DeviceState::tf32). Descriptors and the heuristic's algorithm
+// are cached per shape, alignment and type, so a step's second call (and a
+// graph capture) does no planning.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DPRT_CUDA_GEMM_H
+#define DPRT_CUDA_GEMM_H
+
+#include "DeviceState.h"
+
+#include <array>
+#include <map>
+
+namespace dprt::cuda {
+
+/// Row-major C[m, n] = alpha op(A) op(B) + beta C (+ bias[n] per row), for
+/// `batch` problems at element strides strideA/B/C. op(A) is [m, k]: A is
+/// [m, k] (lda >= k) or, with transA, [k, m] (lda >= m); likewise B.
+struct Gemm {
+  DType ab = DType::F32; ///< type of A and B
+  DType cd = DType::F32; ///< type of C (the result is written over C)
+  bool transA = false, transB = false;
+  int64_t m = 0, n = 0, k = 0;
+  const void *a = nullptr;
+  int64_t lda = 0, strideA = 0;
+  const void *b = nullptr;
+  int64_t ldb = 0, strideB = 0;
+  void *c = nullptr;
+  int64_t ldc = 0, strideC = 0;
+  int64_t batch = 1;
+  float alpha = 1.0f, beta = 0.0f;
+  /// [n] in the type of C, added to every row (cuBLASLt's bias epilogue);
+  /// only with batch == 1.
+  const void *bias = nullptr;
+};
+
+/// Runs `g` on the rank's compute stream (the cuBLASLt workspace belongs to
+/// that stream).
+void gemm(Rank *rank, const Gemm &g);
+
+struct GemmPlan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+struct GemmCache {
+  using Key = std::array<int64_t, 20>;
+  std::map<Key, GemmPlan> plans;
+  ~GemmCache();
+};
+
+} // namespace dprt::cuda
+
+#endif // DPRT_CUDA_GEMM_H

@@ -1,0 +1,394 @@
+//===- NcclCommunicator.cpp - NCCL collectives for the CUDA backend -------===//
+//
+// Every communicator is created non-blocking (ncclConfig_t::blocking = 0):
+// NCCL calls may then return ncclInProgress, after which the state is polled
+// with ncclCommGetAsyncError until it settles, which is what lets creation
+// and teardown give up after a timeout instead of hanging on a missing peer.
+//
+//===----------------------------------------------------------------------===//
+
+#include "NcclCommunicator.h"
+
+#include "DeviceState.h"
+
+#include <nccl.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+namespace dprt::cuda {
+
+struct NcclGroup {
+  std::mutex mutex;
+  int alive = 0;
+  /// Finalizing communicators and their devices, destroyed with the last.
+  std::vector<std::pair<ncclComm_t, int>> finalizing;
+};
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// NCCL_NVLS_ENABLE=0 unless set: NVLink multicast is not to be used on the
+/// machines this runs on. Before the first NCCL call, which reads it.
+void disableNvls() { setenv("NCCL_NVLS_ENABLE", "0", 0); }
+
+double timeoutSeconds() {
+  const char *v = std::getenv("DPRT_NCCL_TIMEOUT_S");
+  if (!v || !*v)
+    return 600.0;
+  char *end = nullptr;
+  double t = std::strtod(v, &end);
+  if (*end || !(t > 0))
+    fail(std::string("DPRT_NCCL_TIMEOUT_S=") + v +
+         " is not a positive number of seconds");
+  return t;
+}
+
+std::string ncclMessage(ncclComm_t comm, ncclResult_t result) {
+  std::string message = ncclGetErrorString(result);
+  const char *last = ncclGetLastError(comm);
+  if (last && *last)
+    message += std::string(" (") + last + ")";
+  return message;
+}
+
+/// The communicator's state once it is no longer ncclInProgress, or
+/// ncclInProgress if `timeout` seconds (< 0: no limit) pass first.
+ncclResult_t settle(ncclComm_t comm, ncclResult_t result, double timeout) {
+  Clock::time_point begin = Clock::now();
+  int polls = 0;
+  while (result == ncclInProgress) {
+    if (timeout >= 0 &&
+        std::chrono::duration<double>(Clock::now() - begin).count() > timeout)
+      return ncclInProgress;
+    // Spin briefly (an enqueue settles in microseconds), then sleep.
+    if (++polls > 1000)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ncclResult_t state = ncclSuccess;
+    ncclResult_t query = ncclCommGetAsyncError(comm, &state);
+    if (query != ncclSuccess)
+      return query;
+    result = state;
+  }
+  return result;
+}
+
+void checkNccl(ncclComm_t comm, ncclResult_t result, const char *call) {
+  result = settle(comm, result, -1.0);
+  if (result != ncclSuccess)
+    fail(std::string(call) + ": " + ncclMessage(comm, result));
+}
+
+ncclDataType_t ncclTypeOf(DType t) {
+  switch (t) {
+  case DType::F64:
+    return ncclFloat64;
+  case DType::F32:
+    return ncclFloat32;
+  case DType::BF16:
+    return ncclBfloat16;
+  }
+  fail("unknown DType in a collective");
+}
+
+ncclConfig_t nonBlockingConfig() {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  return config;
+}
+
+/// Waits until every communicator's creation has settled (within the
+/// timeout); on failure aborts them all and throws.
+void awaitCreation(std::vector<ncclComm_t> &comms,
+                   const std::vector<int> &devices, ncclResult_t started,
+                   const std::string &who) {
+  double timeout = timeoutSeconds();
+  std::string error;
+  if (started != ncclSuccess && started != ncclInProgress)
+    error = ncclMessage(comms.empty() ? nullptr : comms[0], started);
+  Clock::time_point begin = Clock::now();
+  for (size_t i = 0; i < comms.size() && error.empty(); ++i) {
+    double left =
+        timeout - std::chrono::duration<double>(Clock::now() - begin).count();
+    ncclResult_t state = settle(comms[i], ncclInProgress, left > 0 ? left : 0);
+    if (state == ncclInProgress)
+      error = "timed out after " + std::to_string(int(timeout)) +
+              " s waiting for the other ranks (DPRT_NCCL_TIMEOUT_S)";
+    else if (state != ncclSuccess)
+      error = ncclMessage(comms[i], state);
+  }
+  if (error.empty())
+    return;
+  for (size_t i = 0; i < comms.size(); ++i)
+    if (comms[i]) {
+      cudaSetDevice(devices[i]);
+      ncclCommAbort(comms[i]);
+    }
+  fail("creating the NCCL communicator of " + who + ": " + error);
+}
+
+/// Waits for the finalized communicators of a group and frees them; aborts
+/// those that do not settle in time. Runs in a destructor: reports, never
+/// throws.
+void destroyGroup(NcclGroup &group) {
+  double timeout = timeoutSeconds();
+  Clock::time_point begin = Clock::now();
+  for (auto &[comm, device] : group.finalizing) {
+    cudaSetDevice(device);
+    double left =
+        timeout - std::chrono::duration<double>(Clock::now() - begin).count();
+    ncclResult_t state = settle(comm, ncclInProgress, left > 0 ? left : 0);
+    if (state == ncclSuccess) {
+      ncclCommDestroy(comm);
+    } else {
+      std::fprintf(stderr,
+                   "dprt::cuda: finalizing an NCCL communicator failed (%s); "
+                   "aborting it\n",
+                   state == ncclInProgress ? "timed out"
+                                           : ncclMessage(comm, state).c_str());
+      ncclCommAbort(comm);
+    }
+  }
+  group.finalizing.clear();
+}
+
+bool readInt(const char *name, int &out) {
+  const char *v = std::getenv(name);
+  if (!v || !*v)
+    return false;
+  char *end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  if (*end || x < 0 || x > INT_MAX)
+    fail(std::string(name) + "=" + v + " is not a non-negative integer");
+  out = int(x);
+  return true;
+}
+
+bool readSet(const char *rankVar, const char *worldVar, const char *localVar,
+             const char *launcher, LaunchEnvironment &env) {
+  int rank = 0, world = 0, local = 0;
+  bool hasRank = readInt(rankVar, rank);
+  bool hasWorld = readInt(worldVar, world);
+  if (!hasRank && !hasWorld)
+    return false;
+  if (hasRank != hasWorld)
+    fail(std::string(rankVar) + " and " + worldVar + " must be set together");
+  if (!readInt(localVar, local))
+    fail(std::string(localVar) + " must be set beside " + rankVar +
+         ": it chooses this process's GPU");
+  if (world < 1 || rank >= world)
+    fail(std::string(rankVar) + "=" + std::to_string(rank) + " is not below " +
+         worldVar + "=" + std::to_string(world));
+  env.rank = rank;
+  env.world = world;
+  env.localRank = local;
+  env.launcher = launcher;
+  return true;
+}
+
+} // namespace
+
+bool readLaunchEnvironment(LaunchEnvironment &env) {
+  // torchrun first: it may run inside an srun or mpirun allocation whose
+  // variables then describe the launcher processes, not the workers.
+  return readSet("RANK", "WORLD_SIZE", "LOCAL_RANK", "torchrun", env) ||
+         readSet("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                 "OMPI_COMM_WORLD_LOCAL_RANK", "mpirun", env) ||
+         readSet("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "srun", env);
+}
+
+NcclCommunicator::NcclCommunicator(ncclComm *comm, int rank, int world,
+                                   int device, std::shared_ptr<NcclGroup> group)
+    : comm_(comm), rank_(rank), world_(world), device_(device),
+      group_(std::move(group)) {
+  std::lock_guard<std::mutex> lock(group_->mutex);
+  ++group_->alive;
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  cudaSetDevice(device_);
+  if (hostBuffer_)
+    cudaFree(hostBuffer_);
+  if (hostStream_)
+    cudaStreamDestroy(hostStream_);
+  // Finalizing is collective: start it here (non-blocking) and let the last
+  // communicator of the group wait for all of them.
+  ncclResult_t started = ncclCommFinalize(comm_);
+  std::lock_guard<std::mutex> lock(group_->mutex);
+  if (started == ncclSuccess || started == ncclInProgress) {
+    group_->finalizing.emplace_back(comm_, device_);
+  } else {
+    std::fprintf(stderr,
+                 "dprt::cuda: ncclCommFinalize failed (%s); aborting the "
+                 "communicator\n",
+                 ncclMessage(comm_, started).c_str());
+    ncclCommAbort(comm_);
+  }
+  if (--group_->alive == 0)
+    destroyGroup(*group_);
+}
+
+void NcclCommunicator::allGather(Rank *rank, DType dt, const void *shard,
+                                 void *full, int64_t shardElems,
+                                 int32_t stream) {
+  if (shardElems <= 0)
+    return;
+  checkNccl(comm_,
+            ncclAllGather(shard, full, size_t(shardElems), ncclTypeOf(dt),
+                          comm_, streamOf(rank, stream)),
+            "ncclAllGather");
+}
+
+void NcclCommunicator::reduceScatter(Rank *rank, DType acc, const void *full,
+                                     void *shard, int64_t shardElems,
+                                     bool accumulate, int32_t stream) {
+  requireAcc(acc, "reduce_scatter");
+  if (shardElems <= 0)
+    return;
+  cudaStream_t s = streamOf(rank, stream);
+  // With accumulate: reduce into the stream's scratch, then add.
+  void *target = accumulate
+                     ? scratch(rank, stream, size_t(shardElems) * sizeof(float))
+                     : shard;
+  checkNccl(comm_,
+            ncclReduceScatter(full, target, size_t(shardElems), ncclFloat32,
+                              ncclSum, comm_, s),
+            "ncclReduceScatter");
+  if (accumulate)
+    accumulateOnStream(rank, stream, acc, target, shard, shardElems);
+}
+
+void NcclCommunicator::waitForStream() {
+  for (;;) {
+    cudaError_t status = cudaStreamQuery(hostStream_);
+    if (status == cudaSuccess)
+      return;
+    if (status != cudaErrorNotReady)
+      checkCuda(status, "cudaStreamQuery");
+    ncclResult_t state = ncclSuccess;
+    checkNccl(comm_, ncclCommGetAsyncError(comm_, &state),
+              "ncclCommGetAsyncError");
+    if (state != ncclSuccess && state != ncclInProgress)
+      fail("NCCL failed while waiting for a host all-reduce: " +
+           ncclMessage(comm_, state));
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+void NcclCommunicator::allReduceHost(double *values, int count) {
+  if (count <= 0)
+    return;
+  checkCuda(cudaSetDevice(device_), "cudaSetDevice");
+  if (!hostStream_)
+    checkCuda(cudaStreamCreateWithFlags(&hostStream_, cudaStreamNonBlocking),
+              "cudaStreamCreateWithFlags");
+  if (count > hostBufferCount_) {
+    if (hostBuffer_)
+      checkCuda(cudaFree(hostBuffer_), "cudaFree");
+    hostBuffer_ = nullptr;
+    hostBufferCount_ = 0;
+    checkCuda(cudaMalloc(&hostBuffer_, size_t(count) * sizeof(double)),
+              "cudaMalloc(allReduceHost)");
+    hostBufferCount_ = count;
+  }
+  size_t bytes = size_t(count) * sizeof(double);
+  checkCuda(cudaMemcpyAsync(hostBuffer_, values, bytes, cudaMemcpyHostToDevice,
+                            hostStream_),
+            "cudaMemcpyAsync(allReduceHost)");
+  checkNccl(comm_,
+            ncclAllReduce(hostBuffer_, hostBuffer_, size_t(count), ncclFloat64,
+                          ncclSum, comm_, hostStream_),
+            "ncclAllReduce");
+  // Poll rather than block, so that an NCCL error ends the wait.
+  waitForStream();
+  checkCuda(cudaMemcpyAsync(values, hostBuffer_, bytes, cudaMemcpyDeviceToHost,
+                            hostStream_),
+            "cudaMemcpyAsync(allReduceHost)");
+  checkCuda(cudaStreamSynchronize(hostStream_), "cudaStreamSynchronize");
+}
+
+void NcclCommunicator::barrier() {
+  double one = 1.0;
+  allReduceHost(&one, 1);
+}
+
+std::vector<std::unique_ptr<Communicator>> makeNcclCommunicators(int world) {
+  if (world < 1)
+    fail("makeNcclCommunicators: world " + std::to_string(world));
+  int count = 0;
+  checkCuda(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  if (count < world)
+    fail("makeNcclCommunicators: " + std::to_string(world) +
+         " ranks need as many GPUs; " + std::to_string(count) + " visible");
+  disableNvls();
+  int previous = 0;
+  checkCuda(cudaGetDevice(&previous), "cudaGetDevice");
+  ncclUniqueId id;
+  checkNccl(nullptr, ncclGetUniqueId(&id), "ncclGetUniqueId");
+  std::vector<ncclComm_t> comms(size_t(world), nullptr);
+  std::vector<int> devices(static_cast<size_t>(world));
+  ncclConfig_t config = nonBlockingConfig();
+  ncclResult_t started = ncclGroupStart();
+  for (int r = 0; r < world && started == ncclSuccess; ++r) {
+    devices[size_t(r)] = r;
+    checkCuda(cudaSetDevice(r), "cudaSetDevice");
+    started = ncclCommInitRankConfig(&comms[size_t(r)], world, id, r, &config);
+    if (started == ncclInProgress)
+      started = ncclSuccess;
+  }
+  ncclResult_t ended = ncclGroupEnd();
+  if (started == ncclSuccess)
+    started = ended;
+  awaitCreation(comms, devices, started,
+                std::to_string(world) + " GPUs of this process");
+  checkCuda(cudaSetDevice(previous), "cudaSetDevice");
+  auto group = std::make_shared<NcclGroup>();
+  std::vector<std::unique_ptr<Communicator>> result;
+  for (int r = 0; r < world; ++r)
+    result.push_back(std::make_unique<NcclCommunicator>(comms[size_t(r)], r,
+                                                        world, r, group));
+  return result;
+}
+
+std::unique_ptr<NcclCommunicator> makeNcclCommunicatorFromEnvironment() {
+  LaunchEnvironment env;
+  if (!readLaunchEnvironment(env))
+    fail("no launcher environment: set RANK, WORLD_SIZE and LOCAL_RANK (or "
+         "start the processes with torchrun, mpirun or srun)");
+  std::string who = "rank " + std::to_string(env.rank) + " of " +
+                    std::to_string(env.world) + " (from " + env.launcher + ")";
+  if (env.world > 1 && !std::getenv("NCCL_COMM_ID"))
+    fail(who + ": NCCL_COMM_ID must be set to <host>:<port> of rank 0, the "
+               "same in every process (for example the first host of the "
+               "allocation and a free port)");
+  int count = 0;
+  checkCuda(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  if (count < 1)
+    fail(who + ": no GPU is visible");
+  // One visible GPU: the launcher gave each process its own.
+  int device = count == 1 ? 0 : env.localRank;
+  if (device >= count)
+    fail(who + ": local rank " + std::to_string(env.localRank) + " but only " +
+         std::to_string(count) + " GPUs are visible");
+  disableNvls();
+  checkCuda(cudaSetDevice(device), "cudaSetDevice");
+  // With NCCL_COMM_ID set every process computes the same id, and rank 0
+  // listens at that address.
+  ncclUniqueId id;
+  checkNccl(nullptr, ncclGetUniqueId(&id), "ncclGetUniqueId");
+  std::vector<ncclComm_t> comms(1, nullptr);
+  ncclConfig_t config = nonBlockingConfig();
+  ncclResult_t started =
+      ncclCommInitRankConfig(&comms[0], env.world, id, env.rank, &config);
+  awaitCreation(comms, {device}, started, who);
+  return std::make_unique<NcclCommunicator>(
+      comms[0], env.rank, env.world, device, std::make_shared<NcclGroup>());
+}
+
+} // namespace dprt::cuda

@@ -1,0 +1,110 @@
+//===- NcclCommunicator.h - Collectives of the CUDA backend -----*- C++ -*-===//
+//
+// The Communicator (comm.h) of the CUDA backend: NCCL on device memory, on
+// the rank's streams. Two ways to make one:
+// - makeNcclCommunicators(N): N GPUs of this process, one thread per GPU
+//   (`--gpus N`); communicator r drives device r.
+// - makeNcclCommunicatorFromEnvironment(): one process per GPU started by
+//   torchrun, mpirun or srun. Rank, world size and local rank come from the
+//   launcher's variables; the processes find each other through NCCL's own
+//   bootstrap: every process must see NCCL_COMM_ID=<host>:<port>, an address
+//   where rank 0 can listen (with it set, ncclGetUniqueId returns the same
+//   id in every process).
+// Both turn NVLink SHARP (NVLS, multicast) off with NCCL_NVLS_ENABLE=0 unless
+// the environment already sets it. Communicators are non-blocking: creation
+// waits at most DPRT_NCCL_TIMEOUT_S seconds (default 600) for the other
+// ranks, so a missing peer ends the run with a message instead of a hang.
+// Every NCCL failure throws std::runtime_error with NCCL's error string and
+// its last error message.
+//
+// Order of teardown: shutdownRank (which destroys the captured CUDA graphs
+// that hold NCCL work) before the communicators are destroyed. Destroying a
+// communicator finalizes it; finalizing is collective, so the communicators
+// made together are finalized together when the last of them is destroyed,
+// from whichever thread.
+//
+// reduceScatter sums in NCCL's ring order, which is the same on every run
+// with the same world size and topology, but is not rank order 0, 1, ...
+// as kernels.h describes; results can differ from the CPU backend's in the
+// last bits. With accumulate it reduces into scratch and then adds.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DPRT_CUDA_NCCLCOMMUNICATOR_H
+#define DPRT_CUDA_NCCLCOMMUNICATOR_H
+
+#include "dprt/comm.h"
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+struct ncclComm;
+
+namespace dprt::cuda {
+
+/// Where this process sits in a job started by a launcher.
+struct LaunchEnvironment {
+  int rank = 0;
+  int world = 1;
+  int localRank = 0;
+  std::string launcher; ///< "torchrun", "mpirun" or "srun"
+};
+
+/// Reads rank, world size and local rank from the first complete set of
+/// RANK/WORLD_SIZE/LOCAL_RANK (torchrun and most launchers),
+/// OMPI_COMM_WORLD_RANK/_SIZE/_LOCAL_RANK (Open MPI's mpirun) or
+/// SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID (srun). Returns false when none
+/// is set; throws when a set is incomplete or malformed.
+bool readLaunchEnvironment(LaunchEnvironment &env);
+
+/// Communicators created together; their teardown is collective.
+struct NcclGroup;
+
+class NcclCommunicator final : public Communicator {
+public:
+  NcclCommunicator(ncclComm *comm, int rank, int world, int device,
+                   std::shared_ptr<NcclGroup> group);
+  ~NcclCommunicator() override;
+  NcclCommunicator(const NcclCommunicator &) = delete;
+  NcclCommunicator &operator=(const NcclCommunicator &) = delete;
+
+  void allGather(Rank *rank, DType dt, const void *shard, void *full,
+                 int64_t shardElems, int32_t stream) override;
+  void reduceScatter(Rank *rank, DType acc, const void *full, void *shard,
+                     int64_t shardElems, bool accumulate,
+                     int32_t stream) override;
+  /// Through a small device buffer on the communicator's own stream; waits
+  /// for the result, failing (not hanging) if NCCL reports an error.
+  void allReduceHost(double *values, int count) override;
+  void barrier() override;
+
+  int rank() const { return rank_; }
+  int world() const { return world_; }
+  /// The CUDA device this communicator drives (initRank's `device`).
+  int device() const { return device_; }
+
+private:
+  void waitForStream();
+
+  ncclComm *comm_;
+  int rank_, world_, device_;
+  std::shared_ptr<NcclGroup> group_;
+  cudaStream_t hostStream_ = nullptr;
+  double *hostBuffer_ = nullptr;
+  int hostBufferCount_ = 0;
+};
+
+/// Communicators for `world` GPUs of this process: element r drives device
+/// r and belongs to the thread that runs rank r.
+std::vector<std::unique_ptr<Communicator>> makeNcclCommunicators(int world);
+
+/// This process's communicator in a launcher's job (see above). Makes
+/// `device()` the calling thread's current device.
+std::unique_ptr<NcclCommunicator> makeNcclCommunicatorFromEnvironment();
+
+} // namespace dprt::cuda
+
+#endif // DPRT_CUDA_NCCLCOMMUNICATOR_H

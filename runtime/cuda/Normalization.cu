@@ -1,0 +1,297 @@
+//===- Normalization.cu - RMSNorm and LayerNorm on the GPU ----------------===//
+//
+// One block per row: the row statistics are block reductions in f32 and the
+// row is read again (from L1/L2) to write the result. The per-sample
+// gamma/beta gradients are column sums over each sample's tokens
+// (Reduce.cuh), deterministic, in f32.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Reduce.cuh"
+
+#include "dprt/kernels.h"
+
+namespace dprt::cuda {
+
+namespace {
+
+template <class T, int V>
+__global__ void rmsNormForwardKernel(const T *x, const T *gamma, T *y,
+                                     float *rstd, int64_t dim, float eps) {
+  __shared__ float buffer[32];
+  const int64_t row = blockIdx.x;
+  const T *xr = x + row * dim;
+  T *yr = y + row * dim;
+  const int64_t step = int64_t(blockDim.x) * V;
+  float ss = 0.0f;
+  for (int64_t i = int64_t(threadIdx.x) * V; i < dim; i += step) {
+    float v[V];
+    loadVec<V>(xr + i, v);
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      ss += v[k] * v[k];
+  }
+  ss = blockSum(ss, buffer);
+  const float s = 1.0f / sqrtf(ss / float(dim) + eps);
+  if (threadIdx.x == 0)
+    rstd[row] = s;
+  for (int64_t i = int64_t(threadIdx.x) * V; i < dim; i += step) {
+    float v[V], g[V];
+    loadVec<V>(xr + i, v);
+    loadVec<V>(gamma + i, g);
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      v[k] = v[k] * s * g[k];
+    storeVec<V>(yr + i, v);
+  }
+}
+
+template <class T, int V>
+__global__ void layerNormForwardKernel(const T *x, const T *gamma,
+                                       const T *beta, T *y, float *mean,
+                                       float *rstd, int64_t dim, float eps) {
+  __shared__ float buffer[32];
+  const int64_t row = blockIdx.x;
+  const T *xr = x + row * dim;
+  T *yr = y + row * dim;
+  const int64_t step = int64_t(blockDim.x) * V;
+  // Two passes: the mean, then the biased variance around it.
+  float sum = 0.0f;
+  for (int64_t i = int64_t(threadIdx.x) * V; i < dim; i += step) {
+    float v[V];
+    loadVec<V>(xr + i, v);
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      sum += v[k];
+  }
+  const float mu = blockSum(sum, buffer) / float(dim);
+  float var = 0.0f;
+  for (int64_t i = int64_t(threadIdx.x) * V; i < dim; i += step) {
+    float v[V];
+    loadVec<V>(xr + i, v);
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      var += (v[k] - mu) * (v[k] - mu);
+  }
+  var = blockSum(var, buffer) / float(dim);
+  const float s = 1.0f / sqrtf(var + eps);
+  if (threadIdx.x == 0) {
+    mean[row] = mu;
+    rstd[row] = s;
+  }
+  for (int64_t i = int64_t(threadIdx.x) * V; i < dim; i += step) {
+    float v[V], g[V], b[V];
+    loadVec<V>(xr + i, v);
+    loadVec<V>(gamma + i, g);
+    if (beta)
+      loadVec<V>(beta + i, b);
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      v[k] = (v[k] - mu) * s * g[k] + (beta ? b[k] : 0.0f);
+    storeVec<V>(yr + i, v);
+  }
+}
+
+/// dx (+)= rstd * (g - centre * mean_j(g) - xhat * mean_j(g * xhat)) with
+/// g = dy * gamma and xhat = (x - mu) * rstd; mu = 0 and no centring for
+/// RMSNorm (mean == nullptr).
+template <class T, int V>
+__global__ void normBackwardKernel(const T *x, const T *gamma,
+                                   const float *mean, const float *rstd,
+                                   const T *dy, T *dx, int64_t dim,
+                                   bool accumulate) {
+  __shared__ float buffer[32];
+  const int64_t row = blockIdx.x;
+  const T *xr = x + row * dim;
+  const T *dyr = dy + row * dim;
+  T *dxr = dx + row * dim;
+  const int64_t step = int64_t(blockDim.x) * V;
+  const float s = rstd[row];
+  const float mu = mean ? mean[row] : 0.0f;
+  float sumG = 0.0f, sumGX = 0.0f;
+  for (int64_t i = int64_t(threadIdx.x) * V; i < dim; i += step) {
+    float v[V], g[V], d[V];
+    loadVec<V>(xr + i, v);
+    loadVec<V>(gamma + i, g);
+    loadVec<V>(dyr + i, d);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      float gk = d[k] * g[k];
+      sumG += gk;
+      sumGX += gk * ((v[k] - mu) * s);
+    }
+  }
+  const float meanG = mean ? blockSum(sumG, buffer) / float(dim) : 0.0f;
+  const float meanGX = blockSum(sumGX, buffer) / float(dim);
+  for (int64_t i = int64_t(threadIdx.x) * V; i < dim; i += step) {
+    float v[V], g[V], d[V], out[V];
+    loadVec<V>(xr + i, v);
+    loadVec<V>(gamma + i, g);
+    loadVec<V>(dyr + i, d);
+    if (accumulate)
+      loadVec<V>(dxr + i, out);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      float xhat = (v[k] - mu) * s;
+      float r = s * (d[k] * g[k] - meanG - xhat * meanGX);
+      out[k] = accumulate ? out[k] + r : r;
+    }
+    storeVec<V>(dxr + i, out);
+  }
+}
+
+/// dy[r, j] * xhat[r, j]; xhat = (x - mean[r]) * rstd[r], mean may be null.
+template <class T> struct DyXhatOp {
+  const T *x, *dy;
+  const float *mean, *rstd;
+  int64_t dim;
+  __device__ float operator()(int64_t row, int64_t j) const {
+    float mu = mean ? mean[row] : 0.0f;
+    return toFloat(dy[row * dim + j]) *
+           ((toFloat(x[row * dim + j]) - mu) * rstd[row]);
+  }
+};
+
+template <class T> struct DyOp {
+  const T *dy;
+  int64_t dim;
+  __device__ float operator()(int64_t row, int64_t j) const {
+    return toFloat(dy[row * dim + j]);
+  }
+};
+
+/// The vector width for row kernels over `dim`: 16-byte vectors when every
+/// row starts aligned.
+template <class T>
+int rowVector(int64_t dim, std::initializer_list<const void *> ptrs) {
+  if (dim % kVec<T> != 0)
+    return 1;
+  for (const void *p : ptrs)
+    if (p && !aligned16(p))
+      return 1;
+  return kVec<T>;
+}
+
+template <class T>
+void normBackward(Rank *rank, const T *x, const T *gamma, const float *mean,
+                  const float *rstd, const T *dy, T *dx, float *dgamma,
+                  float *dbeta, int64_t batch, int64_t tokens, int64_t dim,
+                  bool accumulate, const char *name) {
+  int64_t rows = batch * tokens;
+  if (rows <= 0 || dim <= 0)
+    return;
+  cudaStream_t stream = computeStream(rank);
+  int v = rowVector<T>(dim, {x, gamma, dy, dx});
+  int threads = rowThreads(dim / v);
+  if (v > 1)
+    normBackwardKernel<T, kVec<T>><<<unsigned(rows), threads, 0, stream>>>(
+        x, gamma, mean, rstd, dy, dx, dim, accumulate);
+  else
+    normBackwardKernel<T, 1><<<unsigned(rows), threads, 0, stream>>>(
+        x, gamma, mean, rstd, dy, dx, dim, accumulate);
+  checkLaunch(name);
+  if (!dgamma && !dbeta)
+    return;
+  float *partials = static_cast<float *>(
+      scratch(rank, kComputeStream, columnScratchBytes(batch, tokens, dim)));
+  if (dgamma)
+    columnSums(rank, batch, tokens, dim, DyXhatOp<T>{x, dy, mean, rstd, dim},
+               dgamma, partials, name);
+  if (dbeta)
+    columnSums(rank, batch, tokens, dim, DyOp<T>{dy, dim}, dbeta, partials,
+               name);
+}
+
+void checkRows(int64_t rows, const char *name) {
+  if (rows > int64_t(INT32_MAX))
+    fail(std::string(name) + ": too many rows for one launch");
+}
+
+} // namespace
+
+void rms_norm_forward(Rank *rank, DType dt, const void *x, const void *gamma,
+                      void *y, void *rstd, int64_t rows, int64_t dim,
+                      double eps) {
+  dispatchCompute(dt, "rms_norm_forward", [&](auto tag) {
+    using T = decltype(tag);
+    if (rows <= 0 || dim <= 0)
+      return;
+    checkRows(rows, "rms_norm_forward");
+    auto *xt = static_cast<const T *>(x);
+    auto *gt = static_cast<const T *>(gamma);
+    auto *yt = static_cast<T *>(y);
+    auto *rt = static_cast<float *>(rstd);
+    cudaStream_t stream = computeStream(rank);
+    int v = rowVector<T>(dim, {x, gamma, y});
+    int threads = rowThreads(dim / v);
+    if (v > 1)
+      rmsNormForwardKernel<T, kVec<T>><<<unsigned(rows), threads, 0, stream>>>(
+          xt, gt, yt, rt, dim, float(eps));
+    else
+      rmsNormForwardKernel<T, 1><<<unsigned(rows), threads, 0, stream>>>(
+          xt, gt, yt, rt, dim, float(eps));
+    checkLaunch("rms_norm_forward");
+  });
+}
+
+void layer_norm_forward(Rank *rank, DType dt, const void *x, const void *gamma,
+                        const void *beta, void *y, void *mean, void *rstd,
+                        int64_t rows, int64_t dim, double eps) {
+  dispatchCompute(dt, "layer_norm_forward", [&](auto tag) {
+    using T = decltype(tag);
+    if (rows <= 0 || dim <= 0)
+      return;
+    checkRows(rows, "layer_norm_forward");
+    auto *xt = static_cast<const T *>(x);
+    auto *gt = static_cast<const T *>(gamma);
+    auto *bt = static_cast<const T *>(beta);
+    auto *yt = static_cast<T *>(y);
+    auto *mt = static_cast<float *>(mean);
+    auto *rt = static_cast<float *>(rstd);
+    cudaStream_t stream = computeStream(rank);
+    int v = rowVector<T>(dim, {x, gamma, beta, y});
+    int threads = rowThreads(dim / v);
+    if (v > 1)
+      layerNormForwardKernel<T, kVec<T>>
+          <<<unsigned(rows), threads, 0, stream>>>(xt, gt, bt, yt, mt, rt, dim,
+                                                   float(eps));
+    else
+      layerNormForwardKernel<T, 1><<<unsigned(rows), threads, 0, stream>>>(
+          xt, gt, bt, yt, mt, rt, dim, float(eps));
+    checkLaunch("layer_norm_forward");
+  });
+}
+
+void rms_norm_backward(Rank *rank, DType dt, const void *x, const void *gamma,
+                       const void *rstd, const void *dy, void *dx,
+                       void *dgammaPerSample, int64_t batch, int64_t tokens,
+                       int64_t dim, bool accumulate) {
+  dispatchCompute(dt, "rms_norm_backward", [&](auto tag) {
+    using T = decltype(tag);
+    checkRows(batch * tokens, "rms_norm_backward");
+    normBackward(rank, static_cast<const T *>(x), static_cast<const T *>(gamma),
+                 nullptr, static_cast<const float *>(rstd),
+                 static_cast<const T *>(dy), static_cast<T *>(dx),
+                 static_cast<float *>(dgammaPerSample), nullptr, batch, tokens,
+                 dim, accumulate, "rms_norm_backward");
+  });
+}
+
+void layer_norm_backward(Rank *rank, DType dt, const void *x, const void *gamma,
+                         const void *mean, const void *rstd, const void *dy,
+                         void *dx, void *dgammaPerSample, void *dbetaPerSample,
+                         int64_t batch, int64_t tokens, int64_t dim,
+                         bool accumulate) {
+  dispatchCompute(dt, "layer_norm_backward", [&](auto tag) {
+    using T = decltype(tag);
+    checkRows(batch * tokens, "layer_norm_backward");
+    normBackward(rank, static_cast<const T *>(x), static_cast<const T *>(gamma),
+                 static_cast<const float *>(mean),
+                 static_cast<const float *>(rstd), static_cast<const T *>(dy),
+                 static_cast<T *>(dx), static_cast<float *>(dgammaPerSample),
+                 static_cast<float *>(dbetaPerSample), batch, tokens, dim,
+                 accumulate, "layer_norm_backward");
+  });
+}
+
+} // namespace dprt::cuda

@@ -1,0 +1,237 @@
+//===- Optimizers.cu - Clip factors and optimizer steps on the GPU --------===//
+//
+// Master weights, gradients and optimizer state are f32; each element is
+// updated in f64 (like the CPU backend) and rounded once, which costs nothing
+// in these memory-bound loops. gradScale, lrScale and the step count are read
+// from the StepState in the arena by the kernels themselves, on the device,
+// so that a captured graph stays valid when the driver uploads a new state
+// between steps. Each block reads them once, into shared memory.
+//
+//===----------------------------------------------------------------------===//
+
+#include "DeviceMath.cuh"
+
+#include "dprt/kernels.h"
+
+#include <type_traits>
+
+namespace dprt::cuda {
+
+namespace {
+
+/// Calls f(width, i) for i = 0, V, 2V, ... below n - n % V with width = V,
+/// then for the tail elements (in block 0) with width = 1; `width` is a
+/// std::integral_constant.
+template <int V, class F>
+__device__ __forceinline__ void forEachVector(int64_t n, const F &f) {
+  const int64_t vectors = n / V;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < vectors;
+       i += stride)
+    f(std::integral_constant<int, V>{}, i * V);
+  if (V > 1 && blockIdx.x == 0)
+    for (int64_t i = vectors * V + threadIdx.x; i < n; i += blockDim.x)
+      f(std::integral_constant<int, 1>{}, i);
+}
+
+/// The step's scalars: lr * lrScale, gradScale and the AdamW bias
+/// corrections 1 - beta^t.
+struct StepScalars {
+  double step, gradScale, c1, c2;
+};
+
+__device__ __forceinline__ StepScalars loadScalars(const StepState *state,
+                                                   double lr, double beta1,
+                                                   double beta2) {
+  __shared__ StepScalars shared;
+  if (threadIdx.x == 0) {
+    double t = double(state->step);
+    shared.step = lr * state->lrScale;
+    shared.gradScale = state->gradScale;
+    shared.c1 = 1.0 - pow(beta1, t);
+    shared.c2 = 1.0 - pow(beta2, t);
+  }
+  __syncthreads();
+  return shared;
+}
+
+template <int V>
+__global__ void sgdKernel(float *master, const float *grad, int64_t n,
+                          double lr, double weightDecay,
+                          const StepState *state) {
+  const StepScalars s = loadScalars(state, lr, 0.0, 0.0);
+  forEachVector<V>(n, [&](auto width, int64_t i) {
+    constexpr int W = decltype(width)::value;
+    float w[W], g[W];
+    loadVec<W>(master + i, w);
+    loadVec<W>(grad + i, g);
+#pragma unroll
+    for (int k = 0; k < W; ++k) {
+      double gi = double(g[k]) * s.gradScale;
+      w[k] = float(double(w[k]) - s.step * (gi + weightDecay * double(w[k])));
+    }
+    storeVec<W>(master + i, w);
+  });
+}
+
+template <int V>
+__global__ void momentumKernel(float *master, float *velocity,
+                               const float *grad, int64_t n, double lr,
+                               double momentum, bool nesterov,
+                               double weightDecay, const StepState *state) {
+  const StepScalars s = loadScalars(state, lr, 0.0, 0.0);
+  forEachVector<V>(n, [&](auto width, int64_t i) {
+    constexpr int W = decltype(width)::value;
+    float w[W], vel[W], g[W];
+    loadVec<W>(master + i, w);
+    loadVec<W>(velocity + i, vel);
+    loadVec<W>(grad + i, g);
+#pragma unroll
+    for (int k = 0; k < W; ++k) {
+      double gi = double(g[k]) * s.gradScale;
+      double v = momentum * double(vel[k]) + gi;
+      vel[k] = float(v);
+      double d = nesterov ? gi + momentum * v : v;
+      w[k] = float(double(w[k]) - s.step * (d + weightDecay * double(w[k])));
+    }
+    storeVec<W>(velocity + i, vel);
+    storeVec<W>(master + i, w);
+  });
+}
+
+template <int V>
+__global__ void adamwKernel(float *master, float *m, float *v,
+                            const float *grad, int64_t n, double lr,
+                            double beta1, double beta2, double eps,
+                            double weightDecay, const StepState *state) {
+  const StepScalars s = loadScalars(state, lr, beta1, beta2);
+  forEachVector<V>(n, [&](auto width, int64_t i) {
+    constexpr int W = decltype(width)::value;
+    float w[W], mv[W], vv[W], g[W];
+    loadVec<W>(master + i, w);
+    loadVec<W>(m + i, mv);
+    loadVec<W>(v + i, vv);
+    loadVec<W>(grad + i, g);
+#pragma unroll
+    for (int k = 0; k < W; ++k) {
+      double gi = double(g[k]) * s.gradScale;
+      double mi = beta1 * double(mv[k]) + (1.0 - beta1) * gi;
+      double vi = beta2 * double(vv[k]) + (1.0 - beta2) * gi * gi;
+      mv[k] = float(mi);
+      vv[k] = float(vi);
+      double u = (mi / s.c1) / (sqrt(vi / s.c2) + eps);
+      w[k] = float(double(w[k]) - s.step * (u + weightDecay * double(w[k])));
+    }
+    storeVec<W>(m + i, mv);
+    storeVec<W>(v + i, vv);
+    storeVec<W>(master + i, w);
+  });
+}
+
+__global__ void clipFactorsKernel(const float *n2, const float *mask, float *c,
+                                  int64_t batch, ClipMode mode, double maxNorm,
+                                  double gamma, double relErr) {
+  for (int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; b < batch;
+       b += int64_t(gridDim.x) * blockDim.x) {
+    const double sq = n2[b];
+    const double mk = mask[b];
+    // A masked sample, or one whose norm is NaN (min(1, NaN) would let it
+    // through unclipped), contributes nothing. A Gram norm can round to
+    // slightly below zero; its true value is >= 0.
+    if (mk == 0.0 || sq != sq) {
+      c[b] = 0.0f;
+      continue;
+    }
+    const double norm = sqrt(sq > 0.0 ? sq : 0.0) * (1.0 + relErr);
+    const double f = mode == ClipMode::Automatic
+                         ? maxNorm / (norm + gamma)
+                         : fmin(1.0, maxNorm / (norm + 1e-6));
+    c[b] = float(mk * f);
+  }
+}
+
+constexpr int kThreads = 256;
+
+/// Four f32 a thread when every pointer is 16-byte aligned.
+bool vectorizable(std::initializer_list<const void *> ptrs) {
+  for (const void *p : ptrs)
+    if (!aligned16(p))
+      return false;
+  return true;
+}
+
+} // namespace
+
+void clip_factors(Rank *rank, DType acc, const void *n2, const void *mask,
+                  void *c, int64_t batch, ClipMode mode, double maxNorm,
+                  double gamma, double relErr) {
+  requireAcc(acc, "clip_factors");
+  if (batch <= 0)
+    return;
+  clipFactorsKernel<<<gridFor(rank, batch, kThreads), kThreads, 0,
+                      computeStream(rank)>>>(
+      static_cast<const float *>(n2), static_cast<const float *>(mask),
+      static_cast<float *>(c), batch, mode, maxNorm, gamma, relErr);
+  checkLaunch("clip_factors");
+}
+
+void sgd_update(Rank *rank, DType acc, void *master, const void *grad,
+                int64_t n, double lr, double weightDecay) {
+  requireAcc(acc, "sgd_update");
+  if (n <= 0)
+    return;
+  const StepState *state = deviceStepState(rank);
+  auto *w = static_cast<float *>(master);
+  auto *g = static_cast<const float *>(grad);
+  cudaStream_t stream = computeStream(rank);
+  if (vectorizable({master, grad}))
+    sgdKernel<4><<<gridFor(rank, n / 4, kThreads), kThreads, 0, stream>>>(
+        w, g, n, lr, weightDecay, state);
+  else
+    sgdKernel<1><<<gridFor(rank, n, kThreads), kThreads, 0, stream>>>(
+        w, g, n, lr, weightDecay, state);
+  checkLaunch("sgd_update");
+}
+
+void momentum_update(Rank *rank, DType acc, void *master, void *velocity,
+                     const void *grad, int64_t n, double lr, double momentum,
+                     bool nesterov, double weightDecay) {
+  requireAcc(acc, "momentum_update");
+  if (n <= 0)
+    return;
+  const StepState *state = deviceStepState(rank);
+  auto *w = static_cast<float *>(master);
+  auto *vel = static_cast<float *>(velocity);
+  auto *g = static_cast<const float *>(grad);
+  cudaStream_t stream = computeStream(rank);
+  if (vectorizable({master, velocity, grad}))
+    momentumKernel<4><<<gridFor(rank, n / 4, kThreads), kThreads, 0, stream>>>(
+        w, vel, g, n, lr, momentum, nesterov, weightDecay, state);
+  else
+    momentumKernel<1><<<gridFor(rank, n, kThreads), kThreads, 0, stream>>>(
+        w, vel, g, n, lr, momentum, nesterov, weightDecay, state);
+  checkLaunch("momentum_update");
+}
+
+void adamw_update(Rank *rank, DType acc, void *master, void *m, void *v,
+                  const void *grad, int64_t n, double lr, double beta1,
+                  double beta2, double eps, double weightDecay) {
+  requireAcc(acc, "adamw_update");
+  if (n <= 0)
+    return;
+  const StepState *state = deviceStepState(rank);
+  auto *w = static_cast<float *>(master);
+  auto *mf = static_cast<float *>(m);
+  auto *vf = static_cast<float *>(v);
+  auto *g = static_cast<const float *>(grad);
+  cudaStream_t stream = computeStream(rank);
+  if (vectorizable({master, m, v, grad}))
+    adamwKernel<4><<<gridFor(rank, n / 4, kThreads), kThreads, 0, stream>>>(
+        w, mf, vf, g, n, lr, beta1, beta2, eps, weightDecay, state);
+  else
+    adamwKernel<1><<<gridFor(rank, n, kThreads), kThreads, 0, stream>>>(
+        w, mf, vf, g, n, lr, beta1, beta2, eps, weightDecay, state);
+  checkLaunch("adamw_update");
+}
+
+} // namespace dprt::cuda

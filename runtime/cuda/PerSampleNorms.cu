@@ -1,0 +1,295 @@
+//===- PerSampleNorms.cu - Per-sample squared gradient norms on the GPU ---===//
+//
+// Every kernel ADDS ||grad_b||^2 of one parameter into n2[b] (f32). Sums of
+// squares are f32 reductions in a fixed order (Reduce.cuh); the Gram
+// matrices and the direct per-sample gradient are cuBLASLt products with f32
+// accumulation and an f32 result, never rounded to bf16.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Gemm.h"
+#include "Reduce.cuh"
+
+#include "dprt/kernels.h"
+
+namespace dprt::cuda {
+
+namespace {
+
+/// Block b: n2[b] += ||x_b||^2 ||dy_b||^2.
+template <class T>
+__global__ void normRank1Kernel(const T *x, const T *dy, float *n2, int64_t in,
+                                int64_t out) {
+  __shared__ float buffer[32];
+  const int64_t b = blockIdx.x;
+  float sx = 0.0f, sd = 0.0f;
+  for (int64_t i = threadIdx.x; i < in; i += blockDim.x) {
+    float v = toFloat(x[b * in + i]);
+    sx += v * v;
+  }
+  for (int64_t i = threadIdx.x; i < out; i += blockDim.x) {
+    float v = toFloat(dy[b * out + i]);
+    sd += v * v;
+  }
+  sx = blockSum(sx, buffer);
+  sd = blockSum(sd, buffer);
+  if (threadIdx.x == 0)
+    n2[b] += sx * sd;
+}
+
+/// a[s * length + i] * b[s * length + i].
+struct ProductOp {
+  const float *a, *b;
+  int64_t length;
+  __device__ float operator()(int64_t s, int64_t i) const {
+    return a[s * length + i] * b[s * length + i];
+  }
+};
+
+/// g[s * length + i]^2.
+struct SquareOp {
+  const float *g;
+  int64_t length;
+  __device__ float operator()(int64_t s, int64_t i) const {
+    float v = g[s * length + i];
+    return v * v;
+  }
+};
+
+/// v[s * length + i].
+struct ValueOp {
+  const float *v;
+  int64_t length;
+  __device__ float operator()(int64_t s, int64_t i) const {
+    return v[s * length + i];
+  }
+};
+
+template <class T> struct DyColumnOp {
+  const T *dy;
+  int64_t dim;
+  __device__ float operator()(int64_t row, int64_t j) const {
+    return toFloat(dy[row * dim + j]);
+  }
+};
+
+/// Block b groups sample b's positions by token: positions sharing a token
+/// become one run of `order`, runs ordered by the token's first position,
+/// positions within a run ascending; start[p] marks the first of a run. With
+/// `reps` null the tokens and their first positions live in dynamic shared
+/// memory (2 * tokens ints), otherwise in `reps` (global, [batch, tokens]).
+__global__ void groupTokensKernel(const int32_t *tok, int64_t tokens,
+                                  int32_t *reps, int32_t *order,
+                                  uint8_t *start) {
+  extern __shared__ int32_t shared[];
+  const int64_t b = blockIdx.x;
+  const int32_t *tb = tok + b * tokens;
+  int32_t *rep = reps ? reps + b * tokens : shared + tokens;
+  const int32_t *ids = tb;
+  if (!reps) {
+    for (int64_t t = threadIdx.x; t < tokens; t += blockDim.x)
+      shared[t] = tb[t];
+    __syncthreads();
+    ids = shared;
+  }
+  // rep[t] = first position holding tok[t] (t itself at the latest).
+  for (int64_t t = threadIdx.x; t < tokens; t += blockDim.x) {
+    const int32_t v = ids[t];
+    int64_t s = 0;
+    while (ids[s] != v)
+      ++s;
+    rep[t] = int32_t(s);
+  }
+  __syncthreads();
+  // position = positions of earlier runs + earlier positions of this run.
+  for (int64_t t = threadIdx.x; t < tokens; t += blockDim.x) {
+    const int32_t r = rep[t];
+    int64_t p = 0;
+    for (int64_t u = 0; u < tokens; ++u) {
+      const int32_t ru = rep[u];
+      p += (ru < r) || (ru == r && u < t);
+    }
+    order[b * tokens + p] = int32_t(t);
+    start[b * tokens + p] = r == t;
+  }
+}
+
+/// Thread (j, b): sum over the runs of sample b of (sum over the run of
+/// dy[., j])^2, into out[b * dim + j].
+template <class T>
+__global__ void runSquaresKernel(const T *dy, const int32_t *order,
+                                 const uint8_t *start, int64_t tokens,
+                                 int64_t dim, float *out) {
+  const int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= dim)
+    return;
+  const int64_t b = blockIdx.y;
+  const int32_t *ob = order + b * tokens;
+  const uint8_t *sb = start + b * tokens;
+  const T *dyb = dy + b * tokens * dim + j;
+  float total = 0.0f, run = 0.0f;
+  for (int64_t p = 0; p < tokens; ++p) {
+    if (sb[p] && p > 0) {
+      total += run * run;
+      run = 0.0f;
+    }
+    run += toFloat(dyb[int64_t(ob[p]) * dim]);
+  }
+  out[b * dim + j] = total + run * run;
+}
+
+} // namespace
+
+void norm_rank1(Rank *rank, DType dt, const void *x, const void *dy, void *n2,
+                int64_t batch, int64_t in, int64_t out) {
+  dispatchCompute(dt, "norm_rank1", [&](auto tag) {
+    using T = decltype(tag);
+    if (batch <= 0)
+      return;
+    if (batch > INT32_MAX)
+      fail("norm_rank1: too many samples");
+    normRank1Kernel<T><<<unsigned(batch), 256, 0, computeStream(rank)>>>(
+        static_cast<const T *>(x), static_cast<const T *>(dy),
+        static_cast<float *>(n2), in, out);
+    checkLaunch("norm_rank1");
+  });
+}
+
+void gram(Rank *rank, DType dt, const void *x, void *K, int64_t batch,
+          int64_t tokens, int64_t dim, bool accumulate) {
+  requireCompute(dt, "gram");
+  // K[b] (+)= X_b X_b^T for all samples in one strided-batched product.
+  Gemm g;
+  g.ab = dt;
+  g.cd = DType::F32;
+  g.transB = true;
+  g.m = g.n = tokens;
+  g.k = dim;
+  g.a = g.b = x;
+  g.lda = g.ldb = dim;
+  g.strideA = g.strideB = tokens * dim;
+  g.c = K;
+  g.ldc = tokens;
+  g.strideC = tokens * tokens;
+  g.batch = batch;
+  g.beta = accumulate ? 1.0f : 0.0f;
+  gemm(rank, g);
+}
+
+void gram_dot(Rank *rank, DType acc, const void *Ka, const void *Kg, void *n2,
+              int64_t batch, int64_t tokens) {
+  requireAcc(acc, "gram_dot");
+  // <Ka, Kg>_F = sum_{t,s} (a_t . a_s)(g_t . g_s) = ||G^T A||_F^2.
+  int64_t tt = tokens * tokens;
+  auto *partials = static_cast<float *>(
+      scratch(rank, kComputeStream, segmentScratchBytes(batch, tt)));
+  segmentedSum(rank, batch, tt,
+               ProductOp{static_cast<const float *>(Ka),
+                         static_cast<const float *>(Kg), tt},
+               static_cast<float *>(n2), true, partials, "gram_dot");
+}
+
+void norm_direct(Rank *rank, DType dt, const void *x, const void *dy, void *n2,
+                 int64_t batch, int64_t tokens, int64_t in, int64_t out,
+                 void *workspace) {
+  requireCompute(dt, "norm_direct");
+  int64_t es = sizeOf(dt);
+  auto *partials = static_cast<float *>(
+      scratch(rank, kComputeStream, segmentScratchBytes(1, in * out)));
+  for (int64_t b = 0; b < batch; ++b) {
+    // W_b = dy_b^T x_b [out, in] in the workspace, then its squared norm.
+    Gemm g;
+    g.ab = dt;
+    g.cd = DType::F32;
+    g.transA = true;
+    g.m = out;
+    g.n = in;
+    g.k = tokens;
+    g.a = static_cast<const char *>(dy) + b * tokens * out * es;
+    g.lda = out;
+    g.b = static_cast<const char *>(x) + b * tokens * in * es;
+    g.ldb = in;
+    g.c = workspace;
+    g.ldc = in;
+    gemm(rank, g);
+    segmentedSum(rank, 1, in * out,
+                 SquareOp{static_cast<const float *>(workspace), in * out},
+                 static_cast<float *>(n2) + b, true, partials, "norm_direct");
+  }
+}
+
+void norm_bias(Rank *rank, DType dt, const void *dy, void *n2, int64_t batch,
+               int64_t tokens, int64_t out) {
+  dispatchCompute(dt, "norm_bias", [&](auto tag) {
+    using T = decltype(tag);
+    if (batch <= 0 || out <= 0)
+      return;
+    // ||sum_t dy_t||^2: per-sample column sums, then their squares.
+    ScratchLayout layout;
+    size_t sumsAt = layout.add(size_t(batch * out) * sizeof(float));
+    size_t columnAt = layout.add(columnScratchBytes(batch, tokens, out));
+    size_t segmentAt = layout.add(segmentScratchBytes(batch, out));
+    char *base =
+        static_cast<char *>(scratch(rank, kComputeStream, layout.bytes));
+    auto *sums = reinterpret_cast<float *>(base + sumsAt);
+    columnSums(rank, batch, tokens, out,
+               DyColumnOp<T>{static_cast<const T *>(dy), out}, sums,
+               reinterpret_cast<float *>(base + columnAt), "norm_bias");
+    segmentedSum(rank, batch, out, SquareOp{sums, out},
+                 static_cast<float *>(n2), true,
+                 reinterpret_cast<float *>(base + segmentAt), "norm_bias");
+  });
+}
+
+void norm_embedding(Rank *rank, DType dt, const int32_t *tok, const void *dy,
+                    void *n2, int64_t batch, int64_t tokens, int64_t dim) {
+  dispatchCompute(dt, "norm_embedding", [&](auto tag) {
+    using T = decltype(tag);
+    if (batch <= 0 || tokens <= 0 || dim <= 0)
+      return;
+    if (batch > 65535 || tokens > INT32_MAX)
+      fail("norm_embedding: too many samples or tokens for one launch");
+    // sum_v ||sum_{t: tok_t = v} dy_t||^2: group each sample's positions by
+    // token (O(T^2) integer work per sample), then square the run sums
+    // column by column (one read of dy).
+    size_t sharedBytes = size_t(2 * tokens) * sizeof(int32_t);
+    bool inShared = sharedBytes <= 48 * 1024;
+    ScratchLayout layout;
+    size_t orderAt = layout.add(size_t(batch * tokens) * sizeof(int32_t));
+    size_t startAt = layout.add(size_t(batch * tokens));
+    size_t repsAt =
+        layout.add(inShared ? 0 : size_t(batch * tokens) * sizeof(int32_t));
+    size_t squaresAt = layout.add(size_t(batch * dim) * sizeof(float));
+    size_t segmentAt = layout.add(segmentScratchBytes(batch, dim));
+    char *base =
+        static_cast<char *>(scratch(rank, kComputeStream, layout.bytes));
+    auto *order = reinterpret_cast<int32_t *>(base + orderAt);
+    auto *start = reinterpret_cast<uint8_t *>(base + startAt);
+    auto *reps =
+        inShared ? nullptr : reinterpret_cast<int32_t *>(base + repsAt);
+    auto *squares = reinterpret_cast<float *>(base + squaresAt);
+    cudaStream_t stream = computeStream(rank);
+    int threads = rowThreads(tokens);
+    groupTokensKernel<<<unsigned(batch), threads, inShared ? sharedBytes : 0,
+                        stream>>>(tok, tokens, reps, order, start);
+    checkLaunch("norm_embedding");
+    dim3 grid(unsigned((dim + 255) / 256), unsigned(batch));
+    runSquaresKernel<T><<<grid, 256, 0, stream>>>(
+        static_cast<const T *>(dy), order, start, tokens, dim, squares);
+    checkLaunch("norm_embedding");
+    segmentedSum(rank, batch, dim, ValueOp{squares, dim},
+                 static_cast<float *>(n2), true,
+                 reinterpret_cast<float *>(base + segmentAt), "norm_embedding");
+  });
+}
+
+void norm_rows(Rank *rank, DType acc, const void *g, void *n2, int64_t batch,
+               int64_t dim) {
+  requireAcc(acc, "norm_rows");
+  auto *partials = static_cast<float *>(
+      scratch(rank, kComputeStream, segmentScratchBytes(batch, dim)));
+  segmentedSum(rank, batch, dim, SquareOp{static_cast<const float *>(g), dim},
+               static_cast<float *>(n2), true, partials, "norm_rows");
+}
+
+} // namespace dprt::cuda

@@ -1,0 +1,169 @@
+//===- WeightGrads.cu - Clipped weight gradients on the GPU ---------------===//
+//
+// Each kernel ADDS sum_b c[b] grad_b into an f32 buffer without forming the
+// unclipped gradient. As on the CPU, a sample with c[b] = 0 (masked or
+// dropped) is skipped, so that whatever its buffers hold it adds nothing.
+//
+// embedding_grad adds with f32 atomics (rows of repeated tokens meet in the
+// same table row), so its result can differ in the last bits from run to
+// run; every other kernel here is deterministic.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Gemm.h"
+#include "Reduce.cuh"
+
+#include "dprt/kernels.h"
+
+namespace dprt::cuda {
+
+namespace {
+
+/// ws[i] = c[b] * dy[i] with b = i / perSample, 0 where c[b] = 0.
+template <class T> struct ScaleRowsOp {
+  const T *dy;
+  const float *c;
+  T *ws;
+  int64_t perSample;
+  template <int W> __device__ void apply(int64_t i) const {
+    // W divides perSample, so the W elements belong to one sample.
+    const float cb = c[i / perSample];
+    float v[W];
+    loadVec<W>(dy + i, v);
+#pragma unroll
+    for (int k = 0; k < W; ++k)
+      v[k] = cb == 0.0f ? 0.0f : cb * v[k];
+    storeVec<W>(ws + i, v);
+  }
+};
+
+/// out[j] += sum over b, in order, of c[b] g[b, j] (samples with c[b] = 0
+/// skipped).
+__global__ void weightedRowsKernel(const float *g, const float *c, float *out,
+                                   int64_t batch, int64_t dim) {
+  for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < dim;
+       j += int64_t(gridDim.x) * blockDim.x) {
+    float sum = 0.0f;
+    for (int64_t b = 0; b < batch; ++b) {
+      const float cb = c[b];
+      if (cb != 0.0f)
+        sum += cb * g[b * dim + j];
+    }
+    out[j] += sum;
+  }
+}
+
+void weightedRows(Rank *rank, const float *g, const float *c, float *out,
+                  int64_t batch, int64_t dim, const char *name) {
+  if (dim <= 0)
+    return;
+  weightedRowsKernel<<<gridFor(rank, dim, 256), 256, 0, computeStream(rank)>>>(
+      g, c, out, batch, dim);
+  checkLaunch(name);
+}
+
+template <class T> struct DyColumnOp {
+  const T *dy;
+  int64_t dim;
+  __device__ float operator()(int64_t row, int64_t j) const {
+    return toFloat(dy[row * dim + j]);
+  }
+};
+
+template <class T>
+__global__ void embeddingGradKernel(const int32_t *tok, const T *dy,
+                                    const float *c, float *table,
+                                    int64_t tokens, int64_t dim, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / dim, j = i - r * dim;
+    const float cb = c[r / tokens];
+    if (cb != 0.0f)
+      atomicAdd(table + int64_t(tok[r]) * dim + j, cb * toFloat(dy[i]));
+  }
+}
+
+} // namespace
+
+void linear_weight_grad(Rank *rank, DType dt, const void *x, const void *dy,
+                        const void *c, void *dw, int64_t batch, int64_t tokens,
+                        int64_t in, int64_t out, void *workspace) {
+  int64_t rows = batch * tokens;
+  if (rows <= 0 || in <= 0 || out <= 0)
+    return;
+  dispatchCompute(dt, "linear_weight_grad", [&](auto tag) {
+    using T = decltype(tag);
+    // diag(c) dy, row by row, in the workspace (compute type).
+    int64_t perSample = tokens * out;
+    ScaleRowsOp<T> op{static_cast<const T *>(dy), static_cast<const float *>(c),
+                      static_cast<T *>(workspace), perSample};
+    launchMap<kVec<T>>(rank, kComputeStream, rows * out,
+                       perSample % kVec<T> == 0 && aligned16(dy) &&
+                           aligned16(workspace),
+                       op, "linear_weight_grad");
+  });
+  // dW [out, in] += (diag(c) dy)^T x, accumulated in f32.
+  Gemm g;
+  g.ab = dt;
+  g.cd = DType::F32;
+  g.transA = true;
+  g.m = out;
+  g.n = in;
+  g.k = rows;
+  g.a = workspace;
+  g.lda = out;
+  g.b = x;
+  g.ldb = in;
+  g.c = dw;
+  g.ldc = in;
+  g.beta = 1.0f;
+  gemm(rank, g);
+}
+
+void bias_grad(Rank *rank, DType dt, const void *dy, const void *c, void *db,
+               int64_t batch, int64_t tokens, int64_t out) {
+  dispatchCompute(dt, "bias_grad", [&](auto tag) {
+    using T = decltype(tag);
+    if (batch <= 0 || out <= 0)
+      return;
+    // Per-sample sums over tokens first, then the weighted sum over samples.
+    ScratchLayout layout;
+    size_t sumsAt = layout.add(size_t(batch * out) * sizeof(float));
+    size_t partialsAt = layout.add(columnScratchBytes(batch, tokens, out));
+    char *base =
+        static_cast<char *>(scratch(rank, kComputeStream, layout.bytes));
+    auto *sums = reinterpret_cast<float *>(base + sumsAt);
+    columnSums(rank, batch, tokens, out,
+               DyColumnOp<T>{static_cast<const T *>(dy), out}, sums,
+               reinterpret_cast<float *>(base + partialsAt), "bias_grad");
+    weightedRows(rank, sums, static_cast<const float *>(c),
+                 static_cast<float *>(db), batch, out, "bias_grad");
+  });
+}
+
+void embedding_grad(Rank *rank, DType dt, const int32_t *tok, const void *dy,
+                    const void *c, void *dtable, int64_t batch, int64_t tokens,
+                    int64_t vocab, int64_t dim) {
+  (void)vocab;
+  dispatchCompute(dt, "embedding_grad", [&](auto tag) {
+    using T = decltype(tag);
+    int64_t n = batch * tokens * dim;
+    if (n <= 0)
+      return;
+    embeddingGradKernel<T>
+        <<<gridFor(rank, n, 256), 256, 0, computeStream(rank)>>>(
+            tok, static_cast<const T *>(dy), static_cast<const float *>(c),
+            static_cast<float *>(dtable), tokens, dim, n);
+    checkLaunch("embedding_grad");
+  });
+}
+
+void rows_weighted_sum(Rank *rank, DType acc, const void *g, const void *c,
+                       void *out, int64_t batch, int64_t dim) {
+  requireAcc(acc, "rows_weighted_sum");
+  weightedRows(rank, static_cast<const float *>(g),
+               static_cast<const float *>(c), static_cast<float *>(out), batch,
+               dim, "rows_weighted_sum");
+}
+
+} // namespace dprt::cuda

@@ -1,0 +1,60 @@
+//===- Cases.h - The parts of dpc-gpu-check -------------------*- C++ -*-===//
+//
+// KernelChecks.cpp compares every CUDA kernel with the CPU backend's on
+// random inputs (a fresh seed per case) and checks runCaptured; Timings.cpp
+// times kernels at the sizes of the 1.1B Llama model; NcclChecks.cpp checks
+// the NCCL communicator on 2 GPUs (threads of this process, or processes
+// started with launcher variables).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DPC_TEST_GPU_CASES_H
+#define DPC_TEST_GPU_CASES_H
+
+#include "Check.h"
+
+#include <functional>
+#include <random>
+#include <string>
+
+namespace dpc::gpucheck {
+
+struct Context {
+  dprt::Rank *gpu = nullptr; ///< initialized CUDA rank with an arena
+  dprt::Rank *cpu = nullptr; ///< CPU rank: a host arena for the StepState
+  Report *report = nullptr;
+  uint64_t baseSeed = 0;
+  std::string filter; ///< run only kernels whose name contains this
+
+  // The case being run.
+  std::string kernel, dtype, shape;
+  uint64_t seed = 0;
+  std::mt19937_64 rng;
+
+  /// Starts a case; false when the filter excludes it.
+  bool begin(const std::string &kernel, const std::string &dtype,
+             const std::string &shape);
+  /// Waits for the GPU and compares the device side of `b` (the CUDA
+  /// kernel's output) with its host side (the CPU kernel's), adding a row
+  /// "<kernel>.<output>".
+  void compare(const std::string &output, Buffer &b, double tol);
+  /// Adds a row for the current case.
+  void result(const std::string &output, bool pass, const std::string &note);
+  /// Writes the StepState to both ranks' arenas.
+  void setStepState(const dprt::StepState &state);
+  /// Runs `body` as the current case; an exception becomes a FAIL row.
+  void guarded(const std::function<void()> &body);
+};
+
+void kernelChecks(Context &ctx);
+void capturedStepCheck(Context &ctx);
+void timings(Context &ctx);
+
+/// The NCCL checks of rank `rank` (initialized, with an arena of at least
+/// ncclArenaBytes and its communicator); `timing` adds bandwidth rows.
+void ncclChecks(dprt::Rank *rank, Report &report, bool timing);
+constexpr int64_t kNcclArenaBytes = int64_t(64) << 20;
+
+} // namespace dpc::gpucheck
+
+#endif // DPC_TEST_GPU_CASES_H

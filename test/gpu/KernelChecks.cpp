@@ -1,0 +1,1044 @@
+//===- KernelChecks.cpp - Every CUDA kernel against the CPU backend -------===//
+//
+// Each case draws random inputs (its own seed, printed), runs the CPU and the
+// CUDA kernel on the same values and compares every output. Outputs that are
+// written (not accumulated) are poisoned with NaN first on both sides, so an
+// element the GPU leaves unwritten fails. Each kernel runs in f32 and bf16,
+// at a "nice" shape (vectorized, aligned) and an "odd" one (sizes that are
+// not multiples of the vector width, pointers one element off alignment).
+//
+// Tolerances are relative (||gpu - cpu|| / ||cpu||): 1e-5 for f32 results;
+// 1e-2 for bf16 results (one rounding to bf16 is 2^-9 relative); 2e-2 to
+// 3e-2 where the GPU rounds an intermediate to bf16 that the CPU keeps in f32
+// (attention probabilities, the clip-scaled output gradient); 0 for copies,
+// casts and fills, which must match bit for bit.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Cases.h"
+
+#include "dprt/backend.h"
+#include "dprt/kernels.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+namespace dpc::gpucheck {
+
+namespace cpu = dprt::cpu;
+namespace gpu = dprt::cuda;
+using dprt::Activation;
+using dprt::ClipMode;
+using dprt::Reduction;
+
+bool Context::begin(const std::string &k, const std::string &d,
+                    const std::string &s) {
+  if (!filter.empty() && k.find(filter) == std::string::npos)
+    return false;
+  kernel = k;
+  dtype = d;
+  shape = s;
+  // A fresh seed per case, derived from the run's seed and the case.
+  seed = baseSeed ^ std::hash<std::string>()(k + "/" + d + "/" + s);
+  rng.seed(seed);
+  return true;
+}
+
+void Context::compare(const std::string &output, Buffer &b, double tol) {
+  gpu::synchronize(gpu);
+  Row row = compareValues(b.download(), b.hostValues(), tol);
+  row.kernel = kernel + "." + output;
+  row.dtype = dtype;
+  row.shape = shape;
+  row.seed = seed;
+  report->add(row);
+}
+
+void Context::result(const std::string &output, bool pass,
+                     const std::string &note) {
+  Row row;
+  row.kernel = kernel + (output.empty() ? "" : "." + output);
+  row.dtype = dtype;
+  row.shape = shape;
+  row.seed = seed;
+  row.pass = pass;
+  row.note = note;
+  report->add(row);
+}
+
+void Context::setStepState(const dprt::StepState &state) {
+  *reinterpret_cast<dprt::StepState *>(cpu->arena + cpu->stateOffset) = state;
+  gpu->hostState = state;
+  gpu::uploadStepState(gpu);
+}
+
+void Context::guarded(const std::function<void()> &body) {
+  try {
+    body();
+  } catch (const std::exception &e) {
+    result("", false, std::string("exception: ") + e.what());
+    // A failed launch can leave the GPU mid-work; later cases start clean.
+    cudaGetLastError();
+  }
+}
+
+namespace {
+
+constexpr DType F32 = DType::F32;
+constexpr DType BF16 = DType::BF16;
+
+/// Tolerance of a result in the compute type.
+double tol(DType dt) { return dt == F32 ? 1e-5 : 1e-2; }
+
+std::string dims(std::initializer_list<std::pair<const char *, int64_t>> d,
+                 bool odd) {
+  std::string s;
+  for (auto &[name, value] : d)
+    s += (s.empty() ? "" : " ") + std::string(name) + std::to_string(value);
+  return odd ? s + " odd" : s;
+}
+
+void randomTokens(IntBuffer &t, int64_t n, int32_t vocab,
+                  std::mt19937_64 &rng) {
+  std::uniform_int_distribution<int32_t> u(0, vocab - 1);
+  for (int64_t i = 0; i < n; ++i)
+    t[i] = u(rng);
+  t.upload();
+}
+
+void denseChecks(Context &ctx, DType dt, bool odd) {
+  const std::string dn = dprt::nameOf(dt);
+  const int64_t mis = odd ? 1 : 0;
+  {
+    int64_t rows = odd ? 77 : 128, vocab = 500, dim = odd ? 130 : 256;
+    if (ctx.begin("embedding_forward", dn,
+                  dims({{"rows", rows}, {"V", vocab}, {"d", dim}}, odd)))
+      ctx.guarded([&] {
+        IntBuffer tok(rows);
+        randomTokens(tok, rows, int32_t(vocab), ctx.rng);
+        Buffer table(dt, vocab * dim, mis), out(dt, rows * dim, mis);
+        table.randn(ctx.rng);
+        out.poison();
+        cpu::embedding_forward(ctx.cpu, dt, tok.h(), table.h(), out.h(), rows,
+                               vocab, dim);
+        gpu::embedding_forward(ctx.gpu, dt, tok.d(), table.d(), out.d(), rows,
+                               vocab, dim);
+        ctx.compare("out", out, 0);
+      });
+  }
+  for (bool withBias : {true, false}) {
+    if (odd && !withBias)
+      continue;
+    int64_t rows = odd ? 77 : 96, in = odd ? 130 : 256, out = odd ? 66 : 192;
+    std::string shape = dims({{"rows", rows}, {"in", in}, {"out", out}}, odd) +
+                        (withBias ? (odd ? " bias-misaligned" : " bias") : "");
+    if (ctx.begin("linear_forward", dn, shape))
+      ctx.guarded([&] {
+        Buffer x(dt, rows * in, mis), w(dt, out * in), b(dt, out, mis),
+            y(dt, rows * out);
+        x.randn(ctx.rng);
+        w.randn(ctx.rng, 1.0 / std::sqrt(double(in)));
+        b.randn(ctx.rng);
+        y.poison();
+        cpu::linear_forward(ctx.cpu, dt, x.h(), w.h(),
+                            withBias ? b.h() : nullptr, y.h(), rows, in, out);
+        gpu::linear_forward(ctx.gpu, dt, x.d(), w.d(),
+                            withBias ? b.d() : nullptr, y.d(), rows, in, out);
+        ctx.compare("y", y, tol(dt));
+      });
+  }
+  for (bool acc : {false, true}) {
+    int64_t rows = odd ? 77 : 96, in = odd ? 130 : 256, out = odd ? 66 : 192;
+    if (ctx.begin("linear_backward_input", dn,
+                  dims({{"rows", rows}, {"in", in}, {"out", out}}, odd) +
+                      (acc ? " acc" : "")))
+      ctx.guarded([&] {
+        Buffer dy(dt, rows * out), w(dt, out * in), dx(dt, rows * in);
+        dy.randn(ctx.rng);
+        w.randn(ctx.rng, 1.0 / std::sqrt(double(out)));
+        if (acc)
+          dx.randn(ctx.rng);
+        else
+          dx.poison();
+        cpu::linear_backward_input(ctx.cpu, dt, dy.h(), w.h(), dx.h(), rows, in,
+                                   out, acc);
+        gpu::linear_backward_input(ctx.gpu, dt, dy.d(), w.d(), dx.d(), rows, in,
+                                   out, acc);
+        ctx.compare("dx", dx, tol(dt));
+      });
+  }
+}
+
+void normalizationChecks(Context &ctx, DType dt, bool odd) {
+  const std::string dn = dprt::nameOf(dt);
+  const int64_t mis = odd ? 1 : 0;
+  const int64_t dim = odd ? 1001 : 1024;
+  {
+    int64_t rows = odd ? 37 : 64;
+    if (ctx.begin("rms_norm_forward", dn,
+                  dims({{"rows", rows}, {"d", dim}}, odd)))
+      ctx.guarded([&] {
+        Buffer x(dt, rows * dim, mis), g(dt, dim), y(dt, rows * dim, mis),
+            rstd(F32, rows);
+        x.randn(ctx.rng, 2.0);
+        g.uniform(ctx.rng, 0.5, 1.5);
+        y.poison();
+        rstd.poison();
+        cpu::rms_norm_forward(ctx.cpu, dt, x.h(), g.h(), y.h(), rstd.h(), rows,
+                              dim, 1e-5);
+        gpu::rms_norm_forward(ctx.gpu, dt, x.d(), g.d(), y.d(), rstd.d(), rows,
+                              dim, 1e-5);
+        ctx.compare("y", y, tol(dt));
+        ctx.compare("rstd", rstd, 1e-5);
+      });
+    if (ctx.begin("layer_norm_forward", dn,
+                  dims({{"rows", rows}, {"d", dim}}, odd) +
+                      (odd ? " no-beta" : "")))
+      ctx.guarded([&] {
+        Buffer x(dt, rows * dim, mis), g(dt, dim), b(dt, dim),
+            y(dt, rows * dim, mis), mean(F32, rows), rstd(F32, rows);
+        x.randn(ctx.rng, 2.0);
+        // An offset mean, so that centring matters.
+        for (int64_t i = 0; i < rows * dim; ++i)
+          x.set(i, x.get(i) + 3.0);
+        x.upload();
+        g.uniform(ctx.rng, 0.5, 1.5);
+        b.randn(ctx.rng);
+        y.poison();
+        mean.poison();
+        rstd.poison();
+        cpu::layer_norm_forward(ctx.cpu, dt, x.h(), g.h(),
+                                odd ? nullptr : b.h(), y.h(), mean.h(),
+                                rstd.h(), rows, dim, 1e-5);
+        gpu::layer_norm_forward(ctx.gpu, dt, x.d(), g.d(),
+                                odd ? nullptr : b.d(), y.d(), mean.d(),
+                                rstd.d(), rows, dim, 1e-5);
+        ctx.compare("y", y, tol(dt));
+        ctx.compare("mean", mean, 1e-5);
+        ctx.compare("rstd", rstd, 1e-5);
+      });
+  }
+  {
+    // 64 tokens: two column chunks; 17: one.
+    int64_t batch = odd ? 3 : 4, tokens = odd ? 17 : 64, rows = batch * tokens;
+    bool acc = odd;
+    std::string shape = dims({{"B", batch}, {"T", tokens}, {"d", dim}}, odd) +
+                        (acc ? " acc" : "");
+    if (ctx.begin("rms_norm_backward", dn, shape))
+      ctx.guarded([&] {
+        Buffer x(dt, rows * dim, mis), g(dt, dim), rstd(F32, rows),
+            dy(dt, rows * dim, mis), dx(dt, rows * dim, mis),
+            dgamma(F32, batch * dim);
+        x.randn(ctx.rng);
+        g.uniform(ctx.rng, 0.5, 1.5);
+        rstd.uniform(ctx.rng, 0.5, 2.0);
+        dy.randn(ctx.rng);
+        if (acc)
+          dx.randn(ctx.rng);
+        else
+          dx.poison();
+        dgamma.poison();
+        cpu::rms_norm_backward(ctx.cpu, dt, x.h(), g.h(), rstd.h(), dy.h(),
+                               dx.h(), dgamma.h(), batch, tokens, dim, acc);
+        gpu::rms_norm_backward(ctx.gpu, dt, x.d(), g.d(), rstd.d(), dy.d(),
+                               dx.d(), dgamma.d(), batch, tokens, dim, acc);
+        ctx.compare("dx", dx, tol(dt));
+        ctx.compare("dgamma", dgamma, 1e-5);
+      });
+    if (ctx.begin("layer_norm_backward", dn, shape))
+      ctx.guarded([&] {
+        Buffer x(dt, rows * dim, mis), g(dt, dim), mean(F32, rows),
+            rstd(F32, rows), dy(dt, rows * dim, mis), dx(dt, rows * dim, mis),
+            dgamma(F32, batch * dim), dbeta(F32, batch * dim);
+        x.randn(ctx.rng);
+        g.uniform(ctx.rng, 0.5, 1.5);
+        mean.randn(ctx.rng, 0.3);
+        rstd.uniform(ctx.rng, 0.5, 2.0);
+        dy.randn(ctx.rng);
+        if (acc)
+          dx.randn(ctx.rng);
+        else
+          dx.poison();
+        dgamma.poison();
+        dbeta.poison();
+        cpu::layer_norm_backward(ctx.cpu, dt, x.h(), g.h(), mean.h(), rstd.h(),
+                                 dy.h(), dx.h(), dgamma.h(), dbeta.h(), batch,
+                                 tokens, dim, acc);
+        gpu::layer_norm_backward(ctx.gpu, dt, x.d(), g.d(), mean.d(), rstd.d(),
+                                 dy.d(), dx.d(), dgamma.d(), dbeta.d(), batch,
+                                 tokens, dim, acc);
+        ctx.compare("dx", dx, tol(dt));
+        ctx.compare("dgamma", dgamma, 1e-5);
+        ctx.compare("dbeta", dbeta, 1e-5);
+      });
+  }
+}
+
+void attentionChecks(Context &ctx, DType dt, bool odd) {
+  const std::string dn = dprt::nameOf(dt);
+  {
+    int64_t batch = 2, tokens = odd ? 33 : 50, heads = odd ? 3 : 4,
+            hd = odd ? 32 : 64;
+    int64_t n = batch * tokens * heads * hd;
+    std::string shape =
+        dims({{"B", batch}, {"T", tokens}, {"H", heads}, {"hd", hd}}, odd) +
+        (odd ? " in-place" : "");
+    if (ctx.begin("rope_forward", dn, shape))
+      ctx.guarded([&] {
+        Buffer x(dt, n), y(dt, n);
+        x.randn(ctx.rng);
+        y.poison();
+        // Odd: in place (y == x).
+        Buffer &out = odd ? x : y;
+        cpu::rope_forward(ctx.cpu, dt, x.h(), out.h(), batch, tokens, heads, hd,
+                          10000.0);
+        gpu::rope_forward(ctx.gpu, dt, x.d(), out.d(), batch, tokens, heads, hd,
+                          10000.0);
+        ctx.compare("y", out, tol(dt));
+      });
+    if (ctx.begin("rope_backward", dn, shape + (odd ? "" : " acc")))
+      ctx.guarded([&] {
+        Buffer dy(dt, n), dx(dt, n);
+        dy.randn(ctx.rng);
+        dx.randn(ctx.rng);
+        Buffer &out = odd ? dy : dx;
+        cpu::rope_backward(ctx.cpu, dt, dy.h(), out.h(), batch, tokens, heads,
+                           hd, 10000.0, !odd);
+        gpu::rope_backward(ctx.gpu, dt, dy.d(), out.d(), batch, tokens, heads,
+                           hd, 10000.0, !odd);
+        ctx.compare("dx", out, tol(dt));
+      });
+  }
+  struct Shape {
+    int64_t batch, tokens, heads, kvHeads, hd;
+    bool causal;
+    const char *scratchMiB; // DPRT_ATTENTION_SCRATCH_MB, or null
+  };
+  std::vector<Shape> shapes;
+  if (odd)
+    shapes.push_back({1, 77, 4, 4, 32, false, nullptr});
+  else {
+    shapes.push_back({2, 128, 8, 2, 64, true, nullptr});
+    // A 1 MiB budget: one key/value head per chunk in the backward pass.
+    shapes.push_back({1, 256, 8, 4, 64, true, "1"});
+  }
+  for (const Shape &s : shapes) {
+    std::string shape = dims({{"B", s.batch},
+                              {"T", s.tokens},
+                              {"H", s.heads},
+                              {"KV", s.kvHeads},
+                              {"hd", s.hd}},
+                             odd) +
+                        (s.causal ? " causal" : "") +
+                        (s.scratchMiB ? " chunked" : "");
+    int64_t nq = s.batch * s.tokens * s.heads * s.hd;
+    int64_t nk = s.batch * s.tokens * s.kvHeads * s.hd;
+    int64_t nl = s.batch * s.heads * s.tokens;
+    double tolFwd = dt == F32 ? 1e-4 : 2e-2, tolBwd = dt == F32 ? 1e-4 : 3e-2;
+    bool fwd = ctx.begin("attention_forward", dn, shape);
+    if (fwd || ctx.begin("attention_backward", dn, shape))
+      ctx.guarded([&] {
+        if (s.scratchMiB)
+          setenv("DPRT_ATTENTION_SCRATCH_MB", s.scratchMiB, 1);
+        Buffer q(dt, nq), k(dt, nk), v(dt, nk), o(dt, nq), lse(F32, nl);
+        q.randn(ctx.rng);
+        k.randn(ctx.rng);
+        v.randn(ctx.rng);
+        o.poison();
+        lse.poison();
+        cpu::attention_forward(ctx.cpu, dt, q.h(), k.h(), v.h(), o.h(), lse.h(),
+                               s.batch, s.tokens, s.heads, s.kvHeads, s.hd,
+                               s.causal);
+        gpu::attention_forward(ctx.gpu, dt, q.d(), k.d(), v.d(), o.d(), lse.d(),
+                               s.batch, s.tokens, s.heads, s.kvHeads, s.hd,
+                               s.causal);
+        if (fwd) {
+          ctx.compare("o", o, tolFwd);
+          ctx.compare("lse", lse, 1e-5);
+        }
+        if (ctx.begin("attention_backward", dn, shape)) {
+          // Both backward passes start from the CPU's forward outputs.
+          o.upload();
+          lse.upload();
+          Buffer dout(dt, nq), dq(dt, nq), dk(dt, nk), dv(dt, nk);
+          dout.randn(ctx.rng);
+          dq.poison();
+          dk.poison();
+          dv.poison();
+          cpu::attention_backward(ctx.cpu, dt, q.h(), k.h(), v.h(), o.h(),
+                                  lse.h(), dout.h(), dq.h(), dk.h(), dv.h(),
+                                  s.batch, s.tokens, s.heads, s.kvHeads, s.hd,
+                                  s.causal);
+          gpu::attention_backward(ctx.gpu, dt, q.d(), k.d(), v.d(), o.d(),
+                                  lse.d(), dout.d(), dq.d(), dk.d(), dv.d(),
+                                  s.batch, s.tokens, s.heads, s.kvHeads, s.hd,
+                                  s.causal);
+          ctx.compare("dq", dq, tolBwd);
+          ctx.compare("dk", dk, tolBwd);
+          ctx.compare("dv", dv, tolBwd);
+        }
+        if (s.scratchMiB)
+          unsetenv("DPRT_ATTENTION_SCRATCH_MB");
+      });
+  }
+}
+
+void elementwiseChecks(Context &ctx, DType dt, bool odd) {
+  const std::string dn = dprt::nameOf(dt);
+  const int64_t mis = odd ? 1 : 0;
+  const int64_t n = odd ? 100003 : int64_t(1) << 18;
+  const std::string shape = dims({{"n", n}}, odd);
+  const char *actNames[] = {"relu", "silu", "gelu_erf", "gelu_tanh"};
+  for (int a = 0; a < 4; ++a) {
+    auto act = Activation(a);
+    if (ctx.begin(std::string("activation_forward.") + actNames[a], dn, shape))
+      ctx.guarded([&] {
+        Buffer x(dt, n, mis), y(dt, n, mis);
+        x.randn(ctx.rng, 3.0);
+        y.poison();
+        cpu::activation_forward(ctx.cpu, dt, act, x.h(), y.h(), n);
+        gpu::activation_forward(ctx.gpu, dt, act, x.d(), y.d(), n);
+        ctx.compare("y", y, tol(dt));
+      });
+    if (ctx.begin(std::string("activation_backward.") + actNames[a], dn,
+                  shape + (odd ? " acc" : "")))
+      ctx.guarded([&] {
+        Buffer x(dt, n, mis), dy(dt, n, mis), dx(dt, n, mis);
+        x.randn(ctx.rng, 3.0);
+        dy.randn(ctx.rng);
+        if (odd)
+          dx.randn(ctx.rng);
+        else
+          dx.poison();
+        cpu::activation_backward(ctx.cpu, dt, act, x.h(), dy.h(), dx.h(), n,
+                                 odd);
+        gpu::activation_backward(ctx.gpu, dt, act, x.d(), dy.d(), dx.d(), n,
+                                 odd);
+        ctx.compare("dx", dx, tol(dt));
+      });
+  }
+  for (bool mul : {true, false})
+    if (ctx.begin(mul ? "mul_forward" : "add_forward", dn, shape))
+      ctx.guarded([&] {
+        Buffer a(dt, n, mis), b(dt, n), y(dt, n, mis);
+        a.randn(ctx.rng);
+        b.randn(ctx.rng);
+        y.poison();
+        if (mul) {
+          cpu::mul_forward(ctx.cpu, dt, a.h(), b.h(), y.h(), n);
+          gpu::mul_forward(ctx.gpu, dt, a.d(), b.d(), y.d(), n);
+        } else {
+          cpu::add_forward(ctx.cpu, dt, a.h(), b.h(), y.h(), n);
+          gpu::add_forward(ctx.gpu, dt, a.d(), b.d(), y.d(), n);
+        }
+        ctx.compare("y", y, tol(dt));
+      });
+  // Odd: da accumulates, db is not wanted.
+  if (ctx.begin("mul_backward", dn, shape + (odd ? " acc-a no-b" : "")))
+    ctx.guarded([&] {
+      Buffer a(dt, n, mis), b(dt, n, mis), dy(dt, n, mis), da(dt, n, mis),
+          db(dt, n, mis);
+      a.randn(ctx.rng);
+      b.randn(ctx.rng);
+      dy.randn(ctx.rng);
+      if (odd)
+        da.randn(ctx.rng);
+      else
+        da.poison();
+      db.poison();
+      void *dbh = odd ? nullptr : db.h();
+      void *dbd = odd ? nullptr : db.d();
+      cpu::mul_backward(ctx.cpu, dt, a.h(), b.h(), dy.h(), da.h(), dbh, n, odd,
+                        false);
+      gpu::mul_backward(ctx.gpu, dt, a.d(), b.d(), dy.d(), da.d(), dbd, n, odd,
+                        false);
+      ctx.compare("da", da, tol(dt));
+      if (!odd)
+        ctx.compare("db", db, tol(dt));
+    });
+  if (ctx.begin("accumulate", dn, shape))
+    ctx.guarded([&] {
+      Buffer x(dt, n, mis), y(dt, n, mis);
+      x.randn(ctx.rng);
+      y.randn(ctx.rng);
+      cpu::accumulate(ctx.cpu, dt, x.h(), y.h(), n);
+      gpu::accumulate(ctx.gpu, dt, x.d(), y.d(), n);
+      ctx.compare("y", y, tol(dt));
+    });
+  if (ctx.begin("fill", dn, shape))
+    ctx.guarded([&] {
+      Buffer p(dt, n, mis);
+      p.poison();
+      cpu::fill(ctx.cpu, dt, p.h(), n, 0.1);
+      gpu::fill(ctx.gpu, dt, p.d(), n, 0.1);
+      ctx.compare("p", p, 0);
+    });
+  for (DType to : {F32, BF16})
+    if (ctx.begin(std::string("cast.to_") + dprt::nameOf(to), dn, shape))
+      ctx.guarded([&] {
+        Buffer src(dt, n, mis), dst(to, n, mis);
+        src.randn(ctx.rng, 100.0);
+        dst.poison();
+        cpu::cast(ctx.cpu, dt, src.h(), to, dst.h(), n);
+        gpu::cast(ctx.gpu, dt, src.d(), to, dst.d(), n);
+        ctx.compare("dst", dst, 0);
+      });
+  if (ctx.begin("zero", dn, shape))
+    ctx.guarded([&] {
+      Buffer p(dt, n, mis);
+      p.randn(ctx.rng);
+      int64_t bytes = n * dprt::sizeOf(dt);
+      cpu::zero(ctx.cpu, p.h(), bytes);
+      gpu::zero(ctx.gpu, p.d(), bytes);
+      ctx.compare("p", p, 0);
+    });
+}
+
+void lossChecks(Context &ctx, DType dt, bool odd) {
+  const std::string dn = dprt::nameOf(dt);
+  const int64_t mis = odd ? 1 : 0;
+  {
+    int64_t batch = 3, tokens = odd ? 9 : 20, classes = odd ? 1001 : 1024;
+    int64_t rows = batch * tokens;
+    // Even: ignore -1, mean, the last sample fully ignored. Odd: ignore an
+    // in-range class (5), sum.
+    int64_t ignoreIndex = odd ? 5 : -1;
+    Reduction red = odd ? Reduction::Sum : Reduction::Mean;
+    std::string shape =
+        dims({{"B", batch}, {"T", tokens}, {"C", classes}}, odd) +
+        (odd ? " sum ignore=5" : " mean ignore=-1");
+    bool fwd = ctx.begin("cross_entropy_forward", dn, shape);
+    if (fwd || ctx.begin("cross_entropy_backward", dn, shape))
+      ctx.guarded([&] {
+        Buffer logits(dt, rows * classes, mis), loss(F32, batch),
+            lse(F32, rows);
+        IntBuffer targets(rows);
+        logits.randn(ctx.rng, 3.0);
+        std::uniform_int_distribution<int32_t> cls(0, int32_t(classes - 1));
+        std::uniform_real_distribution<double> u(0, 1);
+        for (int64_t r = 0; r < rows; ++r) {
+          targets[r] = cls(ctx.rng);
+          if (u(ctx.rng) < 0.2 || (!odd && r >= (batch - 1) * tokens))
+            targets[r] = int32_t(ignoreIndex);
+        }
+        targets.upload();
+        loss.poison();
+        lse.poison();
+        cpu::cross_entropy_forward(ctx.cpu, dt, logits.h(), targets.h(),
+                                   loss.h(), lse.h(), batch, tokens, classes,
+                                   true, ignoreIndex, red);
+        gpu::cross_entropy_forward(ctx.gpu, dt, logits.d(), targets.d(),
+                                   loss.d(), lse.d(), batch, tokens, classes,
+                                   true, ignoreIndex, red);
+        if (fwd) {
+          ctx.compare("loss", loss, 1e-5);
+          ctx.compare("lse", lse, 1e-5);
+        }
+        if (ctx.begin("cross_entropy_backward", dn, shape)) {
+          lse.upload();
+          Buffer dloss(F32, batch), dlogits(dt, rows * classes, mis);
+          dloss.uniform(ctx.rng, 0.5, 1.5);
+          dloss.set(1, 0.0); // a masked sample
+          dloss.upload();
+          dlogits.poison();
+          cpu::cross_entropy_backward(ctx.cpu, dt, logits.h(), targets.h(),
+                                      lse.h(), dloss.h(), dlogits.h(), batch,
+                                      tokens, classes, true, ignoreIndex, red);
+          gpu::cross_entropy_backward(ctx.gpu, dt, logits.d(), targets.d(),
+                                      lse.d(), dloss.d(), dlogits.d(), batch,
+                                      tokens, classes, true, ignoreIndex, red);
+          ctx.compare("dlogits", dlogits, tol(dt));
+        }
+      });
+  }
+  {
+    int64_t batch = 8, features = odd ? 33 : 64;
+    Reduction red = odd ? Reduction::Sum : Reduction::Mean;
+    std::string shape =
+        dims({{"B", batch}, {"F", features}}, odd) + (odd ? " sum" : " mean");
+    if (ctx.begin("mse_forward", dn, shape))
+      ctx.guarded([&] {
+        Buffer p(dt, batch * features, mis), t(dt, batch * features),
+            loss(F32, batch);
+        p.randn(ctx.rng);
+        t.randn(ctx.rng);
+        loss.poison();
+        cpu::mse_forward(ctx.cpu, dt, p.h(), t.h(), loss.h(), batch, features,
+                         red);
+        gpu::mse_forward(ctx.gpu, dt, p.d(), t.d(), loss.d(), batch, features,
+                         red);
+        ctx.compare("loss", loss, 1e-5);
+      });
+    if (ctx.begin("mse_backward", dn, shape))
+      ctx.guarded([&] {
+        Buffer p(dt, batch * features, mis), t(dt, batch * features),
+            dloss(F32, batch), dp(dt, batch * features, mis);
+        p.randn(ctx.rng);
+        t.randn(ctx.rng);
+        dloss.uniform(ctx.rng, 0.5, 1.5);
+        dp.poison();
+        cpu::mse_backward(ctx.cpu, dt, p.h(), t.h(), dloss.h(), dp.h(), batch,
+                          features, red);
+        gpu::mse_backward(ctx.gpu, dt, p.d(), t.d(), dloss.d(), dp.d(), batch,
+                          features, red);
+        ctx.compare("dprediction", dp, tol(dt));
+      });
+  }
+}
+
+/// Clip factors with one masked sample (index 1), whose gradient rows are
+/// NaN: the kernels must skip it.
+void clipFactorsWithMaskedSample(Buffer &c, std::mt19937_64 &rng) {
+  c.uniform(rng, 0.1, 1.0);
+  c.set(1, 0.0);
+  c.upload();
+}
+
+void normChecks(Context &ctx, DType dt, bool odd) {
+  const std::string dn = dprt::nameOf(dt);
+  {
+    int64_t batch = 16, in = odd ? 301 : 256, out = odd ? 199 : 128;
+    if (ctx.begin("norm_rank1", dn,
+                  dims({{"B", batch}, {"in", in}, {"out", out}}, odd)))
+      ctx.guarded([&] {
+        Buffer x(dt, batch * in), dy(dt, batch * out), n2(F32, batch);
+        x.randn(ctx.rng);
+        dy.randn(ctx.rng);
+        n2.uniform(ctx.rng, 0, 10);
+        cpu::norm_rank1(ctx.cpu, dt, x.h(), dy.h(), n2.h(), batch, in, out);
+        gpu::norm_rank1(ctx.gpu, dt, x.d(), dy.d(), n2.d(), batch, in, out);
+        ctx.compare("n2", n2, 1e-5);
+      });
+  }
+  {
+    int64_t batch = 3, tokens = odd ? 37 : 64, dim = odd ? 130 : 256;
+    if (ctx.begin("gram", dn,
+                  dims({{"B", batch}, {"T", tokens}, {"d", dim}}, odd) +
+                      (odd ? " acc" : "")))
+      ctx.guarded([&] {
+        Buffer x(dt, batch * tokens * dim), K(F32, batch * tokens * tokens);
+        x.randn(ctx.rng);
+        if (odd) {
+          // Accumulating needs a symmetric K on the CPU (syrk).
+          K.randn(ctx.rng);
+          for (int64_t b = 0; b < batch; ++b)
+            for (int64_t i = 0; i < tokens; ++i)
+              for (int64_t j = 0; j < i; ++j)
+                K.set((b * tokens + j) * tokens + i,
+                      K.get((b * tokens + i) * tokens + j));
+          K.upload();
+        } else {
+          K.poison();
+        }
+        cpu::gram(ctx.cpu, dt, x.h(), K.h(), batch, tokens, dim, odd);
+        gpu::gram(ctx.gpu, dt, x.d(), K.d(), batch, tokens, dim, odd);
+        ctx.compare("K", K, 1e-5);
+      });
+  }
+  {
+    int64_t batch = 3, tokens = odd ? 13 : 40, in = odd ? 97 : 96,
+            out = odd ? 81 : 80;
+    if (ctx.begin(
+            "norm_direct", dn,
+            dims({{"B", batch}, {"T", tokens}, {"in", in}, {"out", out}}, odd)))
+      ctx.guarded([&] {
+        Buffer x(dt, batch * tokens * in), dy(dt, batch * tokens * out),
+            n2(F32, batch), ws(F32, in * out);
+        x.randn(ctx.rng);
+        dy.randn(ctx.rng);
+        n2.uniform(ctx.rng, 0, 10);
+        cpu::norm_direct(ctx.cpu, dt, x.h(), dy.h(), n2.h(), batch, tokens, in,
+                         out, ws.h());
+        gpu::norm_direct(ctx.gpu, dt, x.d(), dy.d(), n2.d(), batch, tokens, in,
+                         out, ws.d());
+        ctx.compare("n2", n2, 1e-5);
+      });
+  }
+  {
+    int64_t batch = 4, tokens = odd ? 17 : 64, out = odd ? 301 : 300;
+    if (ctx.begin("norm_bias", dn,
+                  dims({{"B", batch}, {"T", tokens}, {"out", out}}, odd)))
+      ctx.guarded([&] {
+        Buffer dy(dt, batch * tokens * out), n2(F32, batch);
+        dy.randn(ctx.rng);
+        n2.uniform(ctx.rng, 0, 10);
+        cpu::norm_bias(ctx.cpu, dt, dy.h(), n2.h(), batch, tokens, out);
+        gpu::norm_bias(ctx.gpu, dt, dy.d(), n2.d(), batch, tokens, out);
+        ctx.compare("n2", n2, 1e-5);
+      });
+  }
+  {
+    struct Shape {
+      int64_t batch, tokens, dim, vocab;
+    };
+    // Few distinct tokens, so that many repeat; the long sample keeps its
+    // token groups in global memory instead of shared memory.
+    std::vector<Shape> shapes = {odd ? Shape{3, 33, 130, 7}
+                                     : Shape{3, 100, 256, 20}};
+    if (!odd)
+      shapes.push_back({1, 7000, 64, 300});
+    for (const Shape &s : shapes)
+      if (ctx.begin("norm_embedding", dn,
+                    dims({{"B", s.batch},
+                          {"T", s.tokens},
+                          {"d", s.dim},
+                          {"V", s.vocab}},
+                         odd)))
+        ctx.guarded([&] {
+          int64_t rows = s.batch * s.tokens;
+          IntBuffer tok(rows);
+          randomTokens(tok, rows, int32_t(s.vocab), ctx.rng);
+          Buffer dy(dt, rows * s.dim), n2(F32, s.batch);
+          dy.randn(ctx.rng);
+          n2.uniform(ctx.rng, 0, 10);
+          cpu::norm_embedding(ctx.cpu, dt, tok.h(), dy.h(), n2.h(), s.batch,
+                              s.tokens, s.dim);
+          gpu::norm_embedding(ctx.gpu, dt, tok.d(), dy.d(), n2.d(), s.batch,
+                              s.tokens, s.dim);
+          ctx.compare("n2", n2, 1e-5);
+        });
+  }
+}
+
+void weightGradChecks(Context &ctx, DType dt, bool odd) {
+  const std::string dn = dprt::nameOf(dt);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  {
+    int64_t batch = odd ? 3 : 4, tokens = odd ? 7 : 24, in = odd ? 130 : 256,
+            out = odd ? 66 : 192, rows = batch * tokens;
+    if (ctx.begin(
+            "linear_weight_grad", dn,
+            dims({{"B", batch}, {"T", tokens}, {"in", in}, {"out", out}}, odd) +
+                " masked"))
+      ctx.guarded([&] {
+        Buffer x(dt, rows * in), dy(dt, rows * out), c(F32, batch),
+            dw(F32, out * in), ws(dt, rows * out);
+        x.randn(ctx.rng);
+        dy.randn(ctx.rng);
+        for (int64_t i = tokens * out; i < 2 * tokens * out; ++i)
+          dy.set(i, nan);
+        dy.upload();
+        clipFactorsWithMaskedSample(c, ctx.rng);
+        dw.randn(ctx.rng);
+        cpu::linear_weight_grad(ctx.cpu, dt, x.h(), dy.h(), c.h(), dw.h(),
+                                batch, tokens, in, out, ws.h());
+        gpu::linear_weight_grad(ctx.gpu, dt, x.d(), dy.d(), c.d(), dw.d(),
+                                batch, tokens, in, out, ws.d());
+        ctx.compare("dw", dw, dt == F32 ? 1e-5 : 2e-2);
+      });
+  }
+  {
+    int64_t batch = 4, tokens = odd ? 17 : 64, out = odd ? 301 : 300;
+    if (ctx.begin("bias_grad", dn,
+                  dims({{"B", batch}, {"T", tokens}, {"out", out}}, odd) +
+                      " masked"))
+      ctx.guarded([&] {
+        Buffer dy(dt, batch * tokens * out), c(F32, batch), db(F32, out);
+        dy.randn(ctx.rng);
+        for (int64_t i = tokens * out; i < 2 * tokens * out; ++i)
+          dy.set(i, nan);
+        dy.upload();
+        clipFactorsWithMaskedSample(c, ctx.rng);
+        db.randn(ctx.rng);
+        cpu::bias_grad(ctx.cpu, dt, dy.h(), c.h(), db.h(), batch, tokens, out);
+        gpu::bias_grad(ctx.gpu, dt, dy.d(), c.d(), db.d(), batch, tokens, out);
+        ctx.compare("db", db, 1e-5);
+      });
+  }
+  {
+    int64_t batch = 3, tokens = odd ? 33 : 64, vocab = 50, dim = odd ? 130 : 64,
+            rows = batch * tokens;
+    if (ctx.begin(
+            "embedding_grad", dn,
+            dims({{"B", batch}, {"T", tokens}, {"V", vocab}, {"d", dim}}, odd) +
+                " masked"))
+      ctx.guarded([&] {
+        IntBuffer tok(rows);
+        randomTokens(tok, rows, int32_t(vocab), ctx.rng);
+        Buffer dy(dt, rows * dim), c(F32, batch), table(F32, vocab * dim);
+        dy.randn(ctx.rng);
+        for (int64_t i = tokens * dim; i < 2 * tokens * dim; ++i)
+          dy.set(i, nan);
+        dy.upload();
+        clipFactorsWithMaskedSample(c, ctx.rng);
+        table.randn(ctx.rng);
+        cpu::embedding_grad(ctx.cpu, dt, tok.h(), dy.h(), c.h(), table.h(),
+                            batch, tokens, vocab, dim);
+        gpu::embedding_grad(ctx.gpu, dt, tok.d(), dy.d(), c.d(), table.d(),
+                            batch, tokens, vocab, dim);
+        ctx.compare("dtable", table, 1e-5);
+      });
+  }
+}
+
+/// Kernels on acc (f32) buffers only.
+void accChecks(Context &ctx) {
+  const std::string dn = "f32";
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  {
+    int64_t batch = 3, tokens = 64;
+    if (ctx.begin("gram_dot", dn, dims({{"B", batch}, {"T", tokens}}, false)))
+      ctx.guarded([&] {
+        Buffer ka(F32, batch * tokens * tokens),
+            kg(F32, batch * tokens * tokens), n2(F32, batch);
+        ka.randn(ctx.rng);
+        kg.randn(ctx.rng);
+        n2.uniform(ctx.rng, 0, 10);
+        cpu::gram_dot(ctx.cpu, F32, ka.h(), kg.h(), n2.h(), batch, tokens);
+        gpu::gram_dot(ctx.gpu, F32, ka.d(), kg.d(), n2.d(), batch, tokens);
+        ctx.compare("n2", n2, 1e-5);
+      });
+  }
+  {
+    int64_t batch = 5, dim = 1000;
+    if (ctx.begin("norm_rows", dn, dims({{"B", batch}, {"d", dim}}, false)))
+      ctx.guarded([&] {
+        Buffer g(F32, batch * dim), n2(F32, batch);
+        g.randn(ctx.rng);
+        n2.uniform(ctx.rng, 0, 10);
+        cpu::norm_rows(ctx.cpu, F32, g.h(), n2.h(), batch, dim);
+        gpu::norm_rows(ctx.gpu, F32, g.d(), n2.d(), batch, dim);
+        ctx.compare("n2", n2, 1e-5);
+      });
+    if (ctx.begin("rows_weighted_sum", dn,
+                  dims({{"B", batch}, {"d", dim}}, false) + " masked"))
+      ctx.guarded([&] {
+        Buffer g(F32, batch * dim), c(F32, batch), out(F32, dim);
+        g.randn(ctx.rng);
+        for (int64_t i = dim; i < 2 * dim; ++i)
+          g.set(i, nan);
+        g.upload();
+        clipFactorsWithMaskedSample(c, ctx.rng);
+        out.randn(ctx.rng);
+        cpu::rows_weighted_sum(ctx.cpu, F32, g.h(), c.h(), out.h(), batch, dim);
+        gpu::rows_weighted_sum(ctx.gpu, F32, g.d(), c.d(), out.d(), batch, dim);
+        ctx.compare("out", out, 1e-5);
+      });
+  }
+  for (ClipMode mode : {ClipMode::Flat, ClipMode::Automatic}) {
+    int64_t batch = 64;
+    if (ctx.begin("clip_factors", dn,
+                  dims({{"B", batch}}, false) +
+                      (mode == ClipMode::Flat ? " flat" : " automatic")))
+      ctx.guarded([&] {
+        Buffer n2(F32, batch), mask(F32, batch), c(F32, batch);
+        n2.uniform(ctx.rng, 0, 4);
+        n2.set(3, 0.0);
+        n2.set(5, nan);
+        n2.set(7, -1e-7);
+        n2.upload();
+        for (int64_t b = 0; b < batch; ++b)
+          mask.set(b, b == 1 ? 0.0 : 1.0);
+        mask.upload();
+        c.poison();
+        cpu::clip_factors(ctx.cpu, F32, n2.h(), mask.h(), c.h(), batch, mode,
+                          1.0, 0.01, 1e-3);
+        gpu::clip_factors(ctx.gpu, F32, n2.d(), mask.d(), c.d(), batch, mode,
+                          1.0, 0.01, 1e-3);
+        ctx.compare("c", c, 1e-6);
+      });
+  }
+  for (bool odd : {false, true}) {
+    int64_t n = odd ? 100003 : 65536, mis = odd ? 1 : 0;
+    std::string shape = dims({{"n", n}}, odd);
+    dprt::StepState state{};
+    state.step = 3;
+    state.gradScale = 0.25;
+    state.lrScale = 0.5;
+    if (ctx.begin("sgd_update", dn, shape))
+      ctx.guarded([&] {
+        ctx.setStepState(state);
+        Buffer w(F32, n, mis), g(F32, n);
+        w.randn(ctx.rng);
+        g.randn(ctx.rng);
+        cpu::sgd_update(ctx.cpu, F32, w.h(), g.h(), n, 1e-2, 0.01);
+        gpu::sgd_update(ctx.gpu, F32, w.d(), g.d(), n, 1e-2, 0.01);
+        ctx.compare("master", w, 1e-6);
+      });
+    for (bool nesterov : {false, true})
+      if (ctx.begin("momentum_update", dn,
+                    shape + (nesterov ? " nesterov" : "")))
+        ctx.guarded([&] {
+          ctx.setStepState(state);
+          Buffer w(F32, n, mis), vel(F32, n), g(F32, n);
+          w.randn(ctx.rng);
+          vel.randn(ctx.rng, 0.1);
+          g.randn(ctx.rng);
+          cpu::momentum_update(ctx.cpu, F32, w.h(), vel.h(), g.h(), n, 1e-2,
+                               0.9, nesterov, 0.01);
+          gpu::momentum_update(ctx.gpu, F32, w.d(), vel.d(), g.d(), n, 1e-2,
+                               0.9, nesterov, 0.01);
+          ctx.compare("master", w, 1e-6);
+          ctx.compare("velocity", vel, 1e-6);
+        });
+    if (ctx.begin("adamw_update", dn, shape))
+      ctx.guarded([&] {
+        ctx.setStepState(state);
+        Buffer w(F32, n, mis), m(F32, n), v(F32, n), g(F32, n);
+        w.randn(ctx.rng);
+        m.randn(ctx.rng, 0.1);
+        v.uniform(ctx.rng, 0, 0.01);
+        g.randn(ctx.rng);
+        cpu::adamw_update(ctx.cpu, F32, w.h(), m.h(), v.h(), g.h(), n, 1e-2,
+                          0.9, 0.999, 1e-8, 0.01);
+        gpu::adamw_update(ctx.gpu, F32, w.d(), m.d(), v.d(), g.d(), n, 1e-2,
+                          0.9, 0.999, 1e-8, 0.01);
+        ctx.compare("master", w, 1e-6);
+        ctx.compare("m", m, 1e-6);
+        ctx.compare("v", v, 1e-6);
+      });
+  }
+  {
+    // One rank and no communicator: all_gather copies and reduce_scatter
+    // copies or adds, on the communication stream.
+    int64_t n = 100003;
+    if (ctx.begin("all_gather", dn, dims({{"n", n}}, false) + " 1 rank"))
+      ctx.guarded([&] {
+        Buffer shard(F32, n), full(F32, n);
+        shard.randn(ctx.rng);
+        full.poison();
+        gpu::all_gather(ctx.gpu, F32, shard.d(), full.d(), n, 1);
+        std::vector<double> expect = shard.hostValues();
+        gpu::synchronize(ctx.gpu);
+        Row row = compareValues(full.download(), expect, 0);
+        ctx.result("full", row.pass, row.note);
+      });
+    for (bool acc : {false, true})
+      if (ctx.begin("reduce_scatter", dn,
+                    dims({{"n", n}}, false) + " 1 rank" + (acc ? " acc" : "")))
+        ctx.guarded([&] {
+          Buffer full(F32, n), shard(F32, n);
+          full.randn(ctx.rng);
+          shard.randn(ctx.rng);
+          std::vector<double> expect(static_cast<size_t>(n));
+          for (int64_t i = 0; i < n; ++i)
+            expect[size_t(i)] =
+                double(float((acc ? shard.get(i) : 0.0) + full.get(i)));
+          gpu::reduce_scatter(ctx.gpu, F32, full.d(), shard.d(), n, acc, 1);
+          gpu::synchronize(ctx.gpu);
+          Row row = compareValues(shard.download(), expect, 0);
+          ctx.result("shard", row.pass, row.note);
+        });
+  }
+  if (ctx.begin("f64_rejected", "f64", "n16"))
+    ctx.guarded([&] {
+      bool threw = false;
+      std::string message;
+      try {
+        gpu::add_forward(ctx.gpu, DType::F64, nullptr, nullptr, nullptr, 16);
+      } catch (const std::runtime_error &e) {
+        threw = true;
+        message = e.what();
+      }
+      bool pass =
+          threw && message.find("f64 is not supported on the CUDA backend") !=
+                       std::string::npos;
+      ctx.result("", pass, threw ? message : "no exception");
+    });
+}
+
+} // namespace
+
+void kernelChecks(Context &ctx) {
+  for (DType dt : {F32, BF16})
+    for (bool odd : {false, true}) {
+      denseChecks(ctx, dt, odd);
+      normalizationChecks(ctx, dt, odd);
+      attentionChecks(ctx, dt, odd);
+      elementwiseChecks(ctx, dt, odd);
+      lossChecks(ctx, dt, odd);
+      normChecks(ctx, dt, odd);
+      weightGradChecks(ctx, dt, odd);
+    }
+  accChecks(ctx);
+}
+
+//===----------------------------------------------------------------------===//
+// runCaptured
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+// The captured step's buffers, at fixed arena offsets (a graph replays fixed
+// addresses); f32, kStepN elements each.
+constexpr int64_t kStepN = 4099;
+constexpr int64_t kSlotBytes = 32768;
+constexpr int64_t kMaster = 1 * kSlotBytes, kM = 2 * kSlotBytes,
+                  kV = 3 * kSlotBytes, kGrad = 4 * kSlotBytes,
+                  kCopy = 5 * kSlotBytes, kSum = 6 * kSlotBytes;
+
+/// AdamW on the compute stream, a copy of the new master on the
+/// communication stream (all_gather of one rank), and a sum of the copies
+/// back on the compute stream, ordered by events.
+void capturedStep(dprt::Rank *r) {
+  char *a = dprt::arena(r);
+  gpu::adamw_update(r, F32, a + kMaster, a + kM, a + kV, a + kGrad, kStepN,
+                    1e-2, 0.9, 0.999, 1e-8, 0.01);
+  gpu::record_event(r, 0, 0);
+  gpu::wait_event(r, 1, 0);
+  gpu::all_gather(r, F32, a + kMaster, a + kCopy, kStepN, 1);
+  gpu::record_event(r, 1, 1);
+  gpu::wait_event(r, 0, 1);
+  gpu::accumulate(r, F32, a + kCopy, a + kSum, kStepN);
+}
+
+} // namespace
+
+void capturedStepCheck(Context &ctx) {
+  if (!ctx.begin("runCaptured", "f32", "adamw+events+copy, 4 calls"))
+    return;
+  ctx.guarded([&] {
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> master(kStepN), m(kStepN), v(kStepN), grad(kStepN),
+        sum(kStepN, 0.0f);
+    for (int64_t i = 0; i < kStepN; ++i) {
+      master[i] = normal(ctx.rng);
+      m[i] = 0.1f * normal(ctx.rng);
+      v[i] = 0.01f * std::fabs(normal(ctx.rng));
+    }
+    size_t bytes = size_t(kStepN) * sizeof(float);
+    gpu::copyToArena(ctx.gpu, kMaster, master.data(), int64_t(bytes));
+    gpu::copyToArena(ctx.gpu, kM, m.data(), int64_t(bytes));
+    gpu::copyToArena(ctx.gpu, kV, v.data(), int64_t(bytes));
+    gpu::copyToArena(ctx.gpu, kSum, sum.data(), int64_t(bytes));
+    // Call 1 runs un-captured, call 2 captures and launches, calls 3 and 4
+    // replay with a new StepState and new gradients.
+    for (int call = 1; call <= 4; ++call) {
+      dprt::StepState state{};
+      state.step = call;
+      state.gradScale = 1.0 / double(call + 1);
+      state.lrScale = 1.0 - 0.1 * call;
+      ctx.setStepState(state);
+      for (int64_t i = 0; i < kStepN; ++i)
+        grad[i] = normal(ctx.rng);
+      gpu::copyToArena(ctx.gpu, kGrad, grad.data(), int64_t(bytes));
+      gpu::runCaptured(ctx.gpu, 7, capturedStep);
+      cpu::adamw_update(ctx.cpu, F32, master.data(), m.data(), v.data(),
+                        grad.data(), kStepN, 1e-2, 0.9, 0.999, 1e-8, 0.01);
+      for (int64_t i = 0; i < kStepN; ++i)
+        sum[i] += master[i];
+      std::vector<float> got(kStepN);
+      auto check = [&](const char *name, int64_t offset,
+                       const std::vector<float> &want, double tolerance) {
+        gpu::copyFromArena(ctx.gpu, got.data(), offset, int64_t(bytes));
+        Row row = compareValues(std::vector<double>(got.begin(), got.end()),
+                                std::vector<double>(want.begin(), want.end()),
+                                tolerance);
+        row.kernel = "runCaptured." + std::string(name);
+        row.dtype = "f32";
+        row.shape = "call " + std::to_string(call) +
+                    (call == 1   ? " (warm-up)"
+                     : call == 2 ? " (capture)"
+                                 : " (replay)");
+        row.seed = ctx.seed;
+        ctx.report->add(row);
+      };
+      check("master", kMaster, master, 1e-6);
+      check("v", kV, v, 1e-6);
+      check("sum", kSum, sum, 1e-6);
+    }
+  });
+}
+
+} // namespace dpc::gpucheck

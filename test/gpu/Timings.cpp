@@ -1,0 +1,350 @@
+//===- Timings.cpp - Kernel times at the sizes of the 1.1B Llama model ----===//
+//
+// Width 2048, 32 heads of 64, 8 key/value heads, MLP 8192, vocabulary 32000,
+// 8 sequences of 1024 tokens (8192 rows), bf16 unless noted. Inputs are
+// random (never zeros). Each kernel runs twice to warm up (GEMM plans,
+// scratch), then 10 times between CUDA events on the compute stream; the
+// median is reported with the rate it implies: TFLOP/s for products (the
+// FLOPs of the products as launched: attention counts full T x T matrices),
+// GB/s for the rest (the fewest bytes the kernel must read and write).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Cases.h"
+#include "DeviceRandom.h"
+
+#include "DeviceState.h"
+#include "dprt/backend.h"
+#include "dprt/kernels.h"
+
+#include <algorithm>
+
+namespace dpc::gpucheck {
+
+namespace gpu = dprt::cuda;
+using dprt::Activation;
+
+namespace {
+
+constexpr DType F32 = DType::F32;
+constexpr DType BF16 = DType::BF16;
+
+constexpr int64_t kB = 8, kT = 1024, kRows = kB * kT, kD = 2048, kH = 32,
+                  kKV = 8, kHd = 64, kFF = 8192, kVocab = 32000;
+
+/// Device memory filled with random values (uniform in [lo, hi)).
+class DeviceBuffer {
+public:
+  DeviceBuffer(DType dt, int64_t n, uint64_t seed, double lo = -1.0,
+               double hi = 1.0)
+      : bytes_(size_t(n) * size_t(dprt::sizeOf(dt))) {
+    cudaCheck(cudaMalloc(&p_, bytes_ ? bytes_ : 1), "cudaMalloc(timing)");
+    deviceUniform(p_, dt, n, seed, lo, hi);
+  }
+  ~DeviceBuffer() { cudaFree(p_); }
+  DeviceBuffer(const DeviceBuffer &) = delete;
+  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+  void *p() const { return p_; }
+
+private:
+  size_t bytes_;
+  void *p_ = nullptr;
+};
+
+class DeviceTokens {
+public:
+  DeviceTokens(int64_t n, uint64_t seed, int32_t vocab) {
+    cudaCheck(cudaMalloc(&p_, size_t(n) * sizeof(int32_t)),
+              "cudaMalloc(tokens)");
+    deviceTokens(p_, n, seed, vocab);
+  }
+  ~DeviceTokens() { cudaFree(p_); }
+  DeviceTokens(const DeviceTokens &) = delete;
+  DeviceTokens &operator=(const DeviceTokens &) = delete;
+  int32_t *p() const { return p_; }
+
+private:
+  int32_t *p_ = nullptr;
+};
+
+/// Median microseconds of `launch` on the rank's compute stream.
+double medianMicros(Context &ctx, const std::function<void()> &launch) {
+  launch();
+  launch();
+  gpu::synchronize(ctx.gpu);
+  cudaStream_t stream = gpu::computeStream(ctx.gpu);
+  cudaEvent_t start, stop;
+  cudaCheck(cudaEventCreate(&start), "cudaEventCreate");
+  cudaCheck(cudaEventCreate(&stop), "cudaEventCreate");
+  std::vector<float> times;
+  for (int rep = 0; rep < 10; ++rep) {
+    cudaCheck(cudaEventRecord(start, stream), "cudaEventRecord");
+    launch();
+    cudaCheck(cudaEventRecord(stop, stream), "cudaEventRecord");
+    cudaCheck(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float ms = 0;
+    cudaCheck(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    times.push_back(ms);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(times.begin(), times.end());
+  return 1000.0 * double(times[times.size() / 2]);
+}
+
+/// Times `launch` and adds a row; `work` is FLOPs when `flops`, else bytes.
+void timeKernel(Context &ctx, const std::string &kernel, DType dt,
+                const std::string &shape, double work, bool flops,
+                const std::function<void()> &launch) {
+  if (!ctx.begin(kernel, dprt::nameOf(dt), shape))
+    return;
+  try {
+    double us = medianMicros(ctx, launch);
+    Timing t;
+    t.kernel = kernel;
+    t.dtype = dprt::nameOf(dt);
+    t.shape = shape;
+    t.microseconds = us;
+    t.rate = flops ? work / (us * 1e6) : work / (us * 1e3);
+    t.unit = flops ? "TFLOP/s" : "GB/s";
+    ctx.report->addTiming(t);
+  } catch (const std::exception &e) {
+    ctx.result("timing", false, std::string("exception: ") + e.what());
+    cudaGetLastError();
+  }
+}
+
+std::string mk(int64_t rows, int64_t in, int64_t out) {
+  return std::to_string(rows) + "x" + std::to_string(in) + "->" +
+         std::to_string(out);
+}
+
+void linearTimings(Context &ctx) {
+  struct Layer {
+    const char *name;
+    int64_t in, out;
+  };
+  const Layer layers[] = {{"q/o", kD, kD},
+                          {"k/v", kD, kKV * kHd},
+                          {"gate/up", kD, kFF},
+                          {"down", kFF, kD},
+                          {"lm-head", kD, kVocab}};
+  uint64_t seed = ctx.baseSeed;
+  for (const Layer &l : layers)
+    for (DType dt : {BF16, F32}) {
+      if (dt == F32 && std::string(l.name) != "q/o")
+        continue;
+      std::string shape = std::string(l.name) + " " + mk(kRows, l.in, l.out);
+      double flop = 2.0 * kRows * l.in * l.out;
+      {
+        DeviceBuffer x(dt, kRows * l.in, ++seed), w(dt, l.out * l.in, ++seed),
+            y(dt, kRows * l.out, ++seed);
+        timeKernel(ctx, "linear_forward", dt, shape, flop, true, [&] {
+          gpu::linear_forward(ctx.gpu, dt, x.p(), w.p(), nullptr, y.p(), kRows,
+                              l.in, l.out);
+        });
+        // y plays dy, x plays dx.
+        timeKernel(ctx, "linear_backward_input", dt, shape, flop, true, [&] {
+          gpu::linear_backward_input(ctx.gpu, dt, y.p(), w.p(), x.p(), kRows,
+                                     l.in, l.out, false);
+        });
+      }
+      if (dt == F32)
+        continue;
+      DeviceBuffer x(dt, kRows * l.in, ++seed), dy(dt, kRows * l.out, ++seed),
+          c(F32, kB, ++seed, 0.0, 1.0), dw(F32, l.out * l.in, ++seed),
+          ws(dt, kRows * l.out, ++seed);
+      timeKernel(ctx, "linear_weight_grad", dt, shape, flop, true, [&] {
+        gpu::linear_weight_grad(ctx.gpu, dt, x.p(), dy.p(), c.p(), dw.p(), kB,
+                                kT, l.in, l.out, ws.p());
+      });
+    }
+}
+
+void normTimings(Context &ctx) {
+  uint64_t seed = ctx.baseSeed + 1000;
+  const DType dt = BF16;
+  for (int64_t width : {kD, kFF}) {
+    DeviceBuffer x(dt, kRows * width, ++seed), K(F32, kB * kT * kT, ++seed);
+    timeKernel(ctx, "gram", dt, "B8 T1024 d" + std::to_string(width),
+               2.0 * kB * kT * kT * width, true, [&] {
+                 gpu::gram(ctx.gpu, dt, x.p(), K.p(), kB, kT, width, false);
+               });
+  }
+  {
+    DeviceBuffer ka(F32, kB * kT * kT, ++seed), kg(F32, kB * kT * kT, ++seed),
+        n2(F32, kB, ++seed, 0, 1);
+    timeKernel(
+        ctx, "gram_dot", F32, "B8 T1024", 2.0 * kB * kT * kT * 4, false,
+        [&] { gpu::gram_dot(ctx.gpu, F32, ka.p(), kg.p(), n2.p(), kB, kT); });
+  }
+  {
+    int64_t in = kD, out = kKV * kHd;
+    DeviceBuffer x(dt, kRows * in, ++seed), dy(dt, kRows * out, ++seed),
+        n2(F32, kB, ++seed, 0, 1), ws(F32, in * out, ++seed);
+    timeKernel(ctx, "norm_direct", dt, "k/v " + mk(kRows, in, out),
+               2.0 * kRows * in * out, true, [&] {
+                 gpu::norm_direct(ctx.gpu, dt, x.p(), dy.p(), n2.p(), kB, kT,
+                                  in, out, ws.p());
+               });
+  }
+  {
+    DeviceBuffer dy(dt, kRows * kD, ++seed), n2(F32, kB, ++seed, 0, 1);
+    timeKernel(
+        ctx, "norm_bias", dt, "B8 T1024 out2048", 2.0 * kRows * kD, false,
+        [&] { gpu::norm_bias(ctx.gpu, dt, dy.p(), n2.p(), kB, kT, kD); });
+    DeviceTokens tok(kRows, ++seed, int32_t(kVocab));
+    timeKernel(ctx, "norm_embedding", dt, "B8 T1024 d2048 V32000",
+               2.0 * kRows * kD, false, [&] {
+                 gpu::norm_embedding(ctx.gpu, dt, tok.p(), dy.p(), n2.p(), kB,
+                                     kT, kD);
+               });
+  }
+}
+
+void layerTimings(Context &ctx) {
+  uint64_t seed = ctx.baseSeed + 2000;
+  const DType dt = BF16;
+  {
+    DeviceBuffer x(dt, kRows * kD, ++seed), g(dt, kD, ++seed, 0.5, 1.5),
+        y(dt, kRows * kD, ++seed), rstd(F32, kRows, ++seed, 0.5, 2.0),
+        dx(dt, kRows * kD, ++seed), dgamma(F32, kB * kD, ++seed);
+    timeKernel(ctx, "rms_norm_forward", dt, "8192x2048", 2.0 * 2 * kRows * kD,
+               false, [&] {
+                 gpu::rms_norm_forward(ctx.gpu, dt, x.p(), g.p(), y.p(),
+                                       rstd.p(), kRows, kD, 1e-5);
+               });
+    timeKernel(ctx, "rms_norm_backward", dt, "8192x2048 +dgamma",
+               3.0 * 2 * kRows * kD, false, [&] {
+                 gpu::rms_norm_backward(ctx.gpu, dt, x.p(), g.p(), rstd.p(),
+                                        y.p(), dx.p(), dgamma.p(), kB, kT, kD,
+                                        false);
+               });
+  }
+  {
+    DeviceBuffer q(dt, kRows * kH * kHd, ++seed);
+    timeKernel(ctx, "rope_forward", dt, "q B8 T1024 H32 hd64",
+               2.0 * 2 * kRows * kH * kHd, false, [&] {
+                 gpu::rope_forward(ctx.gpu, dt, q.p(), q.p(), kB, kT, kH, kHd,
+                                   10000.0);
+               });
+  }
+  {
+    int64_t nq = kRows * kH * kHd, nk = kRows * kKV * kHd;
+    DeviceBuffer q(dt, nq, ++seed), k(dt, nk, ++seed), v(dt, nk, ++seed),
+        o(dt, nq, ++seed), lse(F32, kB * kH * kT, ++seed), dout(dt, nq, ++seed),
+        dq(dt, nq, ++seed), dk(dt, nk, ++seed), dv(dt, nk, ++seed);
+    double unit = double(kB) * kH * kT * kT * kHd;
+    timeKernel(ctx, "attention_forward", dt, "B8 T1024 H32 KV8 hd64 causal",
+               4.0 * unit, true, [&] {
+                 gpu::attention_forward(ctx.gpu, dt, q.p(), k.p(), v.p(), o.p(),
+                                        lse.p(), kB, kT, kH, kKV, kHd, true);
+               });
+    timeKernel(ctx, "attention_backward", dt, "B8 T1024 H32 KV8 hd64 causal",
+               10.0 * unit, true, [&] {
+                 gpu::attention_backward(
+                     ctx.gpu, dt, q.p(), k.p(), v.p(), o.p(), lse.p(), dout.p(),
+                     dq.p(), dk.p(), dv.p(), kB, kT, kH, kKV, kHd, true);
+               });
+  }
+  {
+    int64_t n = kRows * kFF;
+    DeviceBuffer a(dt, n, ++seed), b(dt, n, ++seed), y(dt, n, ++seed),
+        da(dt, n, ++seed), db(dt, n, ++seed);
+    std::string shape = "8192x8192";
+    timeKernel(ctx, "activation_forward.silu", dt, shape, 2.0 * 2 * n, false,
+               [&] {
+                 gpu::activation_forward(ctx.gpu, dt, Activation::Silu, a.p(),
+                                         y.p(), n);
+               });
+    timeKernel(ctx, "activation_backward.silu", dt, shape, 3.0 * 2 * n, false,
+               [&] {
+                 gpu::activation_backward(ctx.gpu, dt, Activation::Silu, a.p(),
+                                          b.p(), y.p(), n, false);
+               });
+    timeKernel(ctx, "mul_forward", dt, shape, 3.0 * 2 * n, false,
+               [&] { gpu::mul_forward(ctx.gpu, dt, a.p(), b.p(), y.p(), n); });
+    timeKernel(ctx, "mul_backward", dt, shape, 5.0 * 2 * n, false, [&] {
+      gpu::mul_backward(ctx.gpu, dt, a.p(), b.p(), y.p(), da.p(), db.p(), n,
+                        false, false);
+    });
+  }
+  {
+    int64_t n = kRows * kD;
+    DeviceBuffer a(dt, n, ++seed), b(dt, n, ++seed), y(dt, n, ++seed);
+    timeKernel(ctx, "add_forward", dt, "8192x2048", 3.0 * 2 * n, false,
+               [&] { gpu::add_forward(ctx.gpu, dt, a.p(), b.p(), y.p(), n); });
+    timeKernel(ctx, "accumulate", dt, "8192x2048", 3.0 * 2 * n, false,
+               [&] { gpu::accumulate(ctx.gpu, dt, a.p(), y.p(), n); });
+  }
+}
+
+void lossAndParameterTimings(Context &ctx) {
+  uint64_t seed = ctx.baseSeed + 3000;
+  const DType dt = BF16;
+  {
+    DeviceBuffer logits(dt, kRows * kVocab, ++seed, -3.0, 3.0),
+        dlogits(dt, kRows * kVocab, ++seed), loss(F32, kB, ++seed),
+        lse(F32, kRows, ++seed), dloss(F32, kB, ++seed, 0.5, 1.5);
+    DeviceTokens targets(kRows, ++seed, int32_t(kVocab));
+    std::string shape = "8192x32000";
+    timeKernel(ctx, "cross_entropy_forward", dt, shape, 2.0 * kRows * kVocab,
+               false, [&] {
+                 gpu::cross_entropy_forward(
+                     ctx.gpu, dt, logits.p(), targets.p(), loss.p(), lse.p(),
+                     kB, kT, kVocab, true, -1, dprt::Reduction::Mean);
+               });
+    timeKernel(ctx, "cross_entropy_backward", dt, shape,
+               2.0 * 2 * kRows * kVocab, false, [&] {
+                 gpu::cross_entropy_backward(ctx.gpu, dt, logits.p(),
+                                             targets.p(), lse.p(), dloss.p(),
+                                             dlogits.p(), kB, kT, kVocab, true,
+                                             -1, dprt::Reduction::Mean);
+               });
+  }
+  {
+    DeviceBuffer table(dt, kVocab * kD, ++seed), out(dt, kRows * kD, ++seed),
+        dtable(F32, kVocab * kD, ++seed), c(F32, kB, ++seed, 0.0, 1.0);
+    DeviceTokens tok(kRows, ++seed, int32_t(kVocab));
+    timeKernel(ctx, "embedding_forward", dt, "8192 rows d2048",
+               2.0 * 2 * kRows * kD, false, [&] {
+                 gpu::embedding_forward(ctx.gpu, dt, tok.p(), table.p(),
+                                        out.p(), kRows, kVocab, kD);
+               });
+    timeKernel(ctx, "embedding_grad", dt, "8192 rows d2048",
+               (2.0 + 8.0) * kRows * kD, false, [&] {
+                 gpu::embedding_grad(ctx.gpu, dt, tok.p(), out.p(), c.p(),
+                                     dtable.p(), kB, kT, kVocab, kD);
+               });
+  }
+  {
+    // A rank's shard of the 1.1B model on 2 GPUs is ~550M; 128M suffices
+    // to measure the bandwidth.
+    int64_t n = int64_t(128) << 20;
+    dprt::StepState state{};
+    state.step = 10;
+    state.gradScale = 1.0 / 256;
+    state.lrScale = 1.0;
+    ctx.setStepState(state);
+    DeviceBuffer w(F32, n, ++seed), m(F32, n, ++seed, -0.1, 0.1),
+        v(F32, n, ++seed, 0.0, 0.01), g(F32, n, ++seed);
+    timeKernel(ctx, "adamw_update", F32, "n=128M", 7.0 * 4 * n, false, [&] {
+      gpu::adamw_update(ctx.gpu, F32, w.p(), m.p(), v.p(), g.p(), n, 1e-4, 0.9,
+                        0.999, 1e-8, 0.0);
+    });
+    DeviceBuffer half(BF16, n, ++seed);
+    timeKernel(ctx, "cast.to_bf16", F32, "n=128M", 6.0 * n, false,
+               [&] { gpu::cast(ctx.gpu, F32, w.p(), BF16, half.p(), n); });
+  }
+}
+
+} // namespace
+
+void timings(Context &ctx) {
+  linearTimings(ctx);
+  normTimings(ctx);
+  layerTimings(ctx);
+  lossAndParameterTimings(ctx);
+}
+
+} // namespace dpc::gpucheck
