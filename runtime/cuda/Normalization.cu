@@ -295,3 +295,31 @@ void layer_norm_backward(Rank *rank, DType dt, const void *x, const void *gamma,
 }
 
 } // namespace dprt::cuda
+
+namespace dprt::cuda {
+
+// Backward, then the squared norms of the per-sample gradients it formed.
+void rms_norm_backward_norm(Rank *rank, DType dt, const void *x,
+                            const void *gamma, const void *rstd,
+                            const void *dy, void *dx, void *dgammaPerSample,
+                            void *n2, int64_t batch, int64_t tokens,
+                            int64_t dim, bool accumulate) {
+  rms_norm_backward(rank, dt, x, gamma, rstd, dy, dx, dgammaPerSample, batch,
+                    tokens, dim, accumulate);
+  norm_rows(rank, accOf(dt), dgammaPerSample, n2, batch, dim);
+}
+
+void layer_norm_backward_norm(Rank *rank, DType dt, const void *x,
+                              const void *gamma, const void *mean,
+                              const void *rstd, const void *dy, void *dx,
+                              void *dgammaPerSample, void *dbetaPerSample,
+                              void *n2, int64_t batch, int64_t tokens,
+                              int64_t dim, bool accumulate) {
+  layer_norm_backward(rank, dt, x, gamma, mean, rstd, dy, dx, dgammaPerSample,
+                      dbetaPerSample, batch, tokens, dim, accumulate);
+  for (void *grads : {dgammaPerSample, dbetaPerSample})
+    if (grads)
+      norm_rows(rank, accOf(dt), grads, n2, batch, dim);
+}
+
+} // namespace dprt::cuda

@@ -293,3 +293,22 @@ void norm_rows(Rank *rank, DType acc, const void *g, void *n2, int64_t batch,
 }
 
 } // namespace dprt::cuda
+
+namespace dprt::cuda {
+
+// The fused forms run as the two kernels they fuse, in order, on the compute
+// stream: the same sums as on the CPU, without the saved pass over dy yet.
+void norm_rank1_bias(Rank *rank, DType dt, const void *x, const void *dy,
+                     void *n2, int64_t batch, int64_t in, int64_t out) {
+  norm_rank1(rank, dt, x, dy, n2, batch, in, out);
+  norm_bias(rank, dt, dy, n2, batch, 1, out);
+}
+
+void norm_direct_bias(Rank *rank, DType dt, const void *x, const void *dy,
+                      void *n2, int64_t batch, int64_t tokens, int64_t in,
+                      int64_t out, void *workspace) {
+  norm_direct(rank, dt, x, dy, n2, batch, tokens, in, out, workspace);
+  norm_bias(rank, dt, dy, n2, batch, tokens, out);
+}
+
+} // namespace dprt::cuda
