@@ -246,6 +246,53 @@ void normalizationChecks(Context &ctx, DType dt, bool odd) {
         ctx.compare("dx", dx, tol(dt));
         ctx.compare("dgamma", dgamma, 1e-5);
       });
+    if (ctx.begin("rms_norm_backward_norm", dn, shape))
+      ctx.guarded([&] {
+        Buffer x(dt, rows * dim, mis), g(dt, dim), rstd(F32, rows),
+            dy(dt, rows * dim, mis), dx(dt, rows * dim, mis),
+            dgamma(F32, batch * dim), n2(F32, batch);
+        x.randn(ctx.rng);
+        g.uniform(ctx.rng, 0.5, 1.5);
+        rstd.uniform(ctx.rng, 0.5, 2.0);
+        dy.randn(ctx.rng);
+        dx.poison();
+        dgamma.poison();
+        n2.uniform(ctx.rng, 0, 10);
+        cpu::rms_norm_backward_norm(ctx.cpu, dt, x.h(), g.h(), rstd.h(), dy.h(),
+                                    dx.h(), dgamma.h(), n2.h(), batch, tokens,
+                                    dim, false);
+        gpu::rms_norm_backward_norm(ctx.gpu, dt, x.d(), g.d(), rstd.d(), dy.d(),
+                                    dx.d(), dgamma.d(), n2.d(), batch, tokens,
+                                    dim, false);
+        ctx.compare("dx", dx, tol(dt));
+        ctx.compare("dgamma", dgamma, 1e-5);
+        ctx.compare("n2", n2, 1e-5);
+      });
+    if (ctx.begin("layer_norm_backward_norm", dn, shape))
+      ctx.guarded([&] {
+        Buffer x(dt, rows * dim, mis), g(dt, dim), mean(F32, rows),
+            rstd(F32, rows), dy(dt, rows * dim, mis), dx(dt, rows * dim, mis),
+            dgamma(F32, batch * dim), dbeta(F32, batch * dim), n2(F32, batch);
+        x.randn(ctx.rng);
+        g.uniform(ctx.rng, 0.5, 1.5);
+        mean.randn(ctx.rng, 0.3);
+        rstd.uniform(ctx.rng, 0.5, 2.0);
+        dy.randn(ctx.rng);
+        dx.poison();
+        dgamma.poison();
+        dbeta.poison();
+        n2.uniform(ctx.rng, 0, 10);
+        cpu::layer_norm_backward_norm(ctx.cpu, dt, x.h(), g.h(), mean.h(),
+                                      rstd.h(), dy.h(), dx.h(), dgamma.h(),
+                                      dbeta.h(), n2.h(), batch, tokens, dim,
+                                      false);
+        gpu::layer_norm_backward_norm(ctx.gpu, dt, x.d(), g.d(), mean.d(),
+                                      rstd.d(), dy.d(), dx.d(), dgamma.d(),
+                                      dbeta.d(), n2.d(), batch, tokens, dim,
+                                      false);
+        ctx.compare("dx", dx, tol(dt));
+        ctx.compare("n2", n2, 1e-5);
+      });
     if (ctx.begin("layer_norm_backward", dn, shape))
       ctx.guarded([&] {
         Buffer x(dt, rows * dim, mis), g(dt, dim), mean(F32, rows),
@@ -608,6 +655,41 @@ void normChecks(Context &ctx, DType dt, bool odd) {
         n2.uniform(ctx.rng, 0, 10);
         cpu::norm_rank1(ctx.cpu, dt, x.h(), dy.h(), n2.h(), batch, in, out);
         gpu::norm_rank1(ctx.gpu, dt, x.d(), dy.d(), n2.d(), batch, in, out);
+        ctx.compare("n2", n2, 1e-5);
+      });
+  }
+  {
+    int64_t batch = 16, in = odd ? 301 : 256, out = odd ? 199 : 128;
+    if (ctx.begin("norm_rank1_bias", dn,
+                  dims({{"B", batch}, {"in", in}, {"out", out}}, odd)))
+      ctx.guarded([&] {
+        Buffer x(dt, batch * in), dy(dt, batch * out), n2(F32, batch);
+        x.randn(ctx.rng);
+        dy.randn(ctx.rng);
+        n2.uniform(ctx.rng, 0, 10);
+        cpu::norm_rank1_bias(ctx.cpu, dt, x.h(), dy.h(), n2.h(), batch, in,
+                             out);
+        gpu::norm_rank1_bias(ctx.gpu, dt, x.d(), dy.d(), n2.d(), batch, in,
+                             out);
+        ctx.compare("n2", n2, 1e-5);
+      });
+  }
+  {
+    int64_t batch = 3, tokens = odd ? 37 : 64, in = odd ? 130 : 256,
+            out = odd ? 99 : 128;
+    if (ctx.begin("norm_direct_bias", dn,
+                  dims({{"B", batch}, {"T", tokens}, {"in", in}, {"out", out}},
+                       odd)))
+      ctx.guarded([&] {
+        Buffer x(dt, batch * tokens * in), dy(dt, batch * tokens * out),
+            n2(F32, batch), ws(F32, in * out);
+        x.randn(ctx.rng);
+        dy.randn(ctx.rng);
+        n2.uniform(ctx.rng, 0, 10);
+        cpu::norm_direct_bias(ctx.cpu, dt, x.h(), dy.h(), n2.h(), batch, tokens,
+                              in, out, ws.h());
+        gpu::norm_direct_bias(ctx.gpu, dt, x.d(), dy.d(), n2.d(), batch, tokens,
+                              in, out, ws.d());
         ctx.compare("n2", n2, 1e-5);
       });
   }
