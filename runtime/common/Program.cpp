@@ -114,10 +114,9 @@ const char *roleName(InputRole role) {
 
 } // namespace
 
-void describe_program(ProgramSpec *spec, const char *model,
-                      const char *backend, int32_t ranks, int64_t arenaBytes,
-                      int64_t stateOffset, DType compute,
-                      int64_t physicalBatch, int64_t tokens,
+void describe_program(ProgramSpec *spec, const char *model, const char *backend,
+                      int32_t ranks, int64_t arenaBytes, int64_t stateOffset,
+                      DType compute, int64_t physicalBatch, int64_t tokens,
                       int64_t maskOffset, int64_t lossOffset,
                       int64_t logitsOffset, int64_t classes,
                       int64_t predictedPeakBytes) {
@@ -145,8 +144,7 @@ void describe_program(ProgramSpec *spec, const char *model,
   DPRT_REQUIRE(tokens >= 1, spec, fn,
                "tokens per sample must be >= 1, got " << tokens);
   spec->tokens = tokens;
-  DPRT_REQUIRE(classes >= 0, spec, fn,
-               "classes must be >= 0, got " << classes);
+  DPRT_REQUIRE(classes >= 0, spec, fn, "classes must be >= 0, got " << classes);
   spec->classes = classes;
   DPRT_REQUIRE(predictedPeakBytes >= 0, spec, fn,
                "the predicted peak must be >= 0, got " << predictedPeakBytes);
@@ -174,10 +172,9 @@ void describe_program(ProgramSpec *spec, const char *model,
 
 void describe_recipe(ProgramSpec *spec, ClipMode clip, double maxNorm,
                      double gamma, bool targetEpsilon, double sigma,
-                     double epsilon, double delta,
-                     NoiseGeneratorKind generator, SamplingKind sampling,
-                     int64_t expectedBatch, double rate, int64_t shuffleBatch,
-                     int64_t steps, int64_t seed) {
+                     double epsilon, double delta, NoiseGeneratorKind generator,
+                     SamplingKind sampling, int64_t expectedBatch, double rate,
+                     int64_t shuffleBatch, int64_t steps, int64_t seed) {
   const char *fn = "describe_recipe";
   requireProgram(spec, fn);
   RecipeSpec &r = spec->recipe;
@@ -273,7 +270,8 @@ void describe_input(ProgramSpec *spec, const char *name, InputRole role,
   DPRT_REQUIRE(role == InputRole::Tokens || role == InputRole::NextTokens ||
                    role == InputRole::Features || role == InputRole::Label ||
                    role == InputRole::Target,
-               spec, fn, what << " has unknown role " << static_cast<int>(role));
+               spec, fn,
+               what << " has unknown role " << static_cast<int>(role));
   for (const InputSpec &other : spec->inputs)
     DPRT_REQUIRE(other.role != role, spec, fn,
                  what << " has role " << roleName(role) << " like input '"
@@ -357,8 +355,8 @@ void describe_param(ProgramSpec *spec, const char *name, int32_t unit,
   const UnitSpec &u = spec->units[unit];
   DPRT_REQUIRE(offsetInUnit >= 0 && offsetInUnit + numel <= u.numel, spec, fn,
                what << " at elements [" << offsetInUnit << ", "
-                    << offsetInUnit + numel << ") lies outside unit '"
-                    << u.name << "' of " << u.numel << " elements");
+                    << offsetInUnit + numel << ") lies outside unit '" << u.name
+                    << "' of " << u.numel << " elements");
   DPRT_REQUIRE(globalIndex >= 0, spec, fn,
                what << " has a negative global index " << globalIndex);
   spec->params.push_back(ParamSpec{name, std::move(shape), unit, offsetInUnit,

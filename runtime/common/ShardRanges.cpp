@@ -69,9 +69,9 @@ void init_normal_range(Rank *rank, DType acc, void *shard, int64_t shardElems,
                 globalIndex + p.offset, std);
 }
 
-void init_uniform_range(Rank *rank, DType acc, void *shard,
-                        int64_t shardElems, int64_t begin, int64_t count,
-                        int64_t globalIndex, double bound) {
+void init_uniform_range(Rank *rank, DType acc, void *shard, int64_t shardElems,
+                        int64_t begin, int64_t count, int64_t globalIndex,
+                        double bound) {
   OwnedPart p;
   if (ownedPart(rank, "init_uniform_range", shardElems, begin, count, p))
     init_uniform(rank, acc, at(shard, p.local, acc), p.count,
@@ -85,9 +85,8 @@ void fill_range(Rank *rank, DType acc, void *shard, int64_t shardElems,
     fill(rank, acc, at(shard, p.local, acc), p.count, value);
 }
 
-void add_noise_range(Rank *rank, DType acc, void *gradShard,
-                     int64_t shardElems, int64_t begin, int64_t count,
-                     int64_t globalIndex) {
+void add_noise_range(Rank *rank, DType acc, void *gradShard, int64_t shardElems,
+                     int64_t begin, int64_t count, int64_t globalIndex) {
   OwnedPart p;
   if (ownedPart(rank, "add_noise_range", shardElems, begin, count, p))
     add_noise(rank, acc, at(gradShard, p.local, acc), p.count,
@@ -103,16 +102,15 @@ void sgd_update_range(Rank *rank, DType acc, void *master, const void *grad,
                p.count, lr, weightDecay);
 }
 
-void momentum_update_range(Rank *rank, DType acc, void *master,
-                           void *velocity, const void *grad,
-                           int64_t shardElems, int64_t begin, int64_t count,
-                           double lr, double momentum, bool nesterov,
-                           double weightDecay) {
+void momentum_update_range(Rank *rank, DType acc, void *master, void *velocity,
+                           const void *grad, int64_t shardElems, int64_t begin,
+                           int64_t count, double lr, double momentum,
+                           bool nesterov, double weightDecay) {
   OwnedPart p;
   if (ownedPart(rank, "momentum_update_range", shardElems, begin, count, p))
     momentum_update(rank, acc, at(master, p.local, acc),
-                    at(velocity, p.local, acc), at(grad, p.local, acc),
-                    p.count, lr, momentum, nesterov, weightDecay);
+                    at(velocity, p.local, acc), at(grad, p.local, acc), p.count,
+                    lr, momentum, nesterov, weightDecay);
 }
 
 void adamw_update_range(Rank *rank, DType acc, void *master, void *m, void *v,

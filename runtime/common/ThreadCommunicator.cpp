@@ -87,7 +87,8 @@ struct ThreadGroup {
     dtypes[index] = dt;
     barrier();
     for (int r = 1; r < world; ++r) {
-      if (ops[r] != ops[0] || counts[r] != counts[0] || dtypes[r] != dtypes[0]) {
+      if (ops[r] != ops[0] || counts[r] != counts[0] ||
+          dtypes[r] != dtypes[0]) {
         std::ostringstream os;
         os << "thread communicator: rank 0 called " << collectiveName(ops[0])
            << " with " << counts[0] << " " << nameOf(dtypes[0])
@@ -123,8 +124,8 @@ void ThreadCommunicator::allGather(Rank *, DType dt, const void *shard,
 
 namespace {
 template <class T>
-void sumSlices(const std::vector<const void *> &fulls, int64_t first,
-               int64_t n, T *shard, bool accumulate) {
+void sumSlices(const std::vector<const void *> &fulls, int64_t first, int64_t n,
+               T *shard, bool accumulate) {
   const int world = static_cast<int>(fulls.size());
   for (int64_t i = 0; i < n; ++i) {
     T sum = static_cast<const T *>(fulls[0])[first + i];

@@ -109,10 +109,9 @@ void writeChromeTrace(const std::string &path) {
     events.insert(events.end(), buffer->begin(), buffer->end());
   // Sorted by time, so that the file reads in order and viewers that expect
   // monotonic timestamps per thread are satisfied.
-  std::stable_sort(events.begin(), events.end(),
-                   [](const Event &a, const Event &b) {
-                     return a.begin < b.begin;
-                   });
+  std::stable_sort(
+      events.begin(), events.end(),
+      [](const Event &a, const Event &b) { return a.begin < b.begin; });
   std::set<std::pair<int32_t, int32_t>> tracks;
   for (const Event &e : events)
     tracks.insert({e.rank, static_cast<int32_t>(e.track)});

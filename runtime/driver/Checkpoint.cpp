@@ -93,15 +93,13 @@ std::string toJson(const CheckpointState &s) {
      << "  \"noise_generator\": " << jsonString(s.generator) << ",\n"
      << "  \"sampler\": {\"kind\": " << jsonString(s.sampler)
      << ", \"next_step\": " << s.nextSamplerStep
-     << ", \"q\": " << jsonNumber(s.q)
-     << ", \"batch\": " << s.shuffleBatch
+     << ", \"q\": " << jsonNumber(s.q) << ", \"batch\": " << s.shuffleBatch
      << ", \"dataset_records\": " << s.datasetRecords
-     << ", \"dataset_fingerprint\": "
-     << jsonString(hex64(s.datasetFingerprint)) << "},\n"
+     << ", \"dataset_fingerprint\": " << jsonString(hex64(s.datasetFingerprint))
+     << "},\n"
      << "  \"privacy\": {\"sigma\": " << jsonNumber(s.sigma)
      << ", \"max_grad_norm\": " << jsonNumber(s.maxNorm)
-     << ", \"delta\": " << jsonNumber(s.delta)
-     << ", \"target_epsilon\": "
+     << ", \"delta\": " << jsonNumber(s.delta) << ", \"target_epsilon\": "
      << (s.targetEpsilon > 0 ? jsonNumber(s.targetEpsilon) : "null")
      << ", \"epsilon\": " << jsonNumber(s.epsilon) << "},\n"
      << "  \"accountant\": {\"kind\": \"rdp\", \"segments\": [";
@@ -191,9 +189,9 @@ void writeFileDurably(const std::string &path, const std::string &content) {
   std::FILE *file = std::fopen(path.c_str(), "wb");
   if (!file)
     ioError("cannot create", path);
-  bool ok = std::fwrite(content.data(), 1, content.size(), file) ==
-                content.size() &&
-            std::fflush(file) == 0 && ::fsync(fileno(file)) == 0;
+  bool ok =
+      std::fwrite(content.data(), 1, content.size(), file) == content.size() &&
+      std::fflush(file) == 0 && ::fsync(fileno(file)) == 0;
   int savedErrno = errno;
   if (std::fclose(file) != 0 || !ok) {
     errno = ok ? errno : savedErrno;
@@ -214,16 +212,16 @@ std::string CheckpointDirectory::begin(int64_t step) {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec)
-    throw std::runtime_error("cannot create the checkpoint directory '" +
-                             dir_ + "': " + ec.message());
+    throw std::runtime_error("cannot create the checkpoint directory '" + dir_ +
+                             "': " + ec.message());
   // Leftovers of a save that was interrupted; never a published checkpoint.
   for (const auto &entry : fs::directory_iterator(dir_, ec))
     if (std::string name = entry.path().filename().string();
         name.rfind(".tmp-", 0) == 0 || name.rfind(".latest-", 0) == 0)
       fs::remove_all(entry.path(), ec);
   step_ = step;
-  temporary_ = (fs::path(dir_) / (".tmp-" + stepName(step) + "-" +
-                                  std::to_string(::getpid())))
+  temporary_ = (fs::path(dir_) /
+                (".tmp-" + stepName(step) + "-" + std::to_string(::getpid())))
                    .string();
   fs::remove_all(temporary_, ec);
   if (!fs::create_directory(temporary_, ec) || ec)

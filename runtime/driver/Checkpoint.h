@@ -35,29 +35,28 @@ struct CheckpointState {
 
   std::string model;
   std::string backend;
-  std::string compute;       ///< "f32", "f64", "bf16"
-  int32_t ranks = 1;         ///< ranks of the run that saved it
-  int64_t step = 0;          ///< optimizer steps completed
-  int64_t totalSteps = 0;    ///< the run's --steps
+  std::string compute;    ///< "f32", "f64", "bf16"
+  int32_t ranks = 1;      ///< ranks of the run that saved it
+  int64_t step = 0;       ///< optimizer steps completed
+  int64_t totalSteps = 0; ///< the run's --steps
   uint64_t seed = 0;
   uint64_t initKey = 0;
   uint64_t noiseKey[4] = {0, 0, 0, 0};
-  std::string generator;     ///< "philox" or "chacha20"
-  std::string sampler;       ///< "poisson" or "shuffle"
+  std::string generator;       ///< "philox" or "chacha20"
+  std::string sampler;         ///< "poisson" or "shuffle"
   int64_t nextSamplerStep = 1; ///< the sampler's next step (= step + 1)
-  double q = 0;              ///< sampling rate (shuffle: batch / records)
+  double q = 0;                ///< sampling rate (shuffle: batch / records)
   int64_t shuffleBatch = 0;
   int64_t datasetRecords = 0;
   uint64_t datasetFingerprint = 0;
   double sigma = 0;
   double maxNorm = 0;
   double delta = 0;
-  double targetEpsilon = 0;  ///< 0: no target (sigma was given)
-  double epsilon = 0;        ///< spent so far
+  double targetEpsilon = 0; ///< 0: no target (sigma was given)
+  double epsilon = 0;       ///< spent so far
   std::vector<privacy::SampledGaussianSegment> segments;
-  std::string optimizer;     ///< "sgd", "momentum", "adamw"
-  double lr = 0, momentum = 0, beta1 = 0, beta2 = 0, eps = 0,
-         weightDecay = 0;
+  std::string optimizer; ///< "sgd", "momentum", "adamw"
+  double lr = 0, momentum = 0, beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0;
   bool nesterov = false;
 };
 

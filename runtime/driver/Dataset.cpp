@@ -156,7 +156,8 @@ DataLayout DataLayout::of(const ProgramSpec &spec) {
                        " tokens cannot hold byte-level text");
     return layout;
   }
-  if (features && !tokens && !next && (label != nullptr) != (target != nullptr)) {
+  if (features && !tokens && !next &&
+      (label != nullptr) != (target != nullptr)) {
     layout.features = features->dims[0];
     layout.label = label != nullptr;
     layout.classes = label ? spec.classes : 0;
@@ -204,8 +205,8 @@ Dataset Dataset::load(const std::string &path, const DataLayout &layout) {
         lineError(path, number,
                   "the record has " + std::to_string(line.size()) +
                       " bytes but this model reads at most " +
-                      std::to_string(layout.tokens - 1) +
-                      " (its " + std::to_string(layout.tokens) +
+                      std::to_string(layout.tokens - 1) + " (its " +
+                      std::to_string(layout.tokens) +
                       " tokens less the start token); shorten or split the "
                       "line");
       d.ids_.push_back('\n');
@@ -351,8 +352,8 @@ void Dataset::writeRow(const InputSpec &input, int64_t record,
   case InputRole::Target: {
     const int64_t width =
         layout_.features + (layout_.label ? 0 : layout_.targets);
-    const int64_t first = input.role == InputRole::Features ? 0
-                                                           : layout_.features;
+    const int64_t first =
+        input.role == InputRole::Features ? 0 : layout_.features;
     const int64_t count = input.dims[0];
     auto *out = static_cast<char *>(row);
     for (int64_t j = 0; j < count; ++j)

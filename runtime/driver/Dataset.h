@@ -1,4 +1,5 @@
-//===- Dataset.h - Training records and how they fill the inputs -*- C++ -*-===//
+//===- Dataset.h - Training records and how they fill the inputs -*- C++
+//-*-===//
 //
 // The program's input roles say what the data is:
 //  - Tokens + NextTokens (a language model): a text file, one record per

@@ -31,8 +31,8 @@ double parseReal(const std::string &flag, const std::string &text) {
   char *end = nullptr;
   double value = std::strtod(text.c_str(), &end);
   if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(value))
-    throw UsageError("option " + flag + " needs a finite number, got '" +
-                     text + "'");
+    throw UsageError("option " + flag + " needs a finite number, got '" + text +
+                     "'");
   return value;
 }
 
@@ -163,8 +163,8 @@ std::string usageText(const std::string &program, const ProgramSpec &spec) {
   const RecipeSpec &r = spec.recipe;
   std::ostringstream noise;
   if (r.targetEpsilon)
-    noise << "calibrated for epsilon = " << r.epsilon << " at delta = "
-          << r.delta;
+    noise << "calibrated for epsilon = " << r.epsilon
+          << " at delta = " << r.delta;
   else
     noise << "sigma = " << r.sigma;
   std::ostringstream os;

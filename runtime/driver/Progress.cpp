@@ -16,8 +16,8 @@ using privacy::jsonNumber;
 std::string toJsonLine(const StepMetrics &m) {
   const double perSecond = m.stepSeconds > 0 ? 1 / m.stepSeconds : 0;
   std::ostringstream os;
-  os << "{\"step\": " << m.step << ", \"loss\": "
-     << (std::isnan(m.loss) ? "null" : jsonNumber(m.loss))
+  os << "{\"step\": " << m.step
+     << ", \"loss\": " << (std::isnan(m.loss) ? "null" : jsonNumber(m.loss))
      << ", \"epsilon\": " << jsonNumber(m.epsilon)
      << ", \"samples\": " << m.samples << ", \"tokens\": " << m.tokens
      << ", \"micro_steps\": " << m.microSteps
@@ -69,21 +69,22 @@ void Progress::update(const StepMetrics &m) {
                  tokenRate);
     return;
   }
-  // Redraw at most ten times a second, and always for the last step.
+  // Redraw at most ten times a second, and always for the last step; ESC [K
+  // clears what a longer previous line left.
   if (m.step != lastStep_ && lastDraw_ >= 0 && m.wallSeconds - lastDraw_ < 0.1)
     return;
   lastDraw_ = m.wallSeconds;
   const int width = 24;
-  const double done = lastStep_ > firstStep_ - 1
-                          ? double(m.step - firstStep_ + 1) /
-                                double(lastStep_ - firstStep_ + 1)
-                          : 1.0;
+  const double done =
+      lastStep_ > firstStep_ - 1
+          ? double(m.step - firstStep_ + 1) / double(lastStep_ - firstStep_ + 1)
+          : 1.0;
   const int filled = static_cast<int>(done * width);
   std::string bar(filled, '#');
   bar.resize(width, '.');
   std::fprintf(stderr,
                "\r[%s] %lld/%lld  loss %s  eps %.3g  %.0f samples/s  %.0f "
-               "tok/s ",
+               "tok/s\x1b[K",
                bar.c_str(), static_cast<long long>(m.step),
                static_cast<long long>(lastStep_), loss, m.epsilon, rate,
                tokenRate);

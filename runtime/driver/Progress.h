@@ -12,10 +12,10 @@ namespace dprt::driver {
 /// What one optimizer step did, for the progress line and the metrics file.
 struct StepMetrics {
   int64_t step = 0;
-  double loss = 0;         ///< mean over the real samples; NaN if none
-  double epsilon = 0;      ///< spent after this step
-  int64_t samples = 0;     ///< the logical batch
-  int64_t tokens = 0;      ///< counted target tokens (samples for CSV)
+  double loss = 0;     ///< mean over the real samples; NaN if none
+  double epsilon = 0;  ///< spent after this step
+  int64_t samples = 0; ///< the logical batch
+  int64_t tokens = 0;  ///< counted target tokens (samples for CSV)
   int64_t microSteps = 0;
   double stepSeconds = 0;
   double wallSeconds = 0;  ///< since the start of the program

@@ -104,9 +104,9 @@ void SafetensorsWriter::write(const void *data) {
 
 void SafetensorsWriter::close() {
   if (next_ != tensors_.size())
-    throw std::logic_error("SafetensorsWriter: " +
-                           std::to_string(tensors_.size() - next_) +
-                           " declared tensors were not written");
+    throw std::logic_error(
+        "SafetensorsWriter: " + std::to_string(tensors_.size() - next_) +
+        " declared tensors were not written");
   if (std::fflush(file_) != 0 || fsync(fileno(file_)) != 0)
     ioError("cannot write", path_);
   std::FILE *file = file_;
@@ -121,13 +121,15 @@ SafetensorsReader::SafetensorsReader(const std::string &path) : path_(path) {
     ioError("cannot read", path);
   unsigned char sizeBytes[8];
   if (std::fread(sizeBytes, 1, 8, file_) != 8)
-    throw std::runtime_error("'" + path + "' is not a safetensors file (too "
+    throw std::runtime_error("'" + path +
+                             "' is not a safetensors file (too "
                              "short)");
   uint64_t size = 0;
   for (int i = 0; i < 8; ++i)
     size |= static_cast<uint64_t>(sizeBytes[i]) << (8 * i);
   if (size > kMaxHeaderBytes)
-    throw std::runtime_error("'" + path + "' is not a safetensors file "
+    throw std::runtime_error("'" + path +
+                             "' is not a safetensors file "
                              "(header of " +
                              std::to_string(size) + " bytes)");
   std::string header(size, '\0');
@@ -176,8 +178,8 @@ SafetensorsReader::SafetensorsReader(const std::string &path) : path_(path) {
       tensors_.push_back(std::move(t));
     }
   } catch (const JsonError &e) {
-    throw std::runtime_error("'" + path + "' is not a valid safetensors file: " +
-                             e.what());
+    throw std::runtime_error("'" + path +
+                             "' is not a valid safetensors file: " + e.what());
   }
 }
 

@@ -189,10 +189,10 @@ private:
 //===----------------------------------------------------------------------===//
 
 struct Launch {
-  int world = 1;          ///< ranks of the grid
-  int firstRank = 0;      ///< global rank of local rank 0
-  int localRanks = 1;     ///< ranks driven by this process
-  int firstDevice = 0;    ///< device of local rank 0 (others: consecutive)
+  int world = 1;             ///< ranks of the grid
+  int firstRank = 0;         ///< global rank of local rank 0
+  int localRanks = 1;        ///< ranks driven by this process
+  int firstDevice = 0;       ///< device of local rank 0 (others: consecutive)
   bool sharedDevice = false; ///< every rank uses device 0 (the CPU)
   bool multiProcess = false;
 
@@ -237,9 +237,9 @@ Launch planLaunch(const Options &options, const ProgramSpec &spec) {
     launch.localRanks = 1;
     launch.firstRank = environmentInt(
         {"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"});
-    launch.firstDevice = std::max(
-        0, environmentInt({"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
-                           "SLURM_LOCALID", "MPI_LOCALRANKID"}));
+    launch.firstDevice =
+        std::max(0, environmentInt({"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                    "SLURM_LOCALID", "MPI_LOCALRANKID"}));
     if (launch.firstRank < 0 || launch.firstRank >= world)
       throw UsageError("the launcher gave no valid rank (RANK, "
                        "OMPI_COMM_WORLD_RANK, SLURM_PROCID or PMI_RANK)");
@@ -473,8 +473,8 @@ void Trainer::setUpPrivacy() {
       sigma_ = c.sigma;
       std::ostringstream os;
       os << "calibrated for epsilon = " << targetEpsilon_
-         << " at delta = " << delta_ << " over " << steps << " steps at q = "
-         << q_;
+         << " at delta = " << delta_ << " over " << steps
+         << " steps at q = " << q_;
       sigmaSource_ = os.str();
     }
   } else {
@@ -534,14 +534,15 @@ void Trainer::restorePrivacy() {
     refuse("--delta", "delta = " + std::to_string(s.delta));
   if (o_.seed && *o_.seed != s.seed)
     refuse("--seed", "seed = " + std::to_string(s.seed));
-  if (s.sampler != (r.sampling == SamplingKind::Poisson ? "poisson"
-                                                         : "shuffle") ||
+  if (s.sampler !=
+          (r.sampling == SamplingKind::Poisson ? "poisson" : "shuffle") ||
       s.generator != generatorName(r.generator))
     throw UsageError("the checkpoint '" + resumePath_ +
                      "' used another sampler or noise generator");
   if (data_ && (data_->size() != s.datasetRecords ||
                 data_->fingerprint() != s.datasetFingerprint))
-    throw UsageError("--data '" + o_.data + "' is not the data of the "
+    throw UsageError("--data '" + o_.data +
+                     "' is not the data of the "
                      "checkpoint's run (" +
                      std::to_string(s.datasetRecords) +
                      " records with another content); a resumed run must "
@@ -650,8 +651,8 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
       r.sampling == SamplingKind::Poisson
           ? privacy::PoissonSampler(samplerKey, data_->size(), q_, generator)
                 .sample(step)
-          : privacy::ShuffleSampler(samplerKey, data_->size(),
-                                    r.shuffleBatch, generator)
+          : privacy::ShuffleSampler(samplerKey, data_->size(), r.shuffleBatch,
+                                    generator)
                 .sample(step);
   const privacy::PhysicalBatchPlan plan = privacy::planPhysicalBatches(
       static_cast<int64_t>(batch.size()), launch_.world, spec_.physicalBatch);
@@ -702,7 +703,8 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
       }
       sums[1] += static_cast<double>(part.count);
       for (int64_t row = 0; row < part.count; ++row)
-        sums[2] += static_cast<double>(data_->tokensOf(batch[part.first + row]));
+        sums[2] +=
+            static_cast<double>(data_->tokensOf(batch[part.first + row]));
     }
     {
       DPRT_TRACE(rank.rank, trace::Track::Compute, "dp_apply");
@@ -856,7 +858,8 @@ void Trainer::saveCheckpoint() {
       optimizerInfos.push_back({name, acc, {spec_.units[u].numel}});
   }
   const std::map<std::string, std::string> metadata = {
-      {"format", "dpc"}, {"model", spec_.model},
+      {"format", "dpc"},
+      {"model", spec_.model},
       {"step", std::to_string(step_)}};
   SafetensorsWriter params(temporary + "/params.safetensors", paramTensors,
                            metadata);
@@ -921,8 +924,8 @@ void Trainer::loadCheckpoint(const std::string &path) {
   for (size_t u = 0; u < spec_.units.size(); ++u) {
     const UnitSpec &unit = spec_.units[u];
     std::vector<int64_t> offsets = {unit.masterShard};
-    std::vector<std::vector<char>> fulls(1,
-                                         std::vector<char>(unit.numel * accBytes));
+    std::vector<std::vector<char>> fulls(
+        1, std::vector<char>(unit.numel * accBytes));
     for (const ParamSpec *p : byUnit[u]) {
       const TensorInfo *t = params->find(p->name);
       if (!t)
@@ -931,7 +934,8 @@ void Trainer::loadCheckpoint(const std::string &path) {
       if (t->shape != p->shape)
         throw UsageError("the checkpoint's parameter '" + p->name +
                          "' has another shape than the model's");
-      readTensor(*params, *t, acc, fulls[0].data() + p->offsetInUnit * accBytes);
+      readTensor(*params, *t, acc,
+                 fulls[0].data() + p->offsetInUnit * accBytes);
     }
     for (const auto &[name, offset] : optimizerTensors(unit)) {
       const TensorInfo *t = optimizer->find(name);
@@ -966,16 +970,15 @@ int32_t sampleToken(const std::vector<double> &logits, double u) {
   std::vector<int32_t> order(logits.size());
   std::iota(order.begin(), order.end(), 0);
   const int64_t k = std::min<int64_t>(kGenerationTopK, logits.size());
-  std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                    [&](int32_t a, int32_t b) {
-                      return logits[a] > logits[b] ||
-                             (logits[a] == logits[b] && a < b);
-                    });
+  std::partial_sort(
+      order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
+        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+      });
   std::vector<double> weights(k);
   double total = 0;
   for (int64_t i = 0; i < k; ++i) {
-    weights[i] =
-        std::exp((logits[order[i]] - logits[order[0]]) / kGenerationTemperature);
+    weights[i] = std::exp((logits[order[i]] - logits[order[0]]) /
+                          kGenerationTemperature);
     total += weights[i];
   }
   double threshold = u * total, cumulative = 0;
@@ -1060,10 +1063,9 @@ void Trainer::generate(int64_t lines) {
         for (int64_t c = 0; c < classes; ++c)
           logits[c] = loadAs(spec_.compute,
                              row.data() + (p * classes + c) * logitBytes);
-        const double u =
-            uniformF64(NoiseGenerator::Philox, key,
-                       static_cast<uint64_t>(produced + p),
-                       static_cast<uint64_t>(pos), kGenerationStream);
+        const double u = uniformF64(
+            NoiseGenerator::Philox, key, static_cast<uint64_t>(produced + p),
+            static_cast<uint64_t>(pos), kGenerationStream);
         const int32_t next = sampleToken(logits, u);
         if (next == '\n') {
           done[p] = true;
@@ -1109,8 +1111,8 @@ void Trainer::report(bool stoppedByBudget) const {
      << (launch_.world == 1 ? " rank" : " ranks") << ")\n"
      << "  steps             " << step_ << " of " << totalSteps_;
   if (stoppedByBudget)
-    os << " (stopped: the next step would exceed epsilon = "
-       << targetEpsilon_ << ")";
+    os << " (stopped: the next step would exceed epsilon = " << targetEpsilon_
+       << ")";
   os << "\n";
   if (data_)
     os << "  data              " << data_->describe() << " from " << o_.data
@@ -1126,8 +1128,8 @@ void Trainer::report(bool stoppedByBudget) const {
                 seconds > 0 ? trainedTokens_ / seconds : 0.0,
                 static_cast<long long>(stepsRun_), seconds);
   os << line;
-  os << "  memory per rank   peak " << formatBytes(peakBytes_)
-     << "; predicted " << formatBytes(spec_.predictedPeakBytes);
+  os << "  memory per rank   peak " << formatBytes(peakBytes_) << "; predicted "
+     << formatBytes(spec_.predictedPeakBytes);
   if (peakBytes_ > 0) {
     std::snprintf(line, sizeof(line), " (%.1f %% of the peak)",
                   100.0 * spec_.predictedPeakBytes / peakBytes_);
@@ -1149,11 +1151,11 @@ int Trainer::run() {
   loadData();
   if (!o_.resume.empty()) {
     resumePath_ = resolveCheckpoint(o_.resume);
-    resumed_ = std::make_unique<CheckpointState>(checkpointStateFromJson(
-        readTextFile(resumePath_ + "/state.json"),
-        resumePath_ + "/state.json"));
+    resumed_ = std::make_unique<CheckpointState>(
+        checkpointStateFromJson(readTextFile(resumePath_ + "/state.json"),
+                                resumePath_ + "/state.json"));
   }
-  totalSteps_ = o_.steps ? *o_.steps
+  totalSteps_ = o_.steps   ? *o_.steps
                 : resumed_ ? resumed_->totalSteps
                            : spec_.recipe.steps;
   if (resumed_)
@@ -1257,8 +1259,8 @@ int Trainer::run() {
 } // namespace
 
 int runTrainingProgram(int argc, char **argv) {
-  std::string program = argc > 0 ? fs::path(argv[0]).filename().string()
-                                  : std::string("train");
+  std::string program =
+      argc > 0 ? fs::path(argv[0]).filename().string() : std::string("train");
   try {
     Options options = parseOptions(argc, argv);
     ProgramSpec spec;

@@ -40,18 +40,18 @@ constexpr int64_t kState = 0;
 constexpr int64_t kTok = after(kState, sizeof(StepState));
 constexpr int64_t kNext = after(kTok, kRows * 4);
 constexpr int64_t kMask = after(kNext, kRows * 4);
-constexpr int64_t kLoss = after(kMask, kBatch * kElem);
-constexpr int64_t kMaster = after(kLoss, kBatch * kElem);
-constexpr int64_t kGrad = after(kMaster, kShard * kElem);
-constexpr int64_t kVelocity = after(kGrad, kShard * kElem);
-constexpr int64_t kFull = after(kVelocity, kShard * kElem);
-constexpr int64_t kLogits = after(kFull, kShard * kRanks * kElem);
-constexpr int64_t kLse = after(kLogits, kRows * kVocab * kElem);
-constexpr int64_t kDLogits = after(kLse, kRows * kElem);
-constexpr int64_t kN2 = after(kDLogits, kRows * kVocab * kElem);
-constexpr int64_t kClip = after(kN2, kBatch * kElem);
-constexpr int64_t kDFull = after(kClip, kBatch * kElem);
-constexpr int64_t kArena = after(kDFull, kShard * kRanks * kElem);
+constexpr int64_t kLoss = after(kMask, kBatch *kElem);
+constexpr int64_t kMaster = after(kLoss, kBatch *kElem);
+constexpr int64_t kGrad = after(kMaster, kShard *kElem);
+constexpr int64_t kVelocity = after(kGrad, kShard *kElem);
+constexpr int64_t kFull = after(kVelocity, kShard *kElem);
+constexpr int64_t kLogits = after(kFull, kShard *kRanks *kElem);
+constexpr int64_t kLse = after(kLogits, kRows *kVocab *kElem);
+constexpr int64_t kDLogits = after(kLse, kRows *kElem);
+constexpr int64_t kN2 = after(kDLogits, kRows *kVocab *kElem);
+constexpr int64_t kClip = after(kN2, kBatch *kElem);
+constexpr int64_t kDFull = after(kClip, kBatch *kElem);
+constexpr int64_t kArena = after(kDFull, kShard *kRanks *kElem);
 
 constexpr double kLr = 0.5, kMomentum = 0.9;
 
@@ -63,10 +63,9 @@ void forward(Rank *rank, char *a) {
   all_gather(rank, kCompute, a + kMaster, a + kFull, kShard, 1);
   embedding_forward(rank, kCompute, tokens(a), a + kFull, a + kLogits, kRows,
                     kVocab, kVocab);
-  cross_entropy_forward(rank, kCompute, a + kLogits,
-                        reinterpret_cast<const int32_t *>(a + kNext),
-                        a + kLoss, a + kLse, kBatch, kTokens, kVocab, true, -1,
-                        Reduction::Mean);
+  cross_entropy_forward(
+      rank, kCompute, a + kLogits, reinterpret_cast<const int32_t *>(a + kNext),
+      a + kLoss, a + kLse, kBatch, kTokens, kVocab, true, -1, Reduction::Mean);
 }
 
 } // namespace
@@ -77,11 +76,10 @@ void dp_describe(ProgramSpec *spec) {
   describe_recipe(spec, ClipMode::Flat, 1.0, 0.01, false, 0.8, 0.0, 1e-5,
                   NoiseGeneratorKind::ChaCha20, SamplingKind::Poisson, 8, 0.0,
                   0, 30, 3);
-  describe_optimizer(spec, OptimizerKind::Momentum, kLr, kMomentum, false, 0,
-                     0, 0, 0.0);
+  describe_optimizer(spec, OptimizerKind::Momentum, kLr, kMomentum, false, 0, 0,
+                     0, 0.0);
   describe_input(spec, "tokens", InputRole::Tokens, kTok, kTokens, 0, 0);
-  describe_input(spec, "targets", InputRole::NextTokens, kNext, kTokens, 0,
-                 0);
+  describe_input(spec, "targets", InputRole::NextTokens, kNext, kTokens, 0, 0);
   describe_unit(spec, "unit.table", kNumel, kShard, kMaster, kMaster, kGrad,
                 kVelocity, -1);
   describe_param(spec, "table", 0, 0, 0, true, kVocab, kVocab, 0, 0);
@@ -99,17 +97,17 @@ void dp_microstep(Rank *rank) {
   char *a = arena(rank);
   const auto *next = reinterpret_cast<const int32_t *>(a + kNext);
   forward(rank, a);
-  cross_entropy_backward(rank, kCompute, a + kLogits, next, a + kLse,
-                         a + kMask, a + kDLogits, kBatch, kTokens, kVocab, true,
-                         -1, Reduction::Mean);
+  cross_entropy_backward(rank, kCompute, a + kLogits, next, a + kLse, a + kMask,
+                         a + kDLogits, kBatch, kTokens, kVocab, true, -1,
+                         Reduction::Mean);
   zero(rank, a + kN2, kBatch * kElem);
   norm_embedding(rank, kCompute, tokens(a), a + kDLogits, a + kN2, kBatch,
                  kTokens, kVocab);
   clip_factors(rank, kCompute, a + kN2, a + kMask, a + kClip, kBatch,
                ClipMode::Flat, 1.0, 0.01, 1e-6);
   zero(rank, a + kDFull, kShard * kRanks * kElem);
-  embedding_grad(rank, kCompute, tokens(a), a + kDLogits, a + kClip,
-                 a + kDFull, kBatch, kTokens, kVocab, kVocab);
+  embedding_grad(rank, kCompute, tokens(a), a + kDLogits, a + kClip, a + kDFull,
+                 kBatch, kTokens, kVocab, kVocab);
   reduce_scatter(rank, kCompute, a + kDFull, a + kGrad, kShard, true, 1);
 }
 

@@ -13,6 +13,10 @@
 #include "dprt/kernels.h"
 #include "dprt/program.h"
 
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
 #ifndef FIXTURE_RANKS
 #define FIXTURE_RANKS 1
 #endif
@@ -41,29 +45,29 @@ constexpr int64_t after(int64_t offset, int64_t bytes) {
 // activations and gradients, one after the other.
 constexpr int64_t kState = 0;
 constexpr int64_t kX = after(kState, sizeof(StepState));
-constexpr int64_t kLabel = after(kX, kBatch * kFeatures * kElem);
+constexpr int64_t kLabel = after(kX, kBatch *kFeatures *kElem);
 constexpr int64_t kMask = after(kLabel, kBatch * 4);
-constexpr int64_t kLoss = after(kMask, kBatch * kElem);
-constexpr int64_t kMasterW = after(kLoss, kBatch * kElem);
-constexpr int64_t kGradW = after(kMasterW, kShardW * kElem);
-constexpr int64_t kAdamMW = after(kGradW, kShardW * kElem);
-constexpr int64_t kAdamVW = after(kAdamMW, kShardW * kElem);
-constexpr int64_t kMasterB = after(kAdamVW, kShardW * kElem);
-constexpr int64_t kGradB = after(kMasterB, kShardB * kElem);
-constexpr int64_t kAdamMB = after(kGradB, kShardB * kElem);
-constexpr int64_t kAdamVB = after(kAdamMB, kShardB * kElem);
-constexpr int64_t kFullW = after(kAdamVB, kShardB * kElem);
-constexpr int64_t kFullB = after(kFullW, kShardW * kRanks * kElem);
-constexpr int64_t kLogits = after(kFullB, kShardB * kRanks * kElem);
-constexpr int64_t kLse = after(kLogits, kBatch * kClasses * kElem);
-constexpr int64_t kDLogits = after(kLse, kBatch * kElem);
-constexpr int64_t kN2 = after(kDLogits, kBatch * kClasses * kElem);
-constexpr int64_t kClip = after(kN2, kBatch * kElem);
-constexpr int64_t kDFullW = after(kClip, kBatch * kElem);
-constexpr int64_t kDFullB = after(kDFullW, kShardW * kRanks * kElem);
-constexpr int64_t kWorkspace = after(kDFullB, kShardB * kRanks * kElem);
-constexpr int64_t kArena = after(
-    kWorkspace, weightGradWorkspaceBytes(kCompute, kBatch, kClasses));
+constexpr int64_t kLoss = after(kMask, kBatch *kElem);
+constexpr int64_t kMasterW = after(kLoss, kBatch *kElem);
+constexpr int64_t kGradW = after(kMasterW, kShardW *kElem);
+constexpr int64_t kAdamMW = after(kGradW, kShardW *kElem);
+constexpr int64_t kAdamVW = after(kAdamMW, kShardW *kElem);
+constexpr int64_t kMasterB = after(kAdamVW, kShardW *kElem);
+constexpr int64_t kGradB = after(kMasterB, kShardB *kElem);
+constexpr int64_t kAdamMB = after(kGradB, kShardB *kElem);
+constexpr int64_t kAdamVB = after(kAdamMB, kShardB *kElem);
+constexpr int64_t kFullW = after(kAdamVB, kShardB *kElem);
+constexpr int64_t kFullB = after(kFullW, kShardW *kRanks *kElem);
+constexpr int64_t kLogits = after(kFullB, kShardB *kRanks *kElem);
+constexpr int64_t kLse = after(kLogits, kBatch *kClasses *kElem);
+constexpr int64_t kDLogits = after(kLse, kBatch *kElem);
+constexpr int64_t kN2 = after(kDLogits, kBatch *kClasses *kElem);
+constexpr int64_t kClip = after(kN2, kBatch *kElem);
+constexpr int64_t kDFullW = after(kClip, kBatch *kElem);
+constexpr int64_t kDFullB = after(kDFullW, kShardW *kRanks *kElem);
+constexpr int64_t kWorkspace = after(kDFullB, kShardB *kRanks *kElem);
+constexpr int64_t kArena =
+    after(kWorkspace, weightGradWorkspaceBytes(kCompute, kBatch, kClasses));
 
 constexpr double kLr = 0.05, kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-8;
 
@@ -78,17 +82,27 @@ void forward(Rank *rank, char *a) {
                         Reduction::Mean);
 }
 
+/// Test hook, not something dpc emits: DPC_FIXTURE_FAIL_RANK=r makes rank r
+/// throw in its third micro-step, as a failing kernel would, while the other
+/// ranks wait for it in a collective.
+void failIfAsked(Rank *rank) {
+  static const char *failRank = std::getenv("DPC_FIXTURE_FAIL_RANK");
+  thread_local int microsteps = 0;
+  if (failRank && std::atoi(failRank) == rank->rank && ++microsteps == 3)
+    throw std::runtime_error("rank " + std::to_string(rank->rank) +
+                             " failed on purpose");
+}
+
 } // namespace
 
 void dp_describe(ProgramSpec *spec) {
-  describe_program(spec, "classifier", "cpu", kRanks, kArena, kState,
-                   kCompute, kBatch, 1, kMask, kLoss, kLogits, kClasses,
-                   kArena);
+  describe_program(spec, "classifier", "cpu", kRanks, kArena, kState, kCompute,
+                   kBatch, 1, kMask, kLoss, kLogits, kClasses, kArena);
   describe_recipe(spec, ClipMode::Flat, 1.0, 0.01, true, 0.0, 4.0, 1e-5,
-                  NoiseGeneratorKind::Philox, SamplingKind::Poisson, 0, 0.05,
-                  0, 40, 7);
-  describe_optimizer(spec, OptimizerKind::AdamW, kLr, 0, false, kBeta1,
-                     kBeta2, kEps, 0.0);
+                  NoiseGeneratorKind::Philox, SamplingKind::Poisson, 0, 0.05, 0,
+                  40, 7);
+  describe_optimizer(spec, OptimizerKind::AdamW, kLr, 0, false, kBeta1, kBeta2,
+                     kEps, 0.0);
   describe_input(spec, "x", InputRole::Features, kX, kFeatures, 0, 0);
   describe_input(spec, "label", InputRole::Label, kLabel, 0, 0, 0);
   describe_unit(spec, "unit.w", kNumelW, kShardW, kMasterW, kMasterW, kGradW,
@@ -116,11 +130,12 @@ void dp_init(Rank *rank) {
 void dp_microstep(Rank *rank) {
   char *a = arena(rank);
   const auto *labels = reinterpret_cast<const int32_t *>(a + kLabel);
+  failIfAsked(rank);
   forward(rank, a);
   // The mask seeds the backward pass: padding rows get no gradient.
   cross_entropy_backward(rank, kCompute, a + kLogits, labels, a + kLse,
-                         a + kMask, a + kDLogits, kBatch, 1, kClasses, false,
-                         0, Reduction::Mean);
+                         a + kMask, a + kDLogits, kBatch, 1, kClasses, false, 0,
+                         Reduction::Mean);
   zero(rank, a + kN2, kBatch * kElem);
   norm_rank1(rank, kCompute, a + kX, a + kDLogits, a + kN2, kBatch, kFeatures,
              kClasses);
@@ -142,13 +157,13 @@ void dp_apply(Rank *rank) {
   char *a = arena(rank);
   add_noise_range(rank, kCompute, a + kGradW, kShardW, 0, kNumelW, 0);
   adamw_update_range(rank, kCompute, a + kMasterW, a + kAdamMW, a + kAdamVW,
-                     a + kGradW, kShardW, 0, kNumelW, kLr, kBeta1, kBeta2,
-                     kEps, 0.0);
+                     a + kGradW, kShardW, 0, kNumelW, kLr, kBeta1, kBeta2, kEps,
+                     0.0);
   zero(rank, a + kGradW, kShardW * kElem);
   add_noise_range(rank, kCompute, a + kGradB, kShardB, 0, kNumelB, kNumelW);
   adamw_update_range(rank, kCompute, a + kMasterB, a + kAdamMB, a + kAdamVB,
-                     a + kGradB, kShardB, 0, kNumelB, kLr, kBeta1, kBeta2,
-                     kEps, 0.0);
+                     a + kGradB, kShardB, 0, kNumelB, kLr, kBeta1, kBeta2, kEps,
+                     0.0);
   zero(rank, a + kGradB, kShardB * kElem);
 }
 

@@ -185,8 +185,8 @@ TEST(Json, ParsesWhatTheProgramWrites) {
   EXPECT_EQ(v.find("missing"), nullptr);
   EXPECT_THROW(v.at("missing"), JsonError);
   EXPECT_THROW(v.at("s").number(), JsonError);
-  for (const char *bad : {"", "{", "[1,]", "{\"a\" 1}", "tru", "\"abc",
-                          "[1] 2", "{\"a\":1,}"})
+  for (const char *bad :
+       {"", "{", "[1,]", "{\"a\" 1}", "tru", "\"abc", "[1] 2", "{\"a\":1,}"})
     EXPECT_THROW(JsonValue::parse(bad), JsonError) << bad;
 }
 
@@ -195,10 +195,10 @@ TEST(Safetensors, RoundTripsAndFollowsTheFormat) {
   std::vector<float> a = {1, 2, 3, 4, 5, 6};
   std::vector<double> b = {-0.0, 1e-300};
   {
-    SafetensorsWriter w(dir / "t.safetensors",
-                        {{"layer.a", DType::F32, {2, 3}},
-                         {"b", DType::F64, {2}}},
-                        {{"step", "7"}});
+    SafetensorsWriter w(
+        dir / "t.safetensors",
+        {{"layer.a", DType::F32, {2, 3}}, {"b", DType::F64, {2}}},
+        {{"step", "7"}});
     w.write(a.data());
     w.write(b.data());
     w.close();

@@ -72,8 +72,8 @@ RunResult runProgram(const std::string &binary,
   if (waitpid(pid, &status, 0) < 0)
     throw std::runtime_error("waitpid failed");
   RunResult result;
-  result.status = WIFEXITED(status) ? WEXITSTATUS(status)
-                                    : 128 + WTERMSIG(status);
+  result.status =
+      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   result.out = readFile(outPath);
   result.err = readFile(errPath);
   return result;

@@ -98,9 +98,8 @@ void cross_entropy_forward(Rank *, DType dt, const void *logits,
         sum += l - double(L[r * classes + targets[r]]);
         ++counted;
       }
-      lossOut[b] = T(reduction == Reduction::Mean
-                         ? (counted ? sum / counted : 0.0)
-                         : sum);
+      lossOut[b] = T(
+          reduction == Reduction::Mean ? (counted ? sum / counted : 0.0) : sum);
     }
   });
 }
@@ -128,8 +127,7 @@ void cross_entropy_backward(Rank *, DType dt, const void *logits,
         for (int64_t c = 0; c < classes; ++c) {
           double p = std::exp(double(L[r * classes + c]) - double(lseIn[r]));
           double g = p - (c == targets[r] ? 1.0 : 0.0);
-          D[r * classes + c] =
-              ignored ? T(0) : T(double(seed[b]) * weight * g);
+          D[r * classes + c] = ignored ? T(0) : T(double(seed[b]) * weight * g);
         }
       }
     }
@@ -193,17 +191,18 @@ void norm_embedding(Rank *, DType dt, const int32_t *tok, const void *dy,
   });
 }
 
-void clip_factors(Rank *, DType acc, const void *n2, const void *mask,
-                  void *c, int64_t batch, ClipMode mode, double maxNorm,
-                  double gamma, double relErr) {
+void clip_factors(Rank *, DType acc, const void *n2, const void *mask, void *c,
+                  int64_t batch, ClipMode mode, double maxNorm, double gamma,
+                  double relErr) {
   dispatch(acc, "clip_factors", [&](auto tag) {
     using T = decltype(tag);
     auto *N = static_cast<const T *>(n2), *M = static_cast<const T *>(mask);
     auto *C = static_cast<T *>(c);
     for (int64_t b = 0; b < batch; ++b) {
       double n = std::sqrt(double(N[b])) * (1 + relErr);
-      double f = mode == ClipMode::Automatic ? maxNorm / (n + gamma)
-                                             : std::min(1.0, maxNorm / (n + 1e-6));
+      double f = mode == ClipMode::Automatic
+                     ? maxNorm / (n + gamma)
+                     : std::min(1.0, maxNorm / (n + 1e-6));
       C[b] = T(double(M[b]) * f);
     }
   });
@@ -257,8 +256,8 @@ void embedding_grad(Rank *, DType dt, const int32_t *tok, const void *dy,
       for (int64_t t = 0; t < tokens; ++t) {
         const int64_t r = b * tokens + t;
         for (int64_t j = 0; j < dim; ++j)
-          D[tok[r] * dim + j] =
-              T(double(D[tok[r] * dim + j]) + double(C[b]) * double(G[r * dim + j]));
+          D[tok[r] * dim + j] = T(double(D[tok[r] * dim + j]) +
+                                  double(C[b]) * double(G[r * dim + j]));
       }
   });
 }
@@ -272,8 +271,7 @@ void fill(Rank *, DType dt, void *p, int64_t n, double value) {
 
 void zero(Rank *, void *p, int64_t bytes) { std::memset(p, 0, bytes); }
 
-void cast(Rank *, DType from, const void *src, DType to, void *dst,
-          int64_t n) {
+void cast(Rank *, DType from, const void *src, DType to, void *dst, int64_t n) {
   dispatch(from, "cast", [&](auto fromTag) {
     using F = decltype(fromTag);
     dispatch(to, "cast", [&](auto toTag) {
@@ -292,9 +290,9 @@ void sgd_update(Rank *rank, DType acc, void *master, const void *grad,
     auto *w = static_cast<T *>(master);
     auto *g = static_cast<const T *>(grad);
     for (int64_t i = 0; i < n; ++i)
-      w[i] = T(double(w[i]) - lr * s.lrScale *
-                                  (double(g[i]) * s.gradScale +
-                                   weightDecay * double(w[i])));
+      w[i] = T(double(w[i]) -
+               lr * s.lrScale *
+                   (double(g[i]) * s.gradScale + weightDecay * double(w[i])));
   });
 }
 
@@ -311,7 +309,8 @@ void momentum_update(Rank *rank, DType acc, void *master, void *velocity,
       double vi = momentum * double(v[i]) + gi;
       v[i] = T(vi);
       double d = nesterov ? gi + momentum * vi : vi;
-      w[i] = T(double(w[i]) - lr * s.lrScale * (d + weightDecay * double(w[i])));
+      w[i] =
+          T(double(w[i]) - lr * s.lrScale * (d + weightDecay * double(w[i])));
     }
   });
 }

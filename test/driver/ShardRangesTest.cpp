@@ -84,8 +84,8 @@ StepState makeState() {
 
 // Ranges that start and end inside shards and straddle shard boundaries for
 // every world size, plus the whole unit and an empty range.
-const std::pair<int64_t, int64_t> kRanges[] = {{5, 20}, {0, kNumel}, {13, 1},
-                                               {30, 7}, {18, 0}};
+const std::pair<int64_t, int64_t> kRanges[] = {
+    {5, 20}, {0, kNumel}, {13, 1}, {30, 7}, {18, 0}};
 
 } // namespace
 
@@ -108,8 +108,8 @@ TEST(ShardRanges, InitNormalMatchesRngAtGlobalIndicesOnAnyRanks) {
                                     1000 + j - begin, kParameterInitStream)
                 : kUntouched;
         ASSERT_EQ(full[j], expected)
-            << "world " << world << " range [" << begin << ", "
-            << begin + count << ") position " << j;
+            << "world " << world << " range [" << begin << ", " << begin + count
+            << ") position " << j;
       }
     }
 }
@@ -152,10 +152,8 @@ TEST(ShardRanges, AddNoiseMatchesRngAtGlobalIndicesOnAnyRanks) {
         double expected = 0.01 * j;
         if (j >= begin && j < begin + count)
           expected += 0.75 * gaussianF64(NoiseGenerator::Philox, key, 9,
-                                         77 + j - begin,
-                                         kGradientNoiseStream);
-        ASSERT_EQ(full[j], expected) << "world " << world << " position "
-                                     << j;
+                                         77 + j - begin, kGradientNoiseStream);
+        ASSERT_EQ(full[j], expected) << "world " << world << " position " << j;
       }
     }
 }
@@ -164,8 +162,8 @@ TEST(ShardRanges, FillTouchesOnlyTheRange) {
   for (int world = 1; world <= 4; ++world) {
     Grid g(world, makeState());
     g.forEachRank([&](Rank *rank, int r) {
-      cpu::fill_range(rank, DType::F64, g.shards[0][r].data(), g.shardElems,
-                      8, 21, -1.5);
+      cpu::fill_range(rank, DType::F64, g.shards[0][r].data(), g.shardElems, 8,
+                      21, -1.5);
     });
     std::vector<double> full = g.gather(0);
     for (int64_t j = 0; j < kNumel; ++j)
@@ -201,8 +199,8 @@ TEST(ShardRanges, OptimizerRangesEqualOneCallOnTheWholeRange) {
       {[&](Rank *rank, Grid &g, int r) {
          cpu::momentum_update_range(rank, DType::F64, g.shards[0][r].data(),
                                     g.shards[2][r].data(),
-                                    g.shards[1][r].data(), g.shardElems,
-                                    begin, count, 0.1, 0.9, true, 0.0);
+                                    g.shards[1][r].data(), g.shardElems, begin,
+                                    count, 0.1, 0.9, true, 0.0);
        },
        [](Rank *rank, double *w, double *m, double *, const double *grad,
           int64_t n) {
@@ -217,8 +215,8 @@ TEST(ShardRanges, OptimizerRangesEqualOneCallOnTheWholeRange) {
        },
        [](Rank *rank, double *w, double *m, double *v, const double *grad,
           int64_t n) {
-         cpu::adamw_update(rank, DType::F64, w, m, v, grad, n, 1e-2, 0.9,
-                           0.99, 1e-8, 0.1);
+         cpu::adamw_update(rank, DType::F64, w, m, v, grad, n, 1e-2, 0.9, 0.99,
+                           1e-8, 0.1);
        }}};
   for (size_t o = 0; o < optimizers.size(); ++o) {
     Grid reference(1, state);

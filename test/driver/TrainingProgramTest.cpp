@@ -63,8 +63,8 @@ std::string classifierCsv(int records) {
 
 /// Short lines of a repetitive text, for the bigram model (16 tokens).
 std::string bigramText(int lines) {
-  const char *words[] = {"the cat sat", "a dog ran", "the sun set",
-                         "a cat ran", "the dog sat"};
+  const char *words[] = {"the cat sat", "a dog ran", "the sun set", "a cat ran",
+                         "the dog sat"};
   std::ostringstream os;
   for (int i = 0; i < lines; ++i)
     os << words[i % 5] << "\n";
@@ -159,9 +159,8 @@ TEST_F(TrainingProgram, HelpDocumentsEveryOption) {
 }
 
 TEST_F(TrainingProgram, TrainingDecreasesTheLoss) {
-  RunResult r = train(kClassifier1, {"--data", csv_, "--steps", "40",
-                                     "--sigma", "0.5", "--metrics",
-                                     dir_ / "m.jsonl"});
+  RunResult r = train(kClassifier1, {"--data", csv_, "--steps", "40", "--sigma",
+                                     "0.5", "--metrics", dir_ / "m.jsonl"});
   ASSERT_EQ(r.status, 0) << r.err;
   auto lines = readJsonLines(dir_ / "m.jsonl");
   ASSERT_EQ(lines.size(), 40u);
@@ -210,9 +209,9 @@ TEST_F(TrainingProgram, MetricsAreJsonLinesWithGrowingEpsilon) {
 
 TEST_F(TrainingProgram, EmptyLogicalBatchesStillTakeANoiseStep) {
   writeFile(dir_ / "tiny.csv", classifierCsv(10));
-  RunResult r = train(kClassifier1, {"--data", dir_ / "tiny.csv", "--steps",
-                                     "12", "--sigma", "1", "--metrics",
-                                     dir_ / "m.jsonl"});
+  RunResult r =
+      train(kClassifier1, {"--data", dir_ / "tiny.csv", "--steps", "12",
+                           "--sigma", "1", "--metrics", dir_ / "m.jsonl"});
   ASSERT_EQ(r.status, 0) << r.err;
   int empty = 0;
   for (const JsonValue &m : readJsonLines(dir_ / "m.jsonl"))
@@ -263,9 +262,9 @@ TEST_F(TrainingProgram, ResumeIsBitIdenticalForTheLanguageModel) {
 }
 
 TEST_F(TrainingProgram, SaveEveryKeepsEachCheckpoint) {
-  RunResult r = train(kClassifier1, {"--data", csv_, "--steps", "9",
-                                     "--sigma", "1", "--save", dir_ / "ck",
-                                     "--save-every", "4"});
+  RunResult r =
+      train(kClassifier1, {"--data", csv_, "--steps", "9", "--sigma", "1",
+                           "--save", dir_ / "ck", "--save-every", "4"});
   ASSERT_EQ(r.status, 0) << r.err;
   for (const char *name : {"step-00000004", "step-00000008", "step-00000009"})
     EXPECT_TRUE(std::filesystem::exists(dir_ / ("ck/" + std::string(name))))
@@ -280,13 +279,12 @@ TEST_F(TrainingProgram, SaveEveryKeepsEachCheckpoint) {
                               "/optimizer.safetensors");
   ASSERT_NE(optimizer.find("unit.w.adam_m"), nullptr);
   ASSERT_NE(optimizer.find("unit.b.adam_v"), nullptr);
-  EXPECT_EQ(optimizer.find("unit.w.adam_v")->shape,
-            std::vector<int64_t>{12});
+  EXPECT_EQ(optimizer.find("unit.w.adam_v")->shape, std::vector<int64_t>{12});
 }
 
 TEST_F(TrainingProgram, F64ModelsCheckpointF64Parameters) {
-  RunResult r = train(kClassifierF64, {"--data", csv_, "--steps", "3",
-                                       "--save", dir_ / "ck"});
+  RunResult r = train(kClassifierF64,
+                      {"--data", csv_, "--steps", "3", "--save", dir_ / "ck"});
   ASSERT_EQ(r.status, 0) << r.err;
   SafetensorsReader params(resolveCheckpoint(dir_ / "ck") +
                            "/params.safetensors");
@@ -324,8 +322,7 @@ TEST_F(TrainingProgram, OneAndTwoRanksAgreeWithNoise) {
 }
 
 TEST_F(TrainingProgram, OneAndTwoRanksAgreeForTheLanguageModel) {
-  expectRanksAgree(kBigram1, kBigram2, {"--data", text_, "--steps", "8"},
-                   1e-6);
+  expectRanksAgree(kBigram1, kBigram2, {"--data", text_, "--steps", "8"}, 1e-6);
 }
 
 TEST_F(TrainingProgram, CrashDuringSaveKeepsThePreviousCheckpoint) {
@@ -342,8 +339,8 @@ TEST_F(TrainingProgram, CrashDuringSaveKeepsThePreviousCheckpoint) {
   // The process dies after writing the new checkpoint's files, before
   // publishing it.
   RunResult crashed =
-      train(kClassifier2, {"--data", csv_, "--resume", ck, "--steps", "10",
-                           "--save", ck},
+      train(kClassifier2,
+            {"--data", csv_, "--resume", ck, "--steps", "10", "--save", ck},
             {"DPRT_TEST_CHECKPOINT_FAULT=crash-before-rename"});
   EXPECT_EQ(crashed.status, 86);
   EXPECT_EQ(readFile(ck + "/latest"), "step-00000005\n");
@@ -351,8 +348,8 @@ TEST_F(TrainingProgram, CrashDuringSaveKeepsThePreviousCheckpoint) {
 
   // A failed rename is reported and also leaves the old checkpoint.
   RunResult failed =
-      train(kClassifier2, {"--data", csv_, "--resume", ck, "--steps", "10",
-                           "--save", ck},
+      train(kClassifier2,
+            {"--data", csv_, "--resume", ck, "--steps", "10", "--save", ck},
             {"DPRT_TEST_CHECKPOINT_FAULT=fail-rename"});
   EXPECT_EQ(failed.status, 1);
   EXPECT_NE(failed.err.find("cannot rename the checkpoint into place"),
@@ -365,10 +362,10 @@ TEST_F(TrainingProgram, CrashDuringSaveKeepsThePreviousCheckpoint) {
                                  "10", "--save", ck})
                 .status,
             0);
-  ASSERT_EQ(train(kClassifier2, with({"--steps", "10", "--save",
-                                      dir_ / "straight"}))
-                .status,
-            0);
+  ASSERT_EQ(
+      train(kClassifier2, with({"--steps", "10", "--save", dir_ / "straight"}))
+          .status,
+      0);
   EXPECT_TRUE(checkpointFile(ck, "params.safetensors") ==
               checkpointFile(dir_ / "straight", "params.safetensors"));
   // The interrupted save's temporary directory was cleaned up.
@@ -384,15 +381,14 @@ TEST_F(TrainingProgram, BudgetStopEndsTrainingBeforeEpsilonIsExceeded) {
                 .status,
             0);
   // Six more steps at the same sigma would exceed epsilon = 1.
-  RunResult r = runProgram(kClassifier1, {"--data", csv_, "--resume", ck,
-                                          "--steps", "12", "--metrics",
-                                          dir_ / "m.jsonl"});
+  RunResult r =
+      runProgram(kClassifier1, {"--data", csv_, "--resume", ck, "--steps", "12",
+                                "--metrics", dir_ / "m.jsonl"});
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.err.find("stopping after step 6: step 7 would raise epsilon"),
             std::string::npos)
       << r.err;
-  EXPECT_NE(r.out.find("steps             6 of 12 (stopped"),
-            std::string::npos)
+  EXPECT_NE(r.out.find("steps             6 of 12 (stopped"), std::string::npos)
       << r.out;
   EXPECT_FALSE(std::filesystem::exists(dir_ / "m.jsonl") &&
                !readFile(dir_ / "m.jsonl").empty());
@@ -407,17 +403,15 @@ TEST_F(TrainingProgram, BudgetStopEndsTrainingBeforeEpsilonIsExceeded) {
 }
 
 TEST_F(TrainingProgram, GenerateSamplesLinesFromTheLanguageModel) {
-  RunResult r = train(kBigram1, {"--data", text_, "--steps", "30",
-                                 "--generate", "5"});
+  RunResult r =
+      train(kBigram1, {"--data", text_, "--steps", "30", "--generate", "5"});
   ASSERT_EQ(r.status, 0) << r.err;
   std::string generated = r.out.substr(0, r.out.find("training report"));
-  EXPECT_EQ(std::count(generated.begin(), generated.end(), '\n'), 5)
-      << r.out;
+  EXPECT_EQ(std::count(generated.begin(), generated.end(), '\n'), 5) << r.out;
   // Two runs with the same seed sample the same lines.
-  RunResult again = train(kBigram1, {"--data", text_, "--steps", "30",
-                                     "--generate", "5"});
-  EXPECT_EQ(again.out.substr(0, again.out.find("training report")),
-            generated);
+  RunResult again =
+      train(kBigram1, {"--data", text_, "--steps", "30", "--generate", "5"});
+  EXPECT_EQ(again.out.substr(0, again.out.find("training report")), generated);
 }
 
 TEST_F(TrainingProgram, TraceIsAChromeTraceOfBothTracks) {
@@ -445,6 +439,19 @@ TEST_F(TrainingProgram, TraceIsAChromeTraceOfBothTracks) {
   EXPECT_GE(microsteps[0], 3);
   EXPECT_EQ(microsteps[0], microsteps[1]);
   EXPECT_GE(gathers, 2 * 2 * 3);
+}
+
+TEST_F(TrainingProgram, AFailingRankStopsEveryRank) {
+  // The other rank waits in a collective for the failed one: it must be
+  // woken, and the program must report the root cause, not hang.
+  RunResult r = runProgram("/usr/bin/timeout",
+                           {"60", kClassifier2, "--data", csv_, "--steps",
+                            "10", "--quiet"},
+                           {"DPC_FIXTURE_FAIL_RANK=1"});
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("classifier-2: error: rank 1 failed on purpose"),
+            std::string::npos)
+      << r.err;
 }
 
 namespace {
@@ -475,54 +482,96 @@ TEST_F(TrainingProgram, BadInputsExitWithStatusTwoAndAMessage) {
 
   const std::vector<BadInput> cases = {
       {"unknown flag", kClassifier1, {"--bogus"}, "unknown option '--bogus'"},
-      {"bad number", kClassifier1, {"--steps", "ten"},
+      {"bad number",
+       kClassifier1,
+       {"--steps", "ten"},
        "option --steps needs a whole number, got 'ten'"},
       {"negative steps", kClassifier1, {"--steps", "-3"}, "must be >= 0"},
-      {"missing value", kClassifier1, {"--data"}, "option --data needs a value"},
+      {"missing value",
+       kClassifier1,
+       {"--data"},
+       "option --data needs a value"},
       {"positional", kClassifier1, {"data.csv"}, "unexpected argument"},
       {"no data", kClassifier1, {}, "--data FILE is required"},
-      {"sigma and epsilon", kClassifier1,
-       {"--data", csv_, "--sigma", "1", "--epsilon", "2"}, "not both"},
-      {"delta", kClassifier1, {"--data", csv_, "--delta", "1"},
+      {"sigma and epsilon",
+       kClassifier1,
+       {"--data", csv_, "--sigma", "1", "--epsilon", "2"},
+       "not both"},
+      {"delta",
+       kClassifier1,
+       {"--data", csv_, "--delta", "1"},
        "--delta must be in (0, 1)"},
-      {"save-every alone", kClassifier1, {"--data", csv_, "--save-every", "2"},
+      {"save-every alone",
+       kClassifier1,
+       {"--data", csv_, "--save-every", "2"},
        "--save-every needs --save"},
-      {"gpus on cpu", kClassifier1, {"--data", csv_, "--gpus", "1"},
+      {"gpus on cpu",
+       kClassifier1,
+       {"--data", csv_, "--gpus", "1"},
        "--gpus is for programs built for the cuda backend"},
-      {"missing file", kClassifier1, {"--data", dir_ / "nope.csv"},
+      {"missing file",
+       kClassifier1,
+       {"--data", dir_ / "nope.csv"},
        "cannot read the data file"},
-      {"empty file", kClassifier1, {"--data", dir_ / "empty.csv"},
+      {"empty file",
+       kClassifier1,
+       {"--data", dir_ / "empty.csv"},
        "has no records"},
-      {"header only", kClassifier1, {"--data", dir_ / "header-only.csv"},
+      {"header only",
+       kClassifier1,
+       {"--data", dir_ / "header-only.csv"},
        "has no records"},
-      {"csv width", kClassifier1, {"--data", dir_ / "wide.csv"},
+      {"csv width",
+       kClassifier1,
+       {"--data", dir_ / "wide.csv"},
        "wide.csv:2: 6 fields, expected 5 (CSV rows of 4 features, then a "
        "class label)"},
-      {"label range", kClassifier1, {"--data", dir_ / "label.csv"},
+      {"label range",
+       kClassifier1,
+       {"--data", dir_ / "label.csv"},
        "label.csv:2: the label 3 is not a class of this model [0, 3)"},
-      {"not a number", kClassifier1, {"--data", dir_ / "nan.csv"},
+      {"not a number",
+       kClassifier1,
+       {"--data", dir_ / "nan.csv"},
        "nan.csv:1: field 3 'x' is not a finite number"},
-      {"fractional label", kClassifier1, {"--data", dir_ / "fraction.csv"},
+      {"fractional label",
+       kClassifier1,
+       {"--data", dir_ / "fraction.csv"},
        "the label '1.5' is not a whole number"},
-      {"generate on a classifier", kClassifier1,
-       {"--data", csv_, "--generate", "2"}, "--generate samples text"},
-      {"line too long", kBigram1, {"--data", dir_ / "long.txt"},
+      {"generate on a classifier",
+       kClassifier1,
+       {"--data", csv_, "--generate", "2"},
+       "--generate samples text"},
+      {"line too long",
+       kBigram1,
+       {"--data", dir_ / "long.txt"},
        "long.txt:2: the record has 16 bytes but this model reads at most 15"},
-      {"token out of range", kBigram1, {"--data", dir_ / "range.tok"},
+      {"token out of range",
+       kBigram1,
+       {"--data", dir_ / "range.tok"},
        "range.tok:2: token id 256 is outside the vocabulary [0, 256)"},
-      {"one token", kBigram1, {"--data", dir_ / "one.tok"},
+      {"one token",
+       kBigram1,
+       {"--data", dir_ / "one.tok"},
        "one.tok:2: a record needs at least 2 token ids"},
-      {"not a token", kBigram1, {"--data", dir_ / "word.tok"},
+      {"not a token",
+       kBigram1,
+       {"--data", dir_ / "word.tok"},
        "word.tok:1: 'two' is not a token id"},
-      {"resume nothing", kClassifier1,
+      {"resume nothing",
+       kClassifier1,
        {"--data", csv_, "--resume", dir_ / "not-a-checkpoint"},
        "is not a checkpoint"},
-      {"resume missing", kClassifier1,
-       {"--data", csv_, "--resume", dir_ / "nowhere"}, "is not a checkpoint"},
-      {"resume corrupt", kClassifier1,
+      {"resume missing",
+       kClassifier1,
+       {"--data", csv_, "--resume", dir_ / "nowhere"},
+       "is not a checkpoint"},
+      {"resume corrupt",
+       kClassifier1,
        {"--data", csv_, "--resume", dir_ / "state-bad"},
        "state.json' is not valid"},
-      {"metrics unwritable", kClassifier1,
+      {"metrics unwritable",
+       kClassifier1,
        {"--data", csv_, "--steps", "1", "--metrics", dir_ / "no/such/m.jsonl"},
        "cannot write the metrics file"},
   };
@@ -542,8 +591,8 @@ TEST_F(TrainingProgram, BadInputsExitWithStatusTwoAndAMessage) {
 
 TEST_F(TrainingProgram, ResumeRejectsOtherDataAndChangedNoise) {
   const std::string ck = dir_ / "ck";
-  ASSERT_EQ(train(kClassifier1, {"--data", csv_, "--steps", "3", "--sigma",
-                                 "1", "--save", ck})
+  ASSERT_EQ(train(kClassifier1, {"--data", csv_, "--steps", "3", "--sigma", "1",
+                                 "--save", ck})
                 .status,
             0);
   writeFile(dir_ / "other.csv", classifierCsv(301));
@@ -566,8 +615,7 @@ TEST_F(TrainingProgram, ResumeRejectsOtherDataAndChangedNoise) {
 }
 
 TEST_F(TrainingProgram, ZeroStepsInitializesAndSavesWithoutData) {
-  RunResult r =
-      train(kClassifier2, {"--steps", "0", "--save", dir_ / "init"});
+  RunResult r = train(kClassifier2, {"--steps", "0", "--save", dir_ / "init"});
   ASSERT_EQ(r.status, 0) << r.err;
   auto params = readParams(dir_ / "init");
   ASSERT_EQ(params.size(), 2u);
@@ -576,9 +624,9 @@ TEST_F(TrainingProgram, ZeroStepsInitializesAndSavesWithoutData) {
   for (double b : params[1].second)
     EXPECT_EQ(b, 0.0);
   // The initial parameters do not depend on the number of ranks.
-  ASSERT_EQ(train(kClassifier1, {"--steps", "0", "--save", dir_ / "init1"})
-                .status,
-            0);
+  ASSERT_EQ(
+      train(kClassifier1, {"--steps", "0", "--save", dir_ / "init1"}).status,
+      0);
   EXPECT_TRUE(checkpointFile(dir_ / "init", "params.safetensors") ==
               checkpointFile(dir_ / "init1", "params.safetensors"));
   // Training can start from it.

@@ -28,11 +28,10 @@ void requireRange(const Rank *rank, const char *service, int64_t offset,
                              std::to_string(rank->rank) + " has no arena");
   if (offset < 0 || bytes < 0 || offset > rank->arenaBytes ||
       bytes > rank->arenaBytes - offset)
-    throw std::runtime_error(std::string(service) + ": bytes [" +
-                             std::to_string(offset) + ", " +
-                             std::to_string(offset + bytes) +
-                             ") lie outside the arena of " +
-                             std::to_string(rank->arenaBytes) + " bytes");
+    throw std::runtime_error(
+        std::string(service) + ": bytes [" + std::to_string(offset) + ", " +
+        std::to_string(offset + bytes) + ") lie outside the arena of " +
+        std::to_string(rank->arenaBytes) + " bytes");
 }
 } // namespace
 
@@ -54,8 +53,7 @@ void initRank(Rank *rank, int device) {
   static std::mutex blasMutex;
   std::lock_guard<std::mutex> lock(blasMutex);
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  openblas_set_num_threads(
-      std::max(1, static_cast<int>(cores) / rank->world));
+  openblas_set_num_threads(std::max(1, static_cast<int>(cores) / rank->world));
   rank->backend = nullptr;
 }
 

@@ -127,10 +127,10 @@ void add_noise(Rank *rank, DType acc, void *grad, int64_t n,
     auto *g = static_cast<float *>(grad);
     for (int64_t i = 0; i < n; ++i)
       g[i] += static_cast<float>(
-          noiseStd *
-          static_cast<double>(gaussianF32(
-              generator, key, step, static_cast<uint64_t>(globalIndex + i),
-              kGradientNoiseStream)));
+          noiseStd * static_cast<double>(
+                         gaussianF32(generator, key, step,
+                                     static_cast<uint64_t>(globalIndex + i),
+                                     kGradientNoiseStream)));
   }
 }
 

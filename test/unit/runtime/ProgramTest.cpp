@@ -15,8 +15,8 @@ void describeMlp(ProgramSpec *spec) {
   describe_program(spec, "mlp", "cpu", 2, 170496, 0, DType::F32, 32, 1, 8704,
                    8960, 69120, 10, 170496);
   describe_recipe(spec, ClipMode::Flat, 1.0, 0.01, true, 0.0, 3.0, 1e-5,
-                  NoiseGeneratorKind::Philox, SamplingKind::Poisson, 64, 0.0,
-                  0, 300, 0);
+                  NoiseGeneratorKind::Philox, SamplingKind::Poisson, 64, 0.0, 0,
+                  300, 0);
   describe_optimizer(spec, OptimizerKind::Momentum, 0.5, 0.9, false, 0, 0, 0,
                      0);
   describe_input(spec, "input0", InputRole::Features, 256, 64, 0, 0);
@@ -87,14 +87,12 @@ TEST(Program, RejectsBuffersOutsideTheArena) {
                        "of 170496 bytes"),
             std::string::npos)
       << error;
+  error =
+      errorOf([&] { describe_unit(&spec, "u", 10, 5, 200000, 0, 0, 256, -1); });
+  EXPECT_NE(error.find("unit 'u' parameter shard"), std::string::npos) << error;
   error = errorOf([&] {
-    describe_unit(&spec, "u", 10, 5, 200000, 0, 0, 256, -1);
-  });
-  EXPECT_NE(error.find("unit 'u' parameter shard"), std::string::npos)
-      << error;
-  error = errorOf([&] {
-    describe_program(&spec, "m", "cpu", 1, 1024, 1000, DType::F32, 1, 1, -1,
-                     -1, -1, 0, 0);
+    describe_program(&spec, "m", "cpu", 1, 1024, 1000, DType::F32, 1, 1, -1, -1,
+                     -1, 0, 0);
   });
   EXPECT_NE(error.find("the step state"), std::string::npos) << error;
 }
@@ -102,11 +100,9 @@ TEST(Program, RejectsBuffersOutsideTheArena) {
 TEST(Program, RejectsMisalignedBuffers) {
   ProgramSpec spec;
   describeMlp(&spec);
-  std::string error = errorOf([&] {
-    describe_unit(&spec, "u", 10, 5, 300, 256, 512, 768, -1);
-  });
-  EXPECT_NE(error.find("not aligned to 256 bytes"), std::string::npos)
-      << error;
+  std::string error = errorOf(
+      [&] { describe_unit(&spec, "u", 10, 5, 300, 256, 512, 768, -1); });
+  EXPECT_NE(error.find("not aligned to 256 bytes"), std::string::npos) << error;
 }
 
 TEST(Program, RejectsParametersOutsideTheirUnit) {
@@ -119,24 +115,21 @@ TEST(Program, RejectsParametersOutsideTheirUnit) {
                        "outside unit 'unit.fc2' of 1290 elements"),
             std::string::npos)
       << error;
-  error = errorOf([&] {
-    describe_param(&spec, "p", 7, 0, 0, true, 1, 0, 0, 0);
-  });
+  error =
+      errorOf([&] { describe_param(&spec, "p", 7, 0, 0, true, 1, 0, 0, 0); });
   EXPECT_NE(error.find("names unit 7 but 3 units were described"),
             std::string::npos)
       << error;
-  error = errorOf([&] {
-    describe_param(&spec, "fc1.w", 0, 0, 0, true, 1, 0, 0, 0);
-  });
+  error = errorOf(
+      [&] { describe_param(&spec, "fc1.w", 0, 0, 0, true, 1, 0, 0, 0); });
   EXPECT_NE(error.find("described twice"), std::string::npos) << error;
 }
 
 TEST(Program, RejectsUnitsTooLargeForTheirShards) {
   ProgramSpec spec;
   describeMlp(&spec);
-  std::string error = errorOf([&] {
-    describe_unit(&spec, "u", 11, 5, 256, 256, 512, 768, -1);
-  });
+  std::string error = errorOf(
+      [&] { describe_unit(&spec, "u", 11, 5, 256, 256, 512, 768, -1); });
   EXPECT_NE(error.find("unit 'u' has 11 elements but 2 shards of 5 hold only "
                        "10"),
             std::string::npos)
@@ -145,31 +138,27 @@ TEST(Program, RejectsUnitsTooLargeForTheirShards) {
 
 TEST(Program, RejectsInputsOfTheWrongShape) {
   ProgramSpec spec;
-  describe_program(&spec, "lm", "cpu", 1, 1 << 20, 0, DType::F32, 4, 16, -1,
-                   -1, -1, 0, 0);
-  std::string error = errorOf([&] {
-    describe_input(&spec, "tok", InputRole::Tokens, 256, 15, 0, 0);
-  });
+  describe_program(&spec, "lm", "cpu", 1, 1 << 20, 0, DType::F32, 4, 16, -1, -1,
+                   -1, 0, 0);
+  std::string error = errorOf(
+      [&] { describe_input(&spec, "tok", InputRole::Tokens, 256, 15, 0, 0); });
   EXPECT_NE(error.find("must have one dimension of 16 tokens"),
             std::string::npos)
       << error;
-  error = errorOf([&] {
-    describe_input(&spec, "label", InputRole::Label, 256, 3, 0, 0);
-  });
+  error = errorOf(
+      [&] { describe_input(&spec, "label", InputRole::Label, 256, 3, 0, 0); });
   EXPECT_NE(error.find("no dimensions"), std::string::npos) << error;
   describe_input(&spec, "tok", InputRole::Tokens, 256, 16, 0, 0);
-  error = errorOf([&] {
-    describe_input(&spec, "tok2", InputRole::Tokens, 512, 16, 0, 0);
-  });
+  error = errorOf(
+      [&] { describe_input(&spec, "tok2", InputRole::Tokens, 512, 16, 0, 0); });
   EXPECT_NE(error.find("has role tokens like input 'tok'"), std::string::npos)
       << error;
 }
 
 TEST(Program, RejectsCallsBeforeDescribeProgram) {
   ProgramSpec spec;
-  std::string error = errorOf([&] {
-    describe_unit(&spec, "u", 1, 1, 0, 0, 0, -1, -1);
-  });
+  std::string error =
+      errorOf([&] { describe_unit(&spec, "u", 1, 1, 0, 0, 0, -1, -1); });
   EXPECT_NE(error.find("describe_program must be called first"),
             std::string::npos)
       << error;
@@ -182,8 +171,8 @@ TEST(Program, RejectsImpossibleRecipes) {
                     double rate) {
     return errorOf([&] {
       describe_recipe(&spec, ClipMode::Flat, maxNorm, 0.01, false, 1.0, 0,
-                      delta, NoiseGeneratorKind::Philox,
-                      SamplingKind::Poisson, expected, rate, 0, 10, 0);
+                      delta, NoiseGeneratorKind::Philox, SamplingKind::Poisson,
+                      expected, rate, 0, 10, 0);
     });
   };
   EXPECT_NE(recipe(0, 1e-5, 8, 0).find("clipping bound"), std::string::npos);

@@ -67,8 +67,8 @@ template <class T> void checkReduceScatter(int world, bool accumulate) {
   const DType dt = sizeof(T) == 8 ? DType::F64 : DType::F32;
   runRanks(comms, [&](int r, Communicator &comm) {
     Rank rank = rankOf(r, world, &comm);
-    comm.reduceScatter(&rank, dt, fulls[r].data(), shards[r].data(),
-                       shardElems, accumulate, 1);
+    comm.reduceScatter(&rank, dt, fulls[r].data(), shards[r].data(), shardElems,
+                       accumulate, 1);
   });
   for (int r = 0; r < world; ++r)
     for (int64_t i = 0; i < shardElems; ++i) {
@@ -117,8 +117,7 @@ TEST(ThreadCommunicator, AllGatherCopiesTwoByteElements) {
   }
   runRanks(comms, [&](int r, Communicator &comm) {
     Rank rank = rankOf(r, world, &comm);
-    comm.allGather(&rank, DType::BF16, shards[r].data(), fulls[r].data(), 2,
-                   1);
+    comm.allGather(&rank, DType::BF16, shards[r].data(), fulls[r].data(), 2, 1);
   });
   for (int r = 0; r < world; ++r)
     for (int q = 0; q < world; ++q) {
@@ -226,8 +225,8 @@ TEST(ThreadCommunicator, RepeatedCollectivesStayConsistent) {
       comm.reduceScatter(&rank, DType::F32, full.data(), shard.data(),
                          shardElems, false, 1);
       for (int64_t i = 0; i < shardElems; ++i)
-        if (shard[i] != world * static_cast<float>(iteration * 1000 +
-                                                   r * 100 + i))
+        if (shard[i] !=
+            world * static_cast<float>(iteration * 1000 + r * 100 + i))
           ++failures;
       double value = iteration + r;
       comm.allReduceHost(&value, 1);
@@ -250,8 +249,7 @@ TEST(ThreadCommunicator, AbortWakesRanksBlockedInACollective) {
       std::vector<float> shard(4), full(12);
       Rank rank = rankOf(r, world, comms[r].get());
       try {
-        comms[r]->allGather(&rank, DType::F32, shard.data(), full.data(), 4,
-                            1);
+        comms[r]->allGather(&rank, DType::F32, shard.data(), full.data(), 4, 1);
       } catch (const CommunicatorAborted &e) {
         return std::string(e.what());
       }
