@@ -201,14 +201,6 @@ struct Launch {
   }
 };
 
-/// The first of the variables that is set, as an integer, or -1.
-int environmentInt(std::initializer_list<const char *> names) {
-  for (const char *name : names)
-    if (const char *value = std::getenv(name); value && *value)
-      return std::atoi(value);
-  return -1;
-}
-
 Launch planLaunch(const Options &options, const ProgramSpec &spec) {
   Launch launch;
   launch.world = spec.ranks;
@@ -225,26 +217,23 @@ Launch planLaunch(const Options &options, const ProgramSpec &spec) {
                        std::to_string(availableDevices()) + " GPUs");
     return launch;
   }
-  // One process per GPU, started by torchrun, Slurm or mpirun.
-  const int world = environmentInt(
-      {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE"});
-  if (world > 1) {
-    if (world != spec.ranks)
-      throw UsageError("the launcher started " + std::to_string(world) +
+#if defined(DPRT_DRIVER_HAVE_NCCL)
+  // One process per GPU, started by torchrun, Slurm or mpirun: the same
+  // variables the NCCL communicator reads.
+  cuda::LaunchEnvironment environment;
+  if (cuda::readLaunchEnvironment(environment) && environment.world > 1) {
+    if (environment.world != spec.ranks)
+      throw UsageError(environment.launcher + " started " +
+                       std::to_string(environment.world) +
                        " processes but the program was compiled for " +
                        std::to_string(spec.ranks) + " ranks");
     launch.multiProcess = true;
     launch.localRanks = 1;
-    launch.firstRank = environmentInt(
-        {"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"});
-    launch.firstDevice =
-        std::max(0, environmentInt({"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
-                                    "SLURM_LOCALID", "MPI_LOCALRANKID"}));
-    if (launch.firstRank < 0 || launch.firstRank >= world)
-      throw UsageError("the launcher gave no valid rank (RANK, "
-                       "OMPI_COMM_WORLD_RANK, SLURM_PROCID or PMI_RANK)");
+    launch.firstRank = environment.rank;
+    launch.firstDevice = environment.localRank;
     return launch;
   }
+#endif
   if (spec.ranks > 1)
     throw UsageError("this program was compiled for " +
                      std::to_string(spec.ranks) + " ranks: pass --gpus " +
@@ -266,9 +255,9 @@ Communicators makeCommunicators(const Launch &launch) {
 #if defined(DPRT_DRIVER_HAVE_NCCL)
   // NCCL reports a failed peer itself; the driver has nothing to abort.
   if (launch.multiProcess)
-    c.comms.push_back(makeNcclCommunicatorFromEnvironment());
+    c.comms.push_back(cuda::makeNcclCommunicatorFromEnvironment());
   else
-    c.comms = makeNcclCommunicators(launch.world);
+    c.comms = cuda::makeNcclCommunicators(launch.world);
   c.abort = [](const std::string &) {};
   return c;
 #else
@@ -333,6 +322,14 @@ public:
   Trainer(Options options, ProgramSpec spec, std::string program)
       : o_(std::move(options)), spec_(std::move(spec)),
         program_(std::move(program)), start_(Clock::now()) {}
+
+  ~Trainer() {
+    // A failed run leaves its communicators alone: tearing NCCL down is
+    // collective and would wait for ranks that may never get there.
+    if (!finished_)
+      for (auto &comm : comms_.comms)
+        comm.release();
+  }
 
   int run();
 
@@ -404,6 +401,7 @@ private:
   int64_t stepsRun_ = 0;
   int64_t peakBytes_ = 0;
   double lastLoss_ = std::nan("");
+  bool finished_ = false;
 };
 
 void Trainer::loadData() {
@@ -1253,6 +1251,7 @@ int Trainer::run() {
     freeArena(&rank);
     shutdownRank(&rank);
   });
+  finished_ = true;
   return 0;
 }
 
