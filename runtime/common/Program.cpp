@@ -1,0 +1,366 @@
+//===- Program.cpp - The describe_* functions of program.h ----------------===//
+//
+// The emitted dp_describe calls these with literals. They check every
+// argument against the arena and against what was described before (program,
+// recipe, inputs, units, params, in that order), so that a compiler bug shows
+// up as a message naming the buffer instead of memory corruption later.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dprt/program.h"
+
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+
+namespace dprt {
+namespace {
+
+/// Builds the message of a std::runtime_error from streamed pieces.
+class Failure {
+public:
+  explicit Failure(const ProgramSpec *spec, const char *function) {
+    os_ << function << ": ";
+    if (spec && !spec->model.empty())
+      os_ << "program '" << spec->model << "': ";
+  }
+  template <class T> Failure &operator<<(const T &value) {
+    os_ << value;
+    return *this;
+  }
+  [[noreturn]] void raise() { throw std::runtime_error(os_.str()); }
+
+private:
+  std::ostringstream os_;
+};
+
+#define DPRT_REQUIRE(cond, spec, function, message)                            \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      Failure failure(spec, function);                                         \
+      failure << message;                                                      \
+      failure.raise();                                                         \
+    }                                                                          \
+  } while (false)
+
+bool isDType(DType t) {
+  return t == DType::F64 || t == DType::F32 || t == DType::BF16;
+}
+
+/// Checks that [offset, offset + bytes) is an aligned range of the arena.
+void requireBuffer(const ProgramSpec *spec, const char *function,
+                   const std::string &what, int64_t offset, int64_t bytes) {
+  DPRT_REQUIRE(offset >= 0 && bytes >= 0 && offset <= spec->arenaBytes &&
+                   bytes <= spec->arenaBytes - offset,
+               spec, function,
+               what << " at offset " << offset << " with " << bytes
+                    << " bytes lies outside the arena of " << spec->arenaBytes
+                    << " bytes");
+  DPRT_REQUIRE(offset % kArenaAlignment == 0, spec, function,
+               what << " at offset " << offset << " is not aligned to "
+                    << kArenaAlignment << " bytes");
+}
+
+void requireProgram(const ProgramSpec *spec, const char *function) {
+  if (!spec)
+    throw std::runtime_error(std::string(function) + ": null ProgramSpec");
+  DPRT_REQUIRE(spec->arenaBytes > 0, spec, function,
+               "describe_program must be called first");
+}
+
+int64_t product(const std::vector<int64_t> &dims) {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= d;
+  return n;
+}
+
+/// The leading non-zero dimensions; a zero ends the list and must not be
+/// followed by a non-zero one.
+std::vector<int64_t> collectDims(const ProgramSpec *spec, const char *function,
+                                 const std::string &what,
+                                 std::initializer_list<int64_t> dims) {
+  std::vector<int64_t> out;
+  bool ended = false;
+  for (int64_t d : dims) {
+    DPRT_REQUIRE(d >= 0, spec, function,
+                 what << " has a negative dimension " << d);
+    if (d == 0) {
+      ended = true;
+      continue;
+    }
+    DPRT_REQUIRE(!ended, spec, function,
+                 what << " has a non-zero dimension after a zero one");
+    out.push_back(d);
+  }
+  return out;
+}
+
+const char *roleName(InputRole role) {
+  switch (role) {
+  case InputRole::Tokens:
+    return "tokens";
+  case InputRole::NextTokens:
+    return "next_tokens";
+  case InputRole::Features:
+    return "features";
+  case InputRole::Label:
+    return "label";
+  case InputRole::Target:
+    return "target";
+  }
+  return "unknown";
+}
+
+} // namespace
+
+void describe_program(ProgramSpec *spec, const char *model, const char *backend,
+                      int32_t ranks, int64_t arenaBytes, int64_t stateOffset,
+                      DType compute, int64_t physicalBatch, int64_t tokens,
+                      int64_t maskOffset, int64_t lossOffset,
+                      int64_t logitsOffset, int64_t classes,
+                      int64_t predictedPeakBytes) {
+  const char *fn = "describe_program";
+  if (!spec)
+    throw std::runtime_error("describe_program: null ProgramSpec");
+  *spec = ProgramSpec();
+  DPRT_REQUIRE(model && *model, spec, fn, "the model name is empty");
+  spec->model = model;
+  std::string backendName = backend ? backend : "";
+  DPRT_REQUIRE(backendName == "cpu" || backendName == "cuda", spec, fn,
+               "unknown backend '" << backendName << "' (cpu or cuda)");
+  spec->backend = backendName;
+  DPRT_REQUIRE(ranks >= 1, spec, fn, "ranks must be >= 1, got " << ranks);
+  spec->ranks = ranks;
+  DPRT_REQUIRE(arenaBytes > 0, spec, fn,
+               "the arena must have a positive size, got " << arenaBytes);
+  spec->arenaBytes = arenaBytes;
+  DPRT_REQUIRE(isDType(compute), spec, fn,
+               "unknown compute type " << static_cast<int>(compute));
+  spec->compute = compute;
+  DPRT_REQUIRE(physicalBatch >= 1, spec, fn,
+               "the physical batch must be >= 1, got " << physicalBatch);
+  spec->physicalBatch = physicalBatch;
+  DPRT_REQUIRE(tokens >= 1, spec, fn,
+               "tokens per sample must be >= 1, got " << tokens);
+  spec->tokens = tokens;
+  DPRT_REQUIRE(classes >= 0, spec, fn, "classes must be >= 0, got " << classes);
+  spec->classes = classes;
+  DPRT_REQUIRE(predictedPeakBytes >= 0, spec, fn,
+               "the predicted peak must be >= 0, got " << predictedPeakBytes);
+  spec->predictedPeakBytes = predictedPeakBytes;
+
+  requireBuffer(spec, fn, "the step state", stateOffset,
+                static_cast<int64_t>(sizeof(StepState)));
+  spec->stateOffset = stateOffset;
+  const int64_t accBytes = sizeOf(accOf(compute));
+  if (maskOffset != -1)
+    requireBuffer(spec, fn, "the mask", maskOffset, physicalBatch * accBytes);
+  spec->maskOffset = maskOffset;
+  if (lossOffset != -1)
+    requireBuffer(spec, fn, "the per-sample loss", lossOffset,
+                  physicalBatch * accBytes);
+  spec->lossOffset = lossOffset;
+  if (logitsOffset != -1) {
+    DPRT_REQUIRE(classes >= 1, spec, fn,
+                 "a program with logits must give their width (classes)");
+    requireBuffer(spec, fn, "the logits", logitsOffset,
+                  physicalBatch * tokens * classes * sizeOf(compute));
+  }
+  spec->logitsOffset = logitsOffset;
+}
+
+void describe_recipe(ProgramSpec *spec, ClipMode clip, double maxNorm,
+                     double gamma, bool targetEpsilon, double sigma,
+                     double epsilon, double delta, NoiseGeneratorKind generator,
+                     SamplingKind sampling, int64_t expectedBatch, double rate,
+                     int64_t shuffleBatch, int64_t steps, int64_t seed) {
+  const char *fn = "describe_recipe";
+  requireProgram(spec, fn);
+  RecipeSpec &r = spec->recipe;
+  DPRT_REQUIRE(clip == ClipMode::Flat || clip == ClipMode::PerLayer ||
+                   clip == ClipMode::Automatic,
+               spec, fn, "unknown clipping mode " << static_cast<int>(clip));
+  r.clip = clip;
+  DPRT_REQUIRE(std::isfinite(maxNorm) && maxNorm > 0, spec, fn,
+               "the clipping bound must be > 0, got " << maxNorm);
+  r.maxNorm = maxNorm;
+  DPRT_REQUIRE(std::isfinite(gamma) && gamma >= 0, spec, fn,
+               "gamma must be >= 0, got " << gamma);
+  r.gamma = gamma;
+  r.targetEpsilon = targetEpsilon;
+  if (targetEpsilon)
+    DPRT_REQUIRE(std::isfinite(epsilon) && epsilon > 0, spec, fn,
+                 "the target epsilon must be > 0, got " << epsilon);
+  else
+    DPRT_REQUIRE(std::isfinite(sigma) && sigma >= 0, spec, fn,
+                 "the noise multiplier must be >= 0, got " << sigma);
+  r.sigma = sigma;
+  r.epsilon = epsilon;
+  DPRT_REQUIRE(delta > 0 && delta < 1, spec, fn,
+               "delta must be in (0, 1), got " << delta);
+  r.delta = delta;
+  DPRT_REQUIRE(generator == NoiseGeneratorKind::Philox ||
+                   generator == NoiseGeneratorKind::ChaCha20,
+               spec, fn,
+               "unknown noise generator " << static_cast<int>(generator));
+  r.generator = generator;
+  DPRT_REQUIRE(sampling == SamplingKind::Poisson ||
+                   sampling == SamplingKind::Shuffle,
+               spec, fn, "unknown sampling " << static_cast<int>(sampling));
+  r.sampling = sampling;
+  if (sampling == SamplingKind::Poisson)
+    DPRT_REQUIRE(expectedBatch > 0 || (rate > 0 && rate <= 1), spec, fn,
+                 "Poisson sampling needs an expected batch > 0 or a rate in "
+                 "(0, 1], got expected batch "
+                     << expectedBatch << " and rate " << rate);
+  else
+    DPRT_REQUIRE(shuffleBatch >= 1, spec, fn,
+                 "shuffle sampling needs a batch >= 1, got " << shuffleBatch);
+  DPRT_REQUIRE(expectedBatch >= 0 && rate >= 0 && rate <= 1 &&
+                   shuffleBatch >= 0,
+               spec, fn, "negative batch size or rate outside [0, 1]");
+  r.expectedBatch = expectedBatch;
+  r.rate = rate;
+  r.shuffleBatch = shuffleBatch;
+  DPRT_REQUIRE(steps >= 0, spec, fn, "steps must be >= 0, got " << steps);
+  r.steps = steps;
+  r.seed = seed;
+}
+
+void describe_optimizer(ProgramSpec *spec, OptimizerKind kind, double lr,
+                        double momentum, bool nesterov, double beta1,
+                        double beta2, double eps, double weightDecay) {
+  const char *fn = "describe_optimizer";
+  requireProgram(spec, fn);
+  RecipeSpec &r = spec->recipe;
+  DPRT_REQUIRE(kind == OptimizerKind::SGD || kind == OptimizerKind::Momentum ||
+                   kind == OptimizerKind::AdamW,
+               spec, fn, "unknown optimizer " << static_cast<int>(kind));
+  DPRT_REQUIRE(std::isfinite(lr) && lr >= 0, spec, fn,
+               "the learning rate must be >= 0, got " << lr);
+  DPRT_REQUIRE(std::isfinite(weightDecay) && weightDecay >= 0, spec, fn,
+               "weight decay must be >= 0, got " << weightDecay);
+  if (kind == OptimizerKind::Momentum)
+    DPRT_REQUIRE(momentum >= 0 && momentum < 1, spec, fn,
+                 "momentum must be in [0, 1), got " << momentum);
+  if (kind == OptimizerKind::AdamW) {
+    DPRT_REQUIRE(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1, spec, fn,
+                 "Adam's betas must be in [0, 1), got " << beta1 << " and "
+                                                        << beta2);
+    DPRT_REQUIRE(std::isfinite(eps) && eps > 0, spec, fn,
+                 "Adam's eps must be > 0, got " << eps);
+  }
+  r.optimizer = kind;
+  r.lr = lr;
+  r.momentum = momentum;
+  r.nesterov = nesterov;
+  r.beta1 = beta1;
+  r.beta2 = beta2;
+  r.eps = eps;
+  r.weightDecay = weightDecay;
+}
+
+void describe_input(ProgramSpec *spec, const char *name, InputRole role,
+                    int64_t offset, int64_t dim0, int64_t dim1, int64_t dim2) {
+  const char *fn = "describe_input";
+  requireProgram(spec, fn);
+  DPRT_REQUIRE(name && *name, spec, fn, "an input has no name");
+  std::string what = std::string("input '") + name + "'";
+  DPRT_REQUIRE(role == InputRole::Tokens || role == InputRole::NextTokens ||
+                   role == InputRole::Features || role == InputRole::Label ||
+                   role == InputRole::Target,
+               spec, fn,
+               what << " has unknown role " << static_cast<int>(role));
+  for (const InputSpec &other : spec->inputs)
+    DPRT_REQUIRE(other.role != role, spec, fn,
+                 what << " has role " << roleName(role) << " like input '"
+                      << other.name << "'");
+  std::vector<int64_t> dims = collectDims(spec, fn, what, {dim0, dim1, dim2});
+  switch (role) {
+  case InputRole::Tokens:
+  case InputRole::NextTokens:
+    DPRT_REQUIRE(dims.size() == 1 && dims[0] == spec->tokens, spec, fn,
+                 what << " (" << roleName(role) << ") must have one dimension "
+                      << "of " << spec->tokens << " tokens");
+    break;
+  case InputRole::Label:
+    DPRT_REQUIRE(dims.empty(), spec, fn,
+                 what << " (label) holds one class per sample: no dimensions");
+    break;
+  case InputRole::Features:
+  case InputRole::Target:
+    DPRT_REQUIRE(dims.size() == 1, spec, fn,
+                 what << " (" << roleName(role)
+                      << ") must have one dimension (the CSV columns)");
+    break;
+  }
+  const bool integer = role == InputRole::Tokens ||
+                       role == InputRole::NextTokens ||
+                       role == InputRole::Label;
+  int64_t elementBytes = integer ? 4 : sizeOf(spec->compute);
+  requireBuffer(spec, fn, what, offset,
+                spec->physicalBatch * product(dims) * elementBytes);
+  spec->inputs.push_back(InputSpec{name, role, offset, std::move(dims)});
+}
+
+void describe_unit(ProgramSpec *spec, const char *name, int64_t numel,
+                   int64_t shardElems, int64_t paramShard, int64_t masterShard,
+                   int64_t gradShard, int64_t optState1, int64_t optState2) {
+  const char *fn = "describe_unit";
+  requireProgram(spec, fn);
+  DPRT_REQUIRE(name && *name, spec, fn, "a unit has no name");
+  std::string what = std::string("unit '") + name + "'";
+  DPRT_REQUIRE(numel >= 0 && shardElems >= 0, spec, fn,
+               what << " has a negative size");
+  DPRT_REQUIRE(numel <= shardElems * spec->ranks, spec, fn,
+               what << " has " << numel << " elements but " << spec->ranks
+                    << " shards of " << shardElems << " hold only "
+                    << shardElems * spec->ranks);
+  const int64_t accBytes = shardElems * sizeOf(accOf(spec->compute));
+  requireBuffer(spec, fn, what + " parameter shard", paramShard,
+                shardElems * sizeOf(spec->compute));
+  requireBuffer(spec, fn, what + " master shard", masterShard, accBytes);
+  requireBuffer(spec, fn, what + " gradient shard", gradShard, accBytes);
+  if (optState1 != -1)
+    requireBuffer(spec, fn, what + " optimizer state 1", optState1, accBytes);
+  if (optState2 != -1)
+    requireBuffer(spec, fn, what + " optimizer state 2", optState2, accBytes);
+  const OptimizerKind opt = spec->recipe.optimizer;
+  DPRT_REQUIRE(opt == OptimizerKind::SGD || optState1 != -1, spec, fn,
+               what << " has no optimizer state but the optimizer needs it");
+  DPRT_REQUIRE(opt != OptimizerKind::AdamW || optState2 != -1, spec, fn,
+               what << " has no second optimizer state but AdamW needs it");
+  spec->units.push_back(UnitSpec{name, numel, shardElems, paramShard,
+                                 masterShard, gradShard, optState1, optState2});
+}
+
+void describe_param(ProgramSpec *spec, const char *name, int32_t unit,
+                    int64_t offsetInUnit, int64_t globalIndex, bool trainable,
+                    int64_t dim0, int64_t dim1, int64_t dim2, int64_t dim3) {
+  const char *fn = "describe_param";
+  requireProgram(spec, fn);
+  DPRT_REQUIRE(name && *name, spec, fn, "a parameter has no name");
+  std::string what = std::string("parameter '") + name + "'";
+  for (const ParamSpec &other : spec->params)
+    DPRT_REQUIRE(other.name != name, spec, fn, what << " is described twice");
+  DPRT_REQUIRE(unit >= 0 && unit < static_cast<int32_t>(spec->units.size()),
+               spec, fn,
+               what << " names unit " << unit << " but " << spec->units.size()
+                    << " units were described");
+  std::vector<int64_t> shape =
+      collectDims(spec, fn, what, {dim0, dim1, dim2, dim3});
+  DPRT_REQUIRE(!shape.empty(), spec, fn, what << " has no dimensions");
+  const int64_t numel = product(shape);
+  const UnitSpec &u = spec->units[unit];
+  DPRT_REQUIRE(offsetInUnit >= 0 && offsetInUnit + numel <= u.numel, spec, fn,
+               what << " at elements [" << offsetInUnit << ", "
+                    << offsetInUnit + numel << ") lies outside unit '" << u.name
+                    << "' of " << u.numel << " elements");
+  DPRT_REQUIRE(globalIndex >= 0, spec, fn,
+               what << " has a negative global index " << globalIndex);
+  spec->params.push_back(ParamSpec{name, std::move(shape), unit, offsetInUnit,
+                                   globalIndex, trainable});
+}
+
+} // namespace dprt

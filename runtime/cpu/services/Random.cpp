@@ -1,0 +1,137 @@
+//===- Random.cpp - Initialization and gradient noise on the CPU ----------===//
+//
+// The random pointer kernels of kernels.inc for dprt::cpu. Every value is a
+// pure function of (key, step, global index, stream) through dprt/rng.h, so
+// a rank that owns any slice of a unit draws exactly what a single rank would
+// draw there. The CUDA backend implements the same functions with the same
+// keys (see StepState in rank.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dprt/kernels.h"
+#include "dprt/rng.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace dprt::cpu {
+namespace {
+
+const StepState &stepState(const Rank *rank) {
+  return *reinterpret_cast<const StepState *>(rank->arena + rank->stateOffset);
+}
+
+void requireAcc(DType acc, const char *kernel) {
+  if (acc != DType::F32 && acc != DType::F64)
+    throw std::invalid_argument(std::string(kernel) +
+                                ": acc buffers are f32 or f64, got " +
+                                nameOf(acc));
+}
+
+/// The initializer is always Philox keyed by StepState::initKey: the initial
+/// parameters are public (they do not depend on the data), so they need no
+/// secret key.
+NoiseKey initKey(const Rank *rank) {
+  NoiseKey key{};
+  key.seed = stepState(rank).initKey;
+  return key;
+}
+
+/// StepState::noiseKey -> NoiseKey: Philox's seed is noiseKey[0]; the
+/// ChaCha20 key is the eight 32-bit halves of noiseKey[0..3], low half first.
+NoiseKey gradientNoiseKey(const StepState &state) {
+  NoiseKey key{};
+  key.seed = state.noiseKey[0];
+  for (int i = 0; i < 4; ++i) {
+    key.chachaKey[2 * i] = static_cast<uint32_t>(state.noiseKey[i]);
+    key.chachaKey[2 * i + 1] = static_cast<uint32_t>(state.noiseKey[i] >> 32);
+  }
+  return key;
+}
+
+NoiseGenerator generatorOf(const StepState &state) {
+  switch (static_cast<NoiseGeneratorKind>(state.noiseGenerator)) {
+  case NoiseGeneratorKind::Philox:
+    return NoiseGenerator::Philox;
+  case NoiseGeneratorKind::ChaCha20:
+    return NoiseGenerator::ChaCha20;
+  }
+  throw std::invalid_argument("add_noise: unknown noise generator " +
+                              std::to_string(state.noiseGenerator) +
+                              " in the step state");
+}
+
+/// Stores `n` values value(i) into an f32 or f64 buffer, each rounded once.
+template <class Value>
+void store(DType acc, void *out, int64_t n, Value value) {
+  if (acc == DType::F64) {
+    auto *p = static_cast<double *>(out);
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = value(i);
+  } else {
+    auto *p = static_cast<float *>(out);
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = static_cast<float>(value(i));
+  }
+}
+
+} // namespace
+
+// master[i] = std * z, z = gaussianF64 at (initKey, step 0, globalIndex + i,
+// kParameterInitStream), computed in double and rounded once.
+void init_normal(Rank *rank, DType acc, void *master, int64_t n,
+                 int64_t globalIndex, double std) {
+  requireAcc(acc, "init_normal");
+  const NoiseKey key = initKey(rank);
+  store(acc, master, n, [&](int64_t i) {
+    return std * gaussianF64(NoiseGenerator::Philox, key, 0,
+                             static_cast<uint64_t>(globalIndex + i),
+                             kParameterInitStream);
+  });
+}
+
+// master[i] = bound * (2u - 1) in (-bound, bound], u = uniformF64 in (0, 1]
+// at the same counter as init_normal.
+void init_uniform(Rank *rank, DType acc, void *master, int64_t n,
+                  int64_t globalIndex, double bound) {
+  requireAcc(acc, "init_uniform");
+  const NoiseKey key = initKey(rank);
+  store(acc, master, n, [&](int64_t i) {
+    double u = uniformF64(NoiseGenerator::Philox, key, 0,
+                          static_cast<uint64_t>(globalIndex + i),
+                          kParameterInitStream);
+    return bound * (2.0 * u - 1.0);
+  });
+}
+
+// f64: grad[i] += noiseStd * gaussianF64(...);
+// f32: grad[i] += float(noiseStd * double(gaussianF32(...))),
+// at (noise key, StepState::step, globalIndex + i, kGradientNoiseStream).
+void add_noise(Rank *rank, DType acc, void *grad, int64_t n,
+               int64_t globalIndex) {
+  requireAcc(acc, "add_noise");
+  const StepState &state = stepState(rank);
+  if (state.noiseStd == 0)
+    return;
+  const NoiseKey key = gradientNoiseKey(state);
+  const NoiseGenerator generator = generatorOf(state);
+  const uint64_t step = static_cast<uint64_t>(state.step);
+  const double noiseStd = state.noiseStd;
+  if (acc == DType::F64) {
+    auto *g = static_cast<double *>(grad);
+    for (int64_t i = 0; i < n; ++i)
+      g[i] += noiseStd * gaussianF64(generator, key, step,
+                                     static_cast<uint64_t>(globalIndex + i),
+                                     kGradientNoiseStream);
+  } else {
+    auto *g = static_cast<float *>(grad);
+    for (int64_t i = 0; i < n; ++i)
+      g[i] += static_cast<float>(
+          noiseStd * static_cast<double>(
+                         gaussianF32(generator, key, step,
+                                     static_cast<uint64_t>(globalIndex + i),
+                                     kGradientNoiseStream)));
+  }
+}
+
+} // namespace dprt::cpu

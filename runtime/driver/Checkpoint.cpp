@@ -1,0 +1,285 @@
+//===- Checkpoint.cpp - Training state and atomic checkpoints -------------===//
+
+#include "Checkpoint.h"
+
+#include "Json.h"
+#include "Options.h"
+#include "privacy/PrivacyReport.h"
+
+#include <cerrno>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+
+namespace dprt::driver {
+namespace {
+
+using privacy::jsonNumber;
+using privacy::jsonString;
+
+[[noreturn]] void ioError(const std::string &what, const std::string &path) {
+  throw std::runtime_error(what + " '" + path + "': " + std::strerror(errno));
+}
+
+std::string hex64(uint64_t value) {
+  char buffer[24];
+  std::snprintf(buffer, sizeof(buffer), "0x%016" PRIx64, value);
+  return buffer;
+}
+
+uint64_t parseHex64(const JsonValue &value) {
+  const std::string &text = value.string();
+  errno = 0;
+  char *end = nullptr;
+  unsigned long long v = std::strtoull(text.c_str(), &end, 16);
+  if (text.rfind("0x", 0) != 0 || *end != '\0' || errno == ERANGE)
+    throw JsonError("expected a hex string like 0x0123456789abcdef, got '" +
+                    text + "'");
+  return v;
+}
+
+void fsyncDirectory(const std::string &dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0)
+    ioError("cannot open the directory", dir);
+  int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0)
+    ioError("cannot fsync the directory", dir);
+}
+
+/// Test hook: DPRT_TEST_CHECKPOINT_FAULT=crash-before-rename ends the process
+/// at the worst moment of a save (every file written, nothing published);
+/// =fail-rename makes the rename fail as a full disk would.
+std::string checkpointFault() {
+  const char *fault = std::getenv("DPRT_TEST_CHECKPOINT_FAULT");
+  return fault ? fault : "";
+}
+
+std::string stepName(int64_t step) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "step-%08" PRId64, step);
+  return buffer;
+}
+
+} // namespace
+
+std::string toJson(const CheckpointState &s) {
+  std::ostringstream os;
+  os << "{\n"
+     << "  \"format\": \"dpc-checkpoint\",\n"
+     << "  \"format_version\": " << CheckpointState::kFormatVersion << ",\n"
+     << "  \"model\": " << jsonString(s.model) << ",\n"
+     << "  \"backend\": " << jsonString(s.backend) << ",\n"
+     << "  \"compute\": " << jsonString(s.compute) << ",\n"
+     << "  \"ranks\": " << s.ranks << ",\n"
+     << "  \"step\": " << s.step << ",\n"
+     << "  \"total_steps\": " << s.totalSteps << ",\n"
+     << "  \"seed\": " << jsonString(hex64(s.seed)) << ",\n"
+     << "  \"init_key\": " << jsonString(hex64(s.initKey)) << ",\n"
+     << "  \"noise_key\": [";
+  for (int i = 0; i < 4; ++i)
+    os << (i ? ", " : "") << jsonString(hex64(s.noiseKey[i]));
+  os << "],\n"
+     << "  \"noise_generator\": " << jsonString(s.generator) << ",\n"
+     << "  \"sampler\": {\"kind\": " << jsonString(s.sampler)
+     << ", \"next_step\": " << s.nextSamplerStep
+     << ", \"q\": " << jsonNumber(s.q) << ", \"batch\": " << s.shuffleBatch
+     << ", \"dataset_records\": " << s.datasetRecords
+     << ", \"dataset_fingerprint\": " << jsonString(hex64(s.datasetFingerprint))
+     << "},\n"
+     << "  \"privacy\": {\"sigma\": " << jsonNumber(s.sigma)
+     << ", \"max_grad_norm\": " << jsonNumber(s.maxNorm)
+     << ", \"delta\": " << jsonNumber(s.delta) << ", \"target_epsilon\": "
+     << (s.targetEpsilon > 0 ? jsonNumber(s.targetEpsilon) : "null")
+     << ", \"epsilon\": " << jsonNumber(s.epsilon) << "},\n"
+     << "  \"accountant\": {\"kind\": \"rdp\", \"segments\": [";
+  for (size_t i = 0; i < s.segments.size(); ++i)
+    os << (i ? ", " : "") << "{\"q\": " << jsonNumber(s.segments[i].q)
+       << ", \"sigma\": " << jsonNumber(s.segments[i].sigma)
+       << ", \"steps\": " << s.segments[i].steps << "}";
+  os << "]},\n"
+     << "  \"optimizer\": {\"kind\": " << jsonString(s.optimizer)
+     << ", \"lr\": " << jsonNumber(s.lr)
+     << ", \"momentum\": " << jsonNumber(s.momentum)
+     << ", \"nesterov\": " << (s.nesterov ? "true" : "false")
+     << ", \"beta1\": " << jsonNumber(s.beta1)
+     << ", \"beta2\": " << jsonNumber(s.beta2)
+     << ", \"eps\": " << jsonNumber(s.eps)
+     << ", \"weight_decay\": " << jsonNumber(s.weightDecay) << "}\n"
+     << "}\n";
+  return os.str();
+}
+
+CheckpointState checkpointStateFromJson(const std::string &text,
+                                        const std::string &path) {
+  CheckpointState s;
+  try {
+    JsonValue root = JsonValue::parse(text);
+    if (root.at("format").string() != "dpc-checkpoint")
+      throw JsonError("not a dpc checkpoint");
+    int64_t version = root.at("format_version").integer();
+    if (version != CheckpointState::kFormatVersion)
+      throw JsonError("format version " + std::to_string(version) +
+                      ", this program reads version " +
+                      std::to_string(CheckpointState::kFormatVersion));
+    s.model = root.at("model").string();
+    s.backend = root.at("backend").string();
+    s.compute = root.at("compute").string();
+    s.ranks = static_cast<int32_t>(root.at("ranks").integer());
+    s.step = root.at("step").integer();
+    s.totalSteps = root.at("total_steps").integer();
+    s.seed = parseHex64(root.at("seed"));
+    s.initKey = parseHex64(root.at("init_key"));
+    const auto &keys = root.at("noise_key").array();
+    if (keys.size() != 4)
+      throw JsonError("noise_key needs 4 words");
+    for (int i = 0; i < 4; ++i)
+      s.noiseKey[i] = parseHex64(keys[i]);
+    s.generator = root.at("noise_generator").string();
+    const JsonValue &sampler = root.at("sampler");
+    s.sampler = sampler.at("kind").string();
+    s.nextSamplerStep = sampler.at("next_step").integer();
+    s.q = sampler.at("q").number();
+    s.shuffleBatch = sampler.at("batch").integer();
+    s.datasetRecords = sampler.at("dataset_records").integer();
+    s.datasetFingerprint = parseHex64(sampler.at("dataset_fingerprint"));
+    const JsonValue &privacy = root.at("privacy");
+    s.sigma = privacy.at("sigma").number();
+    s.maxNorm = privacy.at("max_grad_norm").number();
+    s.delta = privacy.at("delta").number();
+    const JsonValue &target = privacy.at("target_epsilon");
+    s.targetEpsilon = target.isNull() ? 0 : target.number();
+    const JsonValue &epsilon = privacy.at("epsilon");
+    s.epsilon = epsilon.isNull() ? HUGE_VAL : epsilon.number();
+    for (const JsonValue &segment :
+         root.at("accountant").at("segments").array())
+      s.segments.push_back({segment.at("q").number(),
+                            segment.at("sigma").number(),
+                            segment.at("steps").integer()});
+    const JsonValue &opt = root.at("optimizer");
+    s.optimizer = opt.at("kind").string();
+    s.lr = opt.at("lr").number();
+    s.momentum = opt.at("momentum").number();
+    s.nesterov = opt.at("nesterov").boolean();
+    s.beta1 = opt.at("beta1").number();
+    s.beta2 = opt.at("beta2").number();
+    s.eps = opt.at("eps").number();
+    s.weightDecay = opt.at("weight_decay").number();
+  } catch (const JsonError &e) {
+    throw UsageError("the checkpoint state '" + path +
+                     "' is not valid: " + e.what());
+  }
+  if (s.step < 0 || s.nextSamplerStep != s.step + 1)
+    throw UsageError("the checkpoint state '" + path +
+                     "' is not valid: inconsistent step counters");
+  return s;
+}
+
+void writeFileDurably(const std::string &path, const std::string &content) {
+  std::FILE *file = std::fopen(path.c_str(), "wb");
+  if (!file)
+    ioError("cannot create", path);
+  bool ok =
+      std::fwrite(content.data(), 1, content.size(), file) == content.size() &&
+      std::fflush(file) == 0 && ::fsync(fileno(file)) == 0;
+  int savedErrno = errno;
+  if (std::fclose(file) != 0 || !ok) {
+    errno = ok ? errno : savedErrno;
+    ioError("cannot write", path);
+  }
+}
+
+std::string readTextFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw UsageError("cannot read '" + path + "': " + std::strerror(errno));
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  return contents.str();
+}
+
+std::string CheckpointDirectory::begin(int64_t step) {
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec)
+    throw std::runtime_error("cannot create the checkpoint directory '" + dir_ +
+                             "': " + ec.message());
+  // Leftovers of a save that was interrupted; never a published checkpoint.
+  for (const auto &entry : fs::directory_iterator(dir_, ec))
+    if (std::string name = entry.path().filename().string();
+        name.rfind(".tmp-", 0) == 0 || name.rfind(".latest-", 0) == 0)
+      fs::remove_all(entry.path(), ec);
+  step_ = step;
+  temporary_ = (fs::path(dir_) /
+                (".tmp-" + stepName(step) + "-" + std::to_string(::getpid())))
+                   .string();
+  fs::remove_all(temporary_, ec);
+  if (!fs::create_directory(temporary_, ec) || ec)
+    throw std::runtime_error("cannot create '" + temporary_ +
+                             "': " + ec.message());
+  return temporary_;
+}
+
+std::string CheckpointDirectory::commit() {
+  fsyncDirectory(temporary_);
+  std::string name = stepName(step_);
+  // A checkpoint of the same step may exist (a resumed run saving again):
+  // never replace a published directory, take the next free name.
+  for (int suffix = 1; fs::exists(fs::path(dir_) / name); ++suffix)
+    name = stepName(step_) + "." + std::to_string(suffix);
+  const std::string target = (fs::path(dir_) / name).string();
+
+  const std::string fault = checkpointFault();
+  if (fault == "crash-before-rename")
+    std::_Exit(86);
+  if (fault == "fail-rename") {
+    errno = EIO;
+    ioError("cannot rename the checkpoint into place (test fault)", target);
+  }
+  if (std::rename(temporary_.c_str(), target.c_str()) != 0)
+    ioError("cannot rename the checkpoint into place", target);
+  fsyncDirectory(dir_);
+
+  const std::string latest = (fs::path(dir_) / "latest").string();
+  const std::string latestTemporary =
+      (fs::path(dir_) / (".latest-" + std::to_string(::getpid()))).string();
+  writeFileDurably(latestTemporary, name + "\n");
+  if (std::rename(latestTemporary.c_str(), latest.c_str()) != 0)
+    ioError("cannot update", latest);
+  fsyncDirectory(dir_);
+  temporary_.clear();
+  return target;
+}
+
+std::string resolveCheckpoint(const std::string &dir) {
+  std::error_code ec;
+  if (fs::exists(fs::path(dir) / "state.json", ec))
+    return dir;
+  const std::string latest = (fs::path(dir) / "latest").string();
+  if (!fs::exists(latest, ec))
+    throw UsageError("'" + dir +
+                     "' is not a checkpoint: it has neither a state.json nor "
+                     "a 'latest' file");
+  std::string name = readTextFile(latest);
+  while (!name.empty() && (name.back() == '\n' || name.back() == '\r'))
+    name.pop_back();
+  if (name.empty() || name.find('/') != std::string::npos)
+    throw UsageError("'" + latest + "' does not name a checkpoint");
+  const std::string path = (fs::path(dir) / name).string();
+  if (!fs::exists(fs::path(path) / "state.json", ec))
+    throw UsageError("'" + latest + "' names '" + name +
+                     "', which has no state.json");
+  return path;
+}
+
+} // namespace dprt::driver

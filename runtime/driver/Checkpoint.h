@@ -1,0 +1,98 @@
+//===- Checkpoint.h - Training state and atomic checkpoints -----*- C++ -*-===//
+//
+// A checkpoint is a directory DIR/step-NNNNNNNN holding
+//   params.safetensors     every parameter, full (gathered from the shards),
+//                          in the accumulation type (f32, or f64 for f64
+//                          models), named as in the model
+//   optimizer.safetensors  per unit, the full optimizer state
+//                          ("<unit>.momentum", "<unit>.adam_m",
+//                          "<unit>.adam_v"), flat
+//   state.json             everything else a resumed run needs (below)
+// and DIR/latest names the newest one. A save writes into a temporary
+// directory DIR/.tmp-..., fsyncs every file and the directory, renames it
+// into place and only then replaces `latest` (write a temporary file, fsync,
+// rename): a crash at any point leaves the previous checkpoint and `latest`
+// intact.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DPRT_DRIVER_CHECKPOINT_H
+#define DPRT_DRIVER_CHECKPOINT_H
+
+#include "privacy/Accountant.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dprt::driver {
+
+/// state.json: the run's progress and every parameter of its privacy
+/// guarantee. Samplers and noise are counter-based, so the step number and
+/// the keys are all the random state there is.
+struct CheckpointState {
+  static constexpr int kFormatVersion = 1;
+
+  std::string model;
+  std::string backend;
+  std::string compute;    ///< "f32", "f64", "bf16"
+  int32_t ranks = 1;      ///< ranks of the run that saved it
+  int64_t step = 0;       ///< optimizer steps completed
+  int64_t totalSteps = 0; ///< the run's --steps
+  uint64_t seed = 0;
+  uint64_t initKey = 0;
+  uint64_t noiseKey[4] = {0, 0, 0, 0};
+  std::string generator;       ///< "philox" or "chacha20"
+  std::string sampler;         ///< "poisson" or "shuffle"
+  int64_t nextSamplerStep = 1; ///< the sampler's next step (= step + 1)
+  double q = 0;                ///< sampling rate (shuffle: batch / records)
+  int64_t shuffleBatch = 0;
+  int64_t datasetRecords = 0;
+  uint64_t datasetFingerprint = 0;
+  double sigma = 0;
+  double maxNorm = 0;
+  double delta = 0;
+  double targetEpsilon = 0; ///< 0: no target (sigma was given)
+  double epsilon = 0;       ///< spent so far
+  std::vector<privacy::SampledGaussianSegment> segments;
+  std::string optimizer; ///< "sgd", "momentum", "adamw"
+  double lr = 0, momentum = 0, beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0;
+  bool nesterov = false;
+};
+
+std::string toJson(const CheckpointState &state);
+/// Throws UsageError naming `path` when the text is not a valid state.json.
+CheckpointState checkpointStateFromJson(const std::string &text,
+                                        const std::string &path);
+
+/// Saves into DIR: begin() gives a fresh temporary directory to write the
+/// files into, commit() publishes it.
+class CheckpointDirectory {
+public:
+  explicit CheckpointDirectory(std::string dir) : dir_(std::move(dir)) {}
+
+  /// Creates DIR if needed, removes temporary directories that an
+  /// interrupted save left behind, and creates a new one.
+  std::string begin(int64_t step);
+  /// fsyncs, renames the temporary directory to DIR/step-NNNNNNNN (with a
+  /// suffix if that exists) and points DIR/latest at it. Returns its path.
+  std::string commit();
+
+private:
+  std::string dir_;
+  std::string temporary_;
+  int64_t step_ = 0;
+};
+
+/// Writes `content` to `path` and fsyncs it; throws std::runtime_error.
+void writeFileDurably(const std::string &path, const std::string &content);
+
+/// The checkpoint directory `dir` stands for: dir itself if it holds a
+/// state.json, else the one DIR/latest names. Throws UsageError.
+std::string resolveCheckpoint(const std::string &dir);
+
+std::string readTextFile(const std::string &path);
+
+} // namespace dprt::driver
+
+#endif // DPRT_DRIVER_CHECKPOINT_H

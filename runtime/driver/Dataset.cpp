@@ -1,0 +1,408 @@
+//===- Dataset.cpp - Training records and how they fill the inputs --------===//
+
+#include "Dataset.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace dprt::driver {
+namespace {
+
+const InputSpec *findRole(const ProgramSpec &spec, InputRole role) {
+  for (const InputSpec &input : spec.inputs)
+    if (input.role == role)
+      return &input;
+  return nullptr;
+}
+
+const char *roleName(InputRole role) {
+  switch (role) {
+  case InputRole::Tokens:
+    return "tokens";
+  case InputRole::NextTokens:
+    return "next_tokens";
+  case InputRole::Features:
+    return "features";
+  case InputRole::Label:
+    return "label";
+  case InputRole::Target:
+    return "target";
+  }
+  return "unknown";
+}
+
+bool endsWith(const std::string &text, const std::string &suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+/// FNV-1a, 64 bits.
+struct Fingerprint {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  void add(const void *data, size_t bytes) {
+    const auto *p = static_cast<const unsigned char *>(data);
+    for (size_t i = 0; i < bytes; ++i) {
+      hash ^= p[i];
+      hash *= 0x100000001b3ull;
+    }
+  }
+  template <class T> void add(const T &value) { add(&value, sizeof(T)); }
+};
+
+/// Lines of a file, numbered from 1, without the '\n' and a trailing '\r'.
+class LineReader {
+public:
+  explicit LineReader(const std::string &text) : text_(text) {}
+  bool next(std::string &line, int64_t &number) {
+    if (pos_ >= text_.size())
+      return false;
+    size_t end = text_.find('\n', pos_);
+    if (end == std::string::npos)
+      end = text_.size();
+    line.assign(text_, pos_, end - pos_);
+    if (!line.empty() && line.back() == '\r')
+      line.pop_back();
+    pos_ = end + 1;
+    number = ++line_;
+    return true;
+  }
+
+private:
+  const std::string &text_;
+  size_t pos_ = 0;
+  int64_t line_ = 0;
+};
+
+std::string readFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw UsageError("cannot read the data file '" + path +
+                     "': " + std::strerror(errno));
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  if (in.bad())
+    throw UsageError("cannot read the data file '" + path + "'");
+  return contents.str();
+}
+
+bool isBlank(const std::string &line) {
+  return line.find_first_not_of(" \t") == std::string::npos;
+}
+
+std::string trim(const std::string &s) {
+  size_t b = s.find_first_not_of(" \t");
+  if (b == std::string::npos)
+    return "";
+  size_t e = s.find_last_not_of(" \t");
+  return s.substr(b, e - b + 1);
+}
+
+bool parseDouble(const std::string &text, double &value) {
+  if (text.empty())
+    return false;
+  errno = 0;
+  char *end = nullptr;
+  value = std::strtod(text.c_str(), &end);
+  return *end == '\0' && errno != ERANGE && std::isfinite(value);
+}
+
+bool parseInt64(const std::string &text, int64_t &value) {
+  if (text.empty())
+    return false;
+  errno = 0;
+  char *end = nullptr;
+  value = std::strtoll(text.c_str(), &end, 10);
+  return *end == '\0' && errno != ERANGE;
+}
+
+std::vector<std::string> splitCsv(const std::string &line) {
+  std::vector<std::string> fields;
+  size_t start = 0;
+  while (true) {
+    size_t comma = line.find(',', start);
+    fields.push_back(trim(line.substr(start, comma - start)));
+    if (comma == std::string::npos)
+      return fields;
+    start = comma + 1;
+  }
+}
+
+[[noreturn]] void lineError(const std::string &path, int64_t line,
+                            const std::string &what) {
+  throw UsageError(path + ":" + std::to_string(line) + ": " + what);
+}
+
+} // namespace
+
+DataLayout DataLayout::of(const ProgramSpec &spec) {
+  DataLayout layout;
+  layout.compute = spec.compute;
+  const InputSpec *tokens = findRole(spec, InputRole::Tokens);
+  const InputSpec *next = findRole(spec, InputRole::NextTokens);
+  const InputSpec *features = findRole(spec, InputRole::Features);
+  const InputSpec *label = findRole(spec, InputRole::Label);
+  const InputSpec *target = findRole(spec, InputRole::Target);
+  if (tokens && next && !features && !label && !target) {
+    layout.languageModel = true;
+    layout.tokens = spec.tokens;
+    layout.vocab = spec.classes;
+    if (layout.vocab > 0 && layout.vocab <= '\n')
+      throw UsageError("the model's vocabulary of " +
+                       std::to_string(layout.vocab) +
+                       " tokens cannot hold byte-level text");
+    return layout;
+  }
+  if (features && !tokens && !next &&
+      (label != nullptr) != (target != nullptr)) {
+    layout.features = features->dims[0];
+    layout.label = label != nullptr;
+    layout.classes = label ? spec.classes : 0;
+    layout.targets = target ? target->dims[0] : 0;
+    return layout;
+  }
+  std::string roles;
+  for (const InputSpec &input : spec.inputs)
+    roles += std::string(roles.empty() ? "" : ", ") + roleName(input.role);
+  throw UsageError("the program's inputs (" + roles +
+                   ") are not a combination the training program can fill: "
+                   "it reads tokens + next_tokens (text), features + label or "
+                   "features + target (CSV)");
+}
+
+std::string DataLayout::describe() const {
+  std::ostringstream os;
+  if (languageModel)
+    os << "text or .tok records of up to " << tokens << " tokens";
+  else if (label)
+    os << "CSV rows of " << features << " features, then a class label";
+  else
+    os << "CSV rows of " << features << " features, then " << targets
+       << " target" << (targets == 1 ? "" : "s");
+  return os.str();
+}
+
+Dataset Dataset::load(const std::string &path, const DataLayout &layout) {
+  Dataset d;
+  d.layout_ = layout;
+  const std::string text = readFile(path);
+  LineReader lines(text);
+  std::string line;
+  int64_t number = 0;
+  Fingerprint fp;
+
+  if (layout.languageModel && !endsWith(path, ".tok")) {
+    d.kind_ = "lines of text";
+    fp.add('t');
+    d.begin_.push_back(0);
+    while (lines.next(line, number)) {
+      if (line.empty())
+        continue;
+      if (static_cast<int64_t>(line.size()) > layout.tokens - 1)
+        lineError(path, number,
+                  "the record has " + std::to_string(line.size()) +
+                      " bytes but this model reads at most " +
+                      std::to_string(layout.tokens - 1) + " (its " +
+                      std::to_string(layout.tokens) +
+                      " tokens less the start token); shorten or split the "
+                      "line");
+      d.ids_.push_back('\n');
+      for (unsigned char byte : line) {
+        if (layout.vocab > 0 && byte >= layout.vocab)
+          lineError(path, number,
+                    "byte " + std::to_string(byte) +
+                        " is outside the model's vocabulary [0, " +
+                        std::to_string(layout.vocab) + ")");
+        d.ids_.push_back(byte);
+      }
+      d.ids_.push_back('\n');
+      d.begin_.push_back(static_cast<int64_t>(d.ids_.size()));
+    }
+  } else if (layout.languageModel) {
+    d.kind_ = "token records";
+    fp.add('k');
+    d.begin_.push_back(0);
+    while (lines.next(line, number)) {
+      if (isBlank(line))
+        continue;
+      std::istringstream words(line);
+      std::string word;
+      int64_t count = 0;
+      while (words >> word) {
+        int64_t id;
+        if (!parseInt64(word, id))
+          lineError(path, number, "'" + word + "' is not a token id");
+        if (id < 0 || (layout.vocab > 0 && id >= layout.vocab))
+          lineError(path, number,
+                    "token id " + word + " is outside the vocabulary [0, " +
+                        std::to_string(layout.vocab) + ")");
+        d.ids_.push_back(static_cast<int32_t>(id));
+        ++count;
+      }
+      if (count < 2)
+        lineError(path, number,
+                  "a record needs at least 2 token ids (inputs and their "
+                  "next-token targets), got " +
+                      std::to_string(count));
+      if (count - 1 > layout.tokens)
+        lineError(path, number,
+                  "the record has " + std::to_string(count) +
+                      " token ids but this model reads at most " +
+                      std::to_string(layout.tokens + 1) + " (" +
+                      std::to_string(layout.tokens) +
+                      " inputs, each with its next token)");
+      d.begin_.push_back(static_cast<int64_t>(d.ids_.size()));
+    }
+  } else {
+    d.kind_ = "CSV records";
+    fp.add('c');
+    const int64_t width = layout.features + (layout.label ? 1 : layout.targets);
+    bool first = true;
+    while (lines.next(line, number)) {
+      if (isBlank(line))
+        continue;
+      std::vector<std::string> fields = splitCsv(line);
+      if (first) {
+        first = false;
+        bool anyNumber = false;
+        double unused;
+        for (const std::string &field : fields)
+          anyNumber = anyNumber || parseDouble(field, unused);
+        if (!anyNumber)
+          continue; // a header line
+      }
+      if (static_cast<int64_t>(fields.size()) != width)
+        lineError(path, number,
+                  std::to_string(fields.size()) + " fields, expected " +
+                      std::to_string(width) + " (" + layout.describe() + ")");
+      for (int64_t j = 0; j < width; ++j) {
+        if (layout.label && j == layout.features) {
+          int64_t label;
+          if (!parseInt64(fields[j], label))
+            lineError(path, number,
+                      "the label '" + fields[j] + "' is not a whole number");
+          if (label < 0 || (layout.classes > 0 && label >= layout.classes))
+            lineError(path, number,
+                      "the label " + fields[j] +
+                          " is not a class of this model [0, " +
+                          std::to_string(layout.classes) + ")");
+          d.labels_.push_back(static_cast<int32_t>(label));
+          continue;
+        }
+        double value;
+        if (!parseDouble(fields[j], value))
+          lineError(path, number,
+                    "field " + std::to_string(j + 1) + " '" + fields[j] +
+                        "' is not a finite number");
+        d.values_.push_back(value);
+      }
+      ++d.records_;
+    }
+    fp.add(d.values_.data(), d.values_.size() * sizeof(double));
+    fp.add(d.labels_.data(), d.labels_.size() * sizeof(int32_t));
+  }
+  if (layout.languageModel) {
+    d.records_ = static_cast<int64_t>(d.begin_.size()) - 1;
+    fp.add(d.ids_.data(), d.ids_.size() * sizeof(int32_t));
+    fp.add(d.begin_.data(), d.begin_.size() * sizeof(int64_t));
+  }
+  if (d.records_ == 0)
+    throw UsageError("the data file '" + path + "' has no records (expected " +
+                     layout.describe() + ")");
+  fp.add(d.records_);
+  d.fingerprint_ = fp.hash;
+  return d;
+}
+
+std::string Dataset::describe() const {
+  return std::to_string(records_) + " " + kind_;
+}
+
+int64_t Dataset::tokensOf(int64_t record) const {
+  if (!layout_.languageModel)
+    return 1;
+  return begin_[record + 1] - begin_[record] - 1;
+}
+
+void Dataset::writeRow(const InputSpec &input, int64_t record,
+                       void *row) const {
+  switch (input.role) {
+  case InputRole::Tokens:
+  case InputRole::NextTokens: {
+    auto *out = static_cast<int32_t *>(row);
+    const int64_t shift = input.role == InputRole::NextTokens ? 1 : 0;
+    const int32_t pad = input.role == InputRole::NextTokens ? -1 : 0;
+    int64_t n = 0;
+    const int32_t *s = nullptr;
+    if (record >= 0) {
+      s = ids_.data() + begin_[record];
+      n = begin_[record + 1] - begin_[record] - 1;
+    }
+    for (int64_t t = 0; t < layout_.tokens; ++t)
+      out[t] = t < n ? s[t + shift] : pad;
+    return;
+  }
+  case InputRole::Label:
+    *static_cast<int32_t *>(row) = record >= 0 ? labels_[record] : 0;
+    return;
+  case InputRole::Features:
+  case InputRole::Target: {
+    const int64_t width =
+        layout_.features + (layout_.label ? 0 : layout_.targets);
+    const int64_t first =
+        input.role == InputRole::Features ? 0 : layout_.features;
+    const int64_t count = input.dims[0];
+    auto *out = static_cast<char *>(row);
+    for (int64_t j = 0; j < count; ++j)
+      storeAs(layout_.compute,
+              record >= 0 ? values_[record * width + first + j] : 0.0,
+              out + j * sizeOf(layout_.compute));
+    return;
+  }
+  }
+}
+
+void storeAs(DType dt, double value, void *out) {
+  if (dt == DType::F64) {
+    std::memcpy(out, &value, 8);
+    return;
+  }
+  float f = static_cast<float>(value);
+  if (dt == DType::F32) {
+    std::memcpy(out, &f, 4);
+    return;
+  }
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if (std::isnan(f)) {
+    bits |= 0x00400000u;
+  } else {
+    bits += 0x7fffu + ((bits >> 16) & 1u); // round to nearest even
+  }
+  uint16_t half = static_cast<uint16_t>(bits >> 16);
+  std::memcpy(out, &half, 2);
+}
+
+double loadAs(DType dt, const void *in) {
+  if (dt == DType::F64) {
+    double d;
+    std::memcpy(&d, in, 8);
+    return d;
+  }
+  if (dt == DType::F32) {
+    float f;
+    std::memcpy(&f, in, 4);
+    return f;
+  }
+  uint16_t half;
+  std::memcpy(&half, in, 2);
+  uint32_t bits = static_cast<uint32_t>(half) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+} // namespace dprt::driver

@@ -1,0 +1,216 @@
+//===- Options.cpp - The training program's command line ------------------===//
+
+#include "Options.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <vector>
+
+namespace dprt::driver {
+namespace {
+
+int64_t parseInteger(const std::string &flag, const std::string &text,
+                     int64_t min) {
+  errno = 0;
+  char *end = nullptr;
+  long long value = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE)
+    throw UsageError("option " + flag + " needs a whole number, got '" + text +
+                     "'");
+  if (value < min)
+    throw UsageError("option " + flag + " must be >= " + std::to_string(min) +
+                     ", got " + text);
+  return value;
+}
+
+double parseReal(const std::string &flag, const std::string &text) {
+  errno = 0;
+  char *end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(value))
+    throw UsageError("option " + flag + " needs a finite number, got '" + text +
+                     "'");
+  return value;
+}
+
+uint64_t parseSeed(const std::string &text) {
+  errno = 0;
+  char *end = nullptr;
+  if (text.empty() || text[0] == '-')
+    throw UsageError("option --seed needs a whole number >= 0, got '" + text +
+                     "'");
+  unsigned long long value = std::strtoull(text.c_str(), &end, 0);
+  if (*end != '\0' || errno == ERANGE)
+    throw UsageError("option --seed needs a whole number below 2^64, got '" +
+                     text + "'");
+  return value;
+}
+
+} // namespace
+
+Options parseOptions(int argc, const char *const *argv) {
+  Options o;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i];
+    if (arg == "-h" || arg == "--help") {
+      o.help = true;
+      continue;
+    }
+    if (arg.rfind("--", 0) != 0)
+      throw UsageError("unexpected argument '" + arg +
+                       "' (options start with --; see --help)");
+    std::string flag = arg, value;
+    bool hasValue = false;
+    if (size_t eq = arg.find('='); eq != std::string::npos) {
+      flag = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+      hasValue = true;
+    }
+    auto takeValue = [&]() -> std::string {
+      if (hasValue)
+        return value;
+      if (i + 1 >= args.size())
+        throw UsageError("option " + flag + " needs a value");
+      return args[++i];
+    };
+    auto noValue = [&] {
+      if (hasValue)
+        throw UsageError("option " + flag + " takes no value");
+    };
+    if (flag == "--data") {
+      o.data = takeValue();
+      if (o.data.empty())
+        throw UsageError("option --data needs a file name");
+    } else if (flag == "--steps") {
+      o.steps = parseInteger(flag, takeValue(), 0);
+    } else if (flag == "--sigma") {
+      o.sigma = parseReal(flag, takeValue());
+      if (*o.sigma < 0)
+        throw UsageError("option --sigma must be >= 0");
+    } else if (flag == "--epsilon") {
+      o.epsilon = parseReal(flag, takeValue());
+      if (*o.epsilon <= 0)
+        throw UsageError("option --epsilon must be > 0");
+    } else if (flag == "--delta") {
+      o.delta = parseReal(flag, takeValue());
+      if (*o.delta <= 0 || *o.delta >= 1)
+        throw UsageError("option --delta must be in (0, 1)");
+    } else if (flag == "--seed") {
+      o.seed = parseSeed(takeValue());
+    } else if (flag == "--save") {
+      o.save = takeValue();
+      if (o.save.empty())
+        throw UsageError("option --save needs a directory");
+    } else if (flag == "--save-every") {
+      o.saveEvery = parseInteger(flag, takeValue(), 1);
+    } else if (flag == "--resume") {
+      o.resume = takeValue();
+      if (o.resume.empty())
+        throw UsageError("option --resume needs a directory");
+    } else if (flag == "--metrics") {
+      o.metrics = takeValue();
+    } else if (flag == "--trace") {
+      o.trace = takeValue();
+    } else if (flag == "--no-budget-stop") {
+      noValue();
+      o.budgetStop = false;
+    } else if (flag == "--generate") {
+      o.generate = parseInteger(flag, takeValue(), 0);
+    } else if (flag == "--gpus") {
+      int64_t gpus = parseInteger(flag, takeValue(), 1);
+      if (gpus > 1024)
+        throw UsageError("option --gpus: " + std::to_string(gpus) +
+                         " is not a GPU count");
+      o.gpus = static_cast<int>(gpus);
+    } else if (flag == "--quiet") {
+      noValue();
+      o.quiet = true;
+    } else {
+      throw UsageError("unknown option '" + flag + "' (see --help)");
+    }
+  }
+  if (o.sigma && o.epsilon)
+    throw UsageError("give the noise as --sigma or as --epsilon, not both");
+  if (o.saveEvery > 0 && o.save.empty())
+    throw UsageError("--save-every needs --save DIR");
+  return o;
+}
+
+void checkOptions(const Options &o, const ProgramSpec &spec) {
+  if (o.gpus) {
+    if (spec.backend == "cpu")
+      throw UsageError("--gpus is for programs built for the cuda backend; "
+                       "this one was built for the cpu and runs its " +
+                       std::to_string(spec.ranks) +
+                       " ranks as threads (rebuild with dpc --backend cuda)");
+    if (*o.gpus != spec.ranks)
+      throw UsageError("--gpus " + std::to_string(*o.gpus) +
+                       " does not match the program, which was compiled for " +
+                       std::to_string(spec.ranks) +
+                       " ranks (recompile with dpc --ranks " +
+                       std::to_string(*o.gpus) + ")");
+  }
+  int64_t steps = o.steps ? *o.steps : spec.recipe.steps;
+  if (o.data.empty() && steps > 0 && o.resume.empty())
+    throw UsageError("--data FILE is required to train (or pass --steps 0)");
+}
+
+std::string usageText(const std::string &program, const ProgramSpec &spec) {
+  const RecipeSpec &r = spec.recipe;
+  std::ostringstream noise;
+  if (r.targetEpsilon)
+    noise << "calibrated for epsilon = " << r.epsilon
+          << " at delta = " << r.delta;
+  else
+    noise << "sigma = " << r.sigma;
+  std::ostringstream os;
+  os << "usage: " << program << " --data FILE [options]\n"
+     << "\n"
+     << "Trains the model '" << spec.model << "' (" << spec.backend
+     << " backend, " << spec.ranks << (spec.ranks == 1 ? " rank" : " ranks")
+     << ") with DP-SGD.\n"
+     << "\n"
+     << "data\n"
+     << "  --data FILE        training records, one per line: text (bytes),\n"
+     << "                     a .tok file of token ids, or CSV (features,\n"
+     << "                     then the label or the regression targets);\n"
+     << "                     required unless --steps 0\n"
+     << "training\n"
+     << "  --steps N          optimizer steps in all (default " << r.steps
+     << ")\n"
+     << "  --sigma S          noise multiplier (noise std = S * C)\n"
+     << "  --epsilon E        target epsilon: calibrate sigma for the steps\n"
+     << "  --delta D          delta of the (epsilon, delta) guarantee "
+        "(default "
+     << r.delta << ")\n"
+     << "                     (default noise: " << noise.str() << ")\n"
+     << "  --seed N           key of initialization, sampling and noise "
+        "(default "
+     << r.seed << ")\n"
+     << "  --no-budget-stop   keep training when the next step would exceed\n"
+     << "                     the target epsilon (default: stop)\n"
+     << "checkpoints\n"
+     << "  --save DIR         save a checkpoint into DIR at the end\n"
+     << "  --save-every K     ... and every K steps\n"
+     << "  --resume DIR       continue from DIR's latest checkpoint (exactly\n"
+     << "                     as if the run had not stopped)\n"
+     << "output\n"
+     << "  --metrics FILE     one JSON object per step (JSON lines)\n"
+     << "  --trace FILE       Chrome trace of compute and communication\n"
+     << "  --generate N       after training, sample N lines (language "
+        "models)\n"
+     << "  --quiet            no progress output\n"
+     << "  --gpus N           CUDA programs: use N GPUs of this machine (must\n"
+     << "                     equal the program's ranks)\n"
+     << "  -h, --help         this text\n"
+     << "\n"
+     << "Exit status: 0 done, 1 failure, 2 bad arguments, data or "
+        "checkpoint.\n";
+  return os.str();
+}
+
+} // namespace dprt::driver

@@ -1,0 +1,53 @@
+//===- Options.h - The training program's command line ----------*- C++ -*-===//
+
+#ifndef DPRT_DRIVER_OPTIONS_H
+#define DPRT_DRIVER_OPTIONS_H
+
+#include "dprt/program.h"
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+namespace dprt::driver {
+
+/// A mistake of the user (flags, data, checkpoint): the program prints the
+/// message and exits with status 2.
+class UsageError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Options {
+  std::string data;
+  std::optional<int64_t> steps;
+  std::optional<double> sigma;
+  std::optional<double> epsilon;
+  std::optional<double> delta;
+  std::optional<uint64_t> seed;
+  std::string save;
+  int64_t saveEvery = 0; ///< 0: save at the end only
+  std::string resume;
+  std::string metrics;
+  std::string trace;
+  bool budgetStop = true;
+  int64_t generate = 0;
+  std::optional<int> gpus;
+  bool quiet = false;
+  bool help = false;
+};
+
+/// Parses argv (`--flag value` or `--flag=value`); throws UsageError.
+Options parseOptions(int argc, const char *const *argv);
+
+/// Checks the combinations that need the program's description; throws
+/// UsageError.
+void checkOptions(const Options &options, const ProgramSpec &spec);
+
+/// The --help text, with the recipe's defaults.
+std::string usageText(const std::string &program, const ProgramSpec &spec);
+
+} // namespace dprt::driver
+
+#endif // DPRT_DRIVER_OPTIONS_H

@@ -1,0 +1,85 @@
+//===- Safetensors.h - Reading and writing .safetensors files ---*- C++ -*-===//
+//
+// The format (huggingface/safetensors): an 8-byte little-endian header size
+// N, N bytes of JSON mapping each tensor name to {"dtype", "shape",
+// "data_offsets": [begin, end]} (offsets into the data that follows the
+// header) plus an optional "__metadata__" object of strings, then the data.
+// The writer streams the tensors in the order they were declared, so that a
+// checkpoint never needs the whole model in memory at once.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DPRT_DRIVER_SAFETENSORS_H
+#define DPRT_DRIVER_SAFETENSORS_H
+
+#include "dprt/types.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dprt::driver {
+
+struct TensorInfo {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  int64_t begin = 0; ///< data offsets, filled by the writer / reader
+  int64_t end = 0;
+
+  int64_t numel() const;
+};
+
+class SafetensorsWriter {
+public:
+  /// Creates `path` and writes the header for `tensors` (in that order).
+  /// Throws std::runtime_error on I/O errors.
+  SafetensorsWriter(const std::string &path, std::vector<TensorInfo> tensors,
+                    const std::map<std::string, std::string> &metadata);
+  ~SafetensorsWriter();
+
+  /// Writes the next tensor's data: numel * sizeOf(dtype) bytes.
+  void write(const void *data);
+  /// Flushes, fsyncs and closes; throws if any write failed.
+  void close();
+
+private:
+  std::string path_;
+  std::vector<TensorInfo> tensors_;
+  size_t next_ = 0;
+  std::FILE *file_ = nullptr;
+};
+
+class SafetensorsReader {
+public:
+  /// Opens `path` and parses its header; throws std::runtime_error with the
+  /// path when the file is missing or not a valid safetensors file.
+  explicit SafetensorsReader(const std::string &path);
+  ~SafetensorsReader();
+
+  const std::vector<TensorInfo> &tensors() const { return tensors_; }
+  /// The tensor `name`, or null.
+  const TensorInfo *find(const std::string &name) const;
+  /// Reads a tensor's bytes into `out`.
+  void read(const TensorInfo &tensor, void *out);
+  const std::map<std::string, std::string> &metadata() const {
+    return metadata_;
+  }
+
+private:
+  std::string path_;
+  std::vector<TensorInfo> tensors_;
+  std::map<std::string, std::string> metadata_;
+  int64_t dataStart_ = 0;
+  std::FILE *file_ = nullptr;
+};
+
+/// "F32", "F64", "BF16".
+const char *safetensorsDType(DType dt);
+
+} // namespace dprt::driver
+
+#endif // DPRT_DRIVER_SAFETENSORS_H

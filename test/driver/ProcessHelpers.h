@@ -1,0 +1,45 @@
+//===- ProcessHelpers.h - Running fixture programs from tests ---*- C++ -*-===//
+
+#ifndef DPC_TEST_DRIVER_PROCESSHELPERS_H
+#define DPC_TEST_DRIVER_PROCESSHELPERS_H
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dpctest {
+
+/// A directory under /tmp, removed with everything in it at destruction.
+class TempDir {
+public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir &) = delete;
+  TempDir &operator=(const TempDir &) = delete;
+  const std::string &path() const { return path_; }
+  std::string operator/(const std::string &name) const {
+    return path_ + "/" + name;
+  }
+
+private:
+  std::string path_;
+};
+
+struct RunResult {
+  int status = -1; ///< exit status, or 128 + signal
+  std::string out;
+  std::string err;
+};
+
+/// Runs `binary args...` with the extra environment `env` ("NAME=value")
+/// and captures its output.
+RunResult runProgram(const std::string &binary,
+                     const std::vector<std::string> &args,
+                     const std::vector<std::string> &env = {});
+
+void writeFile(const std::string &path, const std::string &content);
+std::string readFile(const std::string &path);
+
+} // namespace dpctest
+
+#endif // DPC_TEST_DRIVER_PROCESSHELPERS_H

@@ -1,0 +1,636 @@
+//===- TrainingProgramTest.cpp - The training program end to end ----------===//
+//
+// Runs the hand-written fixture programs (ClassifierProgram.cpp,
+// BigramProgram.cpp) linked with the driver, as a user would run a program
+// dpc built: training, metrics, checkpoints and exact resume, 1 vs 2 ranks,
+// the budget stop, a crash in the middle of a save, and every bad input.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Checkpoint.h"
+#include "Json.h"
+#include "ProcessHelpers.h"
+#include "Safetensors.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace dpctest;
+using dprt::driver::JsonValue;
+using dprt::driver::resolveCheckpoint;
+using dprt::driver::SafetensorsReader;
+
+namespace {
+
+const std::string kClassifier1 = DPC_FIXTURE_CLASSIFIER_1;
+const std::string kClassifier2 = DPC_FIXTURE_CLASSIFIER_2;
+const std::string kClassifierF64 = DPC_FIXTURE_CLASSIFIER_F64;
+const std::string kBigram1 = DPC_FIXTURE_BIGRAM_1;
+const std::string kBigram2 = DPC_FIXTURE_BIGRAM_2;
+
+/// Three well separated classes in 4 features; record i has class i % 3.
+/// A small linear congruential generator keeps the file the same on every
+/// platform.
+std::string classifierCsv(int records) {
+  uint64_t state = 12345;
+  auto uniform = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<double>(state >> 11) / 9007199254740992.0 * 2 - 1;
+  };
+  std::ostringstream os;
+  os << "f0,f1,f2,f3,label\n";
+  char line[128];
+  for (int i = 0; i < records; ++i) {
+    int label = i % 3;
+    double f[4];
+    for (int j = 0; j < 4; ++j)
+      f[j] = (j == label ? 2.0 : 0.0) + 0.8 * uniform();
+    std::snprintf(line, sizeof(line), "%.5f,%.5f,%.5f,%.5f,%d\n", f[0], f[1],
+                  f[2], f[3], label);
+    os << line;
+  }
+  return os.str();
+}
+
+/// Short lines of a repetitive text, for the bigram model (16 tokens).
+std::string bigramText(int lines) {
+  const char *words[] = {"the cat sat", "a dog ran", "the sun set", "a cat ran",
+                         "the dog sat"};
+  std::ostringstream os;
+  for (int i = 0; i < lines; ++i)
+    os << words[i % 5] << "\n";
+  return os.str();
+}
+
+std::vector<JsonValue> readJsonLines(const std::string &path) {
+  std::vector<JsonValue> lines;
+  std::istringstream in(readFile(path));
+  std::string line;
+  while (std::getline(in, line))
+    lines.push_back(JsonValue::parse(line));
+  return lines;
+}
+
+/// Every parameter of a checkpoint as doubles, by name.
+std::vector<std::pair<std::string, std::vector<double>>>
+readParams(const std::string &checkpointDir) {
+  SafetensorsReader reader(resolveCheckpoint(checkpointDir) +
+                           "/params.safetensors");
+  std::vector<std::pair<std::string, std::vector<double>>> params;
+  for (const auto &t : reader.tensors()) {
+    std::vector<char> raw(t.end - t.begin);
+    reader.read(t, raw.data());
+    std::vector<double> values(t.numel());
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if (t.dtype == dprt::DType::F64) {
+        std::memcpy(&values[i], raw.data() + 8 * i, 8);
+      } else {
+        float f;
+        std::memcpy(&f, raw.data() + 4 * i, 4);
+        values[i] = f;
+      }
+    }
+    params.emplace_back(t.name, values);
+  }
+  return params;
+}
+
+std::string checkpointFile(const std::string &dir, const std::string &name) {
+  return readFile(resolveCheckpoint(dir) + "/" + name);
+}
+
+/// The largest |a - b| / max(|a|, |b|, floor) over all parameters.
+double maxRelativeDifference(const std::string &dirA, const std::string &dirB,
+                             double floor = 1e-3) {
+  auto a = readParams(dirA), b = readParams(dirB);
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t p = 0; p < std::min(a.size(), b.size()); ++p) {
+    EXPECT_EQ(a[p].first, b[p].first);
+    EXPECT_EQ(a[p].second.size(), b[p].second.size());
+    for (size_t i = 0; i < a[p].second.size(); ++i) {
+      double x = a[p].second[i], y = b[p].second[i];
+      double scale = std::max({std::fabs(x), std::fabs(y), floor});
+      worst = std::max(worst, std::fabs(x - y) / scale);
+    }
+  }
+  return worst;
+}
+
+class TrainingProgram : public ::testing::Test {
+protected:
+  void SetUp() override {
+    csv_ = dir_ / "data.csv";
+    writeFile(csv_, classifierCsv(300));
+    text_ = dir_ / "corpus.txt";
+    writeFile(text_, bigramText(200));
+  }
+
+  RunResult train(const std::string &binary, std::vector<std::string> args,
+                  const std::vector<std::string> &env = {}) {
+    args.push_back("--quiet");
+    return runProgram(binary, args, env);
+  }
+
+  TempDir dir_;
+  std::string csv_, text_;
+};
+
+} // namespace
+
+TEST_F(TrainingProgram, HelpDocumentsEveryOption) {
+  RunResult r = runProgram(kClassifier1, {"--help"});
+  EXPECT_EQ(r.status, 0);
+  for (const char *flag :
+       {"--data", "--steps", "--sigma", "--epsilon", "--delta", "--seed",
+        "--save", "--save-every", "--resume", "--metrics", "--trace",
+        "--no-budget-stop", "--generate", "--gpus", "--quiet"})
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+  EXPECT_NE(r.out.find("default 40"), std::string::npos) << r.out;
+}
+
+TEST_F(TrainingProgram, TrainingDecreasesTheLoss) {
+  RunResult r = train(kClassifier1, {"--data", csv_, "--steps", "40", "--sigma",
+                                     "0.5", "--metrics", dir_ / "m.jsonl"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto lines = readJsonLines(dir_ / "m.jsonl");
+  ASSERT_EQ(lines.size(), 40u);
+  auto meanLoss = [&](size_t begin, size_t end) {
+    double sum = 0;
+    int n = 0;
+    for (size_t i = begin; i < end; ++i)
+      if (!lines[i].at("loss").isNull()) {
+        sum += lines[i].at("loss").number();
+        ++n;
+      }
+    return sum / n;
+  };
+  double first = meanLoss(0, 5), last = meanLoss(35, 40);
+  EXPECT_LT(last, 0.6 * first) << "first " << first << " last " << last;
+  EXPECT_NE(r.out.find("training report"), std::string::npos);
+  EXPECT_NE(r.out.find("steps             40 of 40"), std::string::npos)
+      << r.out;
+}
+
+TEST_F(TrainingProgram, MetricsAreJsonLinesWithGrowingEpsilon) {
+  RunResult r = train(kClassifier2, {"--data", csv_, "--steps", "12",
+                                     "--metrics", dir_ / "m.jsonl"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto lines = readJsonLines(dir_ / "m.jsonl");
+  ASSERT_EQ(lines.size(), 12u);
+  double previous = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const JsonValue &m = lines[i];
+    EXPECT_EQ(m.at("step").integer(), static_cast<int64_t>(i + 1));
+    double eps = m.at("epsilon").number();
+    EXPECT_GT(eps, previous);
+    previous = eps;
+    EXPECT_GE(m.at("samples").integer(), 0);
+    EXPECT_EQ(m.at("tokens").integer(), m.at("samples").integer());
+    EXPECT_GE(m.at("micro_steps").integer(), 1);
+    for (const char *key : {"step_time_s", "samples_per_s", "tokens_per_s",
+                            "wall_time_s", "memory_bytes"})
+      EXPECT_TRUE(m.at(key).isNumber()) << key;
+    EXPECT_GT(m.at("memory_bytes").integer(), 0);
+  }
+  // The recipe's target (epsilon = 4) is met over the 12 steps.
+  EXPECT_LE(previous, 4.0 * (1 + 1e-9));
+  EXPECT_GT(previous, 3.9);
+}
+
+TEST_F(TrainingProgram, EmptyLogicalBatchesStillTakeANoiseStep) {
+  writeFile(dir_ / "tiny.csv", classifierCsv(10));
+  RunResult r =
+      train(kClassifier1, {"--data", dir_ / "tiny.csv", "--steps", "12",
+                           "--sigma", "1", "--metrics", dir_ / "m.jsonl"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  int empty = 0;
+  for (const JsonValue &m : readJsonLines(dir_ / "m.jsonl"))
+    if (m.at("samples").integer() == 0) {
+      ++empty;
+      EXPECT_TRUE(m.at("loss").isNull());
+      EXPECT_EQ(m.at("micro_steps").integer(), 1);
+    }
+  // q = 0.05 over 10 records: a step is empty with probability 0.6.
+  EXPECT_GT(empty, 0);
+}
+
+namespace {
+/// Trains `steps` in one go, and in two runs with a checkpoint between, and
+/// expects identical checkpoints.
+void expectResumeIsExact(const std::string &binary,
+                         const std::vector<std::string> &data, int steps,
+                         int split) {
+  TempDir dir;
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), data.begin(), data.end());
+    args.push_back("--quiet");
+    RunResult r = runProgram(binary, args);
+    EXPECT_EQ(r.status, 0) << r.err;
+  };
+  run({"--steps", std::to_string(steps), "--save", dir / "straight"});
+  run({"--steps", std::to_string(split), "--save", dir / "split"});
+  run({"--resume", dir / "split", "--steps", std::to_string(steps), "--save",
+       dir / "split"});
+  for (const char *file :
+       {"params.safetensors", "optimizer.safetensors", "state.json"})
+    EXPECT_TRUE(checkpointFile(dir / "straight", file) ==
+                checkpointFile(dir / "split", file))
+        << file << " differs after resuming";
+}
+} // namespace
+
+TEST_F(TrainingProgram, ResumeIsBitIdenticalWithOneRank) {
+  expectResumeIsExact(kClassifier1, {"--data", csv_, "--sigma", "1"}, 14, 6);
+}
+
+TEST_F(TrainingProgram, ResumeIsBitIdenticalWithTwoRanks) {
+  expectResumeIsExact(kClassifier2, {"--data", csv_, "--sigma", "1"}, 14, 9);
+}
+
+TEST_F(TrainingProgram, ResumeIsBitIdenticalForTheLanguageModel) {
+  expectResumeIsExact(kBigram2, {"--data", text_}, 10, 4);
+}
+
+TEST_F(TrainingProgram, SaveEveryKeepsEachCheckpoint) {
+  RunResult r =
+      train(kClassifier1, {"--data", csv_, "--steps", "9", "--sigma", "1",
+                           "--save", dir_ / "ck", "--save-every", "4"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char *name : {"step-00000004", "step-00000008", "step-00000009"})
+    EXPECT_TRUE(std::filesystem::exists(dir_ / ("ck/" + std::string(name))))
+        << name;
+  EXPECT_EQ(readFile(dir_ / "ck/latest"), "step-00000009\n");
+  JsonValue state = JsonValue::parse(checkpointFile(dir_ / "ck", "state.json"));
+  EXPECT_EQ(state.at("step").integer(), 9);
+  EXPECT_EQ(state.at("sampler").at("next_step").integer(), 10);
+  EXPECT_EQ(state.at("accountant").at("segments").array().size(), 1u);
+  EXPECT_EQ(state.at("optimizer").at("kind").string(), "adamw");
+  SafetensorsReader optimizer(resolveCheckpoint(dir_ / "ck") +
+                              "/optimizer.safetensors");
+  ASSERT_NE(optimizer.find("unit.w.adam_m"), nullptr);
+  ASSERT_NE(optimizer.find("unit.b.adam_v"), nullptr);
+  EXPECT_EQ(optimizer.find("unit.w.adam_v")->shape, std::vector<int64_t>{12});
+}
+
+TEST_F(TrainingProgram, F64ModelsCheckpointF64Parameters) {
+  RunResult r = train(kClassifierF64,
+                      {"--data", csv_, "--steps", "3", "--save", dir_ / "ck"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  SafetensorsReader params(resolveCheckpoint(dir_ / "ck") +
+                           "/params.safetensors");
+  ASSERT_NE(params.find("w"), nullptr);
+  EXPECT_EQ(params.find("w")->dtype, dprt::DType::F64);
+  EXPECT_EQ(params.find("w")->shape, (std::vector<int64_t>{3, 4}));
+}
+
+namespace {
+void expectRanksAgree(const std::string &one, const std::string &two,
+                      const std::vector<std::string> &args, double tolerance) {
+  TempDir dir;
+  auto run = [&](const std::string &binary, const std::string &save) {
+    std::vector<std::string> all = args;
+    all.insert(all.end(), {"--save", save, "--quiet"});
+    RunResult r = runProgram(binary, all);
+    EXPECT_EQ(r.status, 0) << r.err;
+  };
+  run(one, dir / "one");
+  run(two, dir / "two");
+  double difference = maxRelativeDifference(dir / "one", dir / "two");
+  std::printf("    1 vs 2 ranks: max relative difference %.3g\n", difference);
+  EXPECT_LE(difference, tolerance);
+}
+} // namespace
+
+TEST_F(TrainingProgram, OneAndTwoRanksAgreeWithoutNoise) {
+  expectRanksAgree(kClassifier1, kClassifier2,
+                   {"--data", csv_, "--steps", "15", "--sigma", "0"}, 1e-6);
+}
+
+TEST_F(TrainingProgram, OneAndTwoRanksAgreeWithNoise) {
+  expectRanksAgree(kClassifier1, kClassifier2,
+                   {"--data", csv_, "--steps", "15", "--sigma", "1.5"}, 1e-6);
+}
+
+TEST_F(TrainingProgram, OneAndTwoRanksAgreeForTheLanguageModel) {
+  expectRanksAgree(kBigram1, kBigram2, {"--data", text_, "--steps", "8"}, 1e-6);
+}
+
+TEST_F(TrainingProgram, CrashDuringSaveKeepsThePreviousCheckpoint) {
+  const std::string ck = dir_ / "ck";
+  const std::vector<std::string> data = {"--data", csv_, "--sigma", "1"};
+  auto with = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), data.begin(), data.end());
+    return args;
+  };
+  ASSERT_EQ(train(kClassifier2, with({"--steps", "5", "--save", ck})).status,
+            0);
+  const std::string before = checkpointFile(ck, "params.safetensors");
+
+  // The process dies after writing the new checkpoint's files, before
+  // publishing it.
+  RunResult crashed =
+      train(kClassifier2,
+            {"--data", csv_, "--resume", ck, "--steps", "10", "--save", ck},
+            {"DPRT_TEST_CHECKPOINT_FAULT=crash-before-rename"});
+  EXPECT_EQ(crashed.status, 86);
+  EXPECT_EQ(readFile(ck + "/latest"), "step-00000005\n");
+  EXPECT_EQ(checkpointFile(ck, "params.safetensors"), before);
+
+  // A failed rename is reported and also leaves the old checkpoint.
+  RunResult failed =
+      train(kClassifier2,
+            {"--data", csv_, "--resume", ck, "--steps", "10", "--save", ck},
+            {"DPRT_TEST_CHECKPOINT_FAULT=fail-rename"});
+  EXPECT_EQ(failed.status, 1);
+  EXPECT_NE(failed.err.find("cannot rename the checkpoint into place"),
+            std::string::npos)
+      << failed.err;
+  EXPECT_EQ(readFile(ck + "/latest"), "step-00000005\n");
+
+  // Resuming from it still gives exactly the uninterrupted run.
+  ASSERT_EQ(train(kClassifier2, {"--data", csv_, "--resume", ck, "--steps",
+                                 "10", "--save", ck})
+                .status,
+            0);
+  ASSERT_EQ(
+      train(kClassifier2, with({"--steps", "10", "--save", dir_ / "straight"}))
+          .status,
+      0);
+  EXPECT_TRUE(checkpointFile(ck, "params.safetensors") ==
+              checkpointFile(dir_ / "straight", "params.safetensors"));
+  // The interrupted save's temporary directory was cleaned up.
+  for (const auto &entry : std::filesystem::directory_iterator(ck))
+    EXPECT_NE(entry.path().filename().string().rfind(".tmp-", 0), 0u)
+        << entry.path();
+}
+
+TEST_F(TrainingProgram, BudgetStopEndsTrainingBeforeEpsilonIsExceeded) {
+  const std::string ck = dir_ / "ck";
+  ASSERT_EQ(train(kClassifier1, {"--data", csv_, "--epsilon", "1", "--steps",
+                                 "6", "--save", ck})
+                .status,
+            0);
+  // Six more steps at the same sigma would exceed epsilon = 1.
+  RunResult r =
+      runProgram(kClassifier1, {"--data", csv_, "--resume", ck, "--steps", "12",
+                                "--metrics", dir_ / "m.jsonl"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("stopping after step 6: step 7 would raise epsilon"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("steps             6 of 12 (stopped"), std::string::npos)
+      << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "m.jsonl") &&
+               !readFile(dir_ / "m.jsonl").empty());
+
+  RunResult over = train(kClassifier1, {"--data", csv_, "--resume", ck,
+                                        "--steps", "8", "--no-budget-stop",
+                                        "--metrics", dir_ / "over.jsonl"});
+  EXPECT_EQ(over.status, 0) << over.err;
+  auto lines = readJsonLines(dir_ / "over.jsonl");
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_GT(lines.back().at("epsilon").number(), 1.0);
+}
+
+TEST_F(TrainingProgram, GenerateSamplesLinesFromTheLanguageModel) {
+  RunResult r =
+      train(kBigram1, {"--data", text_, "--steps", "30", "--generate", "5"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::string generated = r.out.substr(0, r.out.find("training report"));
+  EXPECT_EQ(std::count(generated.begin(), generated.end(), '\n'), 5) << r.out;
+  // Two runs with the same seed sample the same lines.
+  RunResult again =
+      train(kBigram1, {"--data", text_, "--steps", "30", "--generate", "5"});
+  EXPECT_EQ(again.out.substr(0, again.out.find("training report")), generated);
+}
+
+TEST_F(TrainingProgram, TraceIsAChromeTraceOfBothTracks) {
+  RunResult r = train(kClassifier2, {"--data", csv_, "--steps", "3", "--trace",
+                                     dir_ / "trace.json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  JsonValue trace = JsonValue::parse(readFile(dir_ / "trace.json"));
+  int microsteps[2] = {0, 0}, gathers = 0;
+  for (const JsonValue &e : trace.at("traceEvents").array()) {
+    if (e.at("ph").string() != "X")
+      continue;
+    EXPECT_GE(e.at("dur").number(), 0);
+    EXPECT_TRUE(e.at("ts").isNumber());
+    const std::string &name = e.at("name").string();
+    int pid = static_cast<int>(e.at("pid").integer());
+    if (name == "dp_microstep") {
+      EXPECT_EQ(e.at("tid").integer(), 0);
+      ++microsteps[pid];
+    }
+    if (name == "all_gather") {
+      EXPECT_EQ(e.at("tid").integer(), 1);
+      ++gathers;
+    }
+  }
+  EXPECT_GE(microsteps[0], 3);
+  EXPECT_EQ(microsteps[0], microsteps[1]);
+  EXPECT_GE(gathers, 2 * 2 * 3);
+}
+
+TEST_F(TrainingProgram, AFailingRankStopsEveryRank) {
+  // The other rank waits in a collective for the failed one: it must be
+  // woken, and the program must report the root cause, not hang.
+  RunResult r = runProgram("/usr/bin/timeout",
+                           {"60", kClassifier2, "--data", csv_, "--steps",
+                            "10", "--quiet"},
+                           {"DPC_FIXTURE_FAIL_RANK=1"});
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("classifier-2: error: rank 1 failed on purpose"),
+            std::string::npos)
+      << r.err;
+}
+
+namespace {
+struct BadInput {
+  const char *what;
+  std::string binary;
+  std::vector<std::string> args;
+  std::string message;
+};
+} // namespace
+
+TEST_F(TrainingProgram, BadInputsExitWithStatusTwoAndAMessage) {
+  writeFile(dir_ / "empty.csv", "");
+  writeFile(dir_ / "header-only.csv", "a,b,c,d,label\n");
+  writeFile(dir_ / "wide.csv", "1,2,3,4,0\n1,2,3,4,5,0\n");
+  writeFile(dir_ / "label.csv", "1,2,3,4,0\n1,2,3,4,3\n");
+  writeFile(dir_ / "nan.csv", "1,2,x,4,0\n");
+  writeFile(dir_ / "fraction.csv", "1,2,3,4,1.5\n");
+  writeFile(dir_ / "long.txt", "short\n" + std::string(16, 'a') + "\n");
+  std::string fifteen;
+  for (int i = 0; i < 10; ++i)
+    fifteen += "fifteen bytes..\n";
+  writeFile(dir_ / "ok.txt", fifteen);
+  writeFile(dir_ / "range.tok", "1 2 3\n4 256 5\n");
+  writeFile(dir_ / "one.tok", "1 2\n7\n");
+  writeFile(dir_ / "word.tok", "1 two 3\n");
+  std::filesystem::create_directories(dir_ / "not-a-checkpoint");
+
+  const std::vector<BadInput> cases = {
+      {"unknown flag", kClassifier1, {"--bogus"}, "unknown option '--bogus'"},
+      {"bad number",
+       kClassifier1,
+       {"--steps", "ten"},
+       "option --steps needs a whole number, got 'ten'"},
+      {"negative steps", kClassifier1, {"--steps", "-3"}, "must be >= 0"},
+      {"missing value",
+       kClassifier1,
+       {"--data"},
+       "option --data needs a value"},
+      {"positional", kClassifier1, {"data.csv"}, "unexpected argument"},
+      {"no data", kClassifier1, {}, "--data FILE is required"},
+      {"sigma and epsilon",
+       kClassifier1,
+       {"--data", csv_, "--sigma", "1", "--epsilon", "2"},
+       "not both"},
+      {"delta",
+       kClassifier1,
+       {"--data", csv_, "--delta", "1"},
+       "--delta must be in (0, 1)"},
+      {"save-every alone",
+       kClassifier1,
+       {"--data", csv_, "--save-every", "2"},
+       "--save-every needs --save"},
+      {"gpus on cpu",
+       kClassifier1,
+       {"--data", csv_, "--gpus", "1"},
+       "--gpus is for programs built for the cuda backend"},
+      {"missing file",
+       kClassifier1,
+       {"--data", dir_ / "nope.csv"},
+       "cannot read the data file"},
+      {"empty file",
+       kClassifier1,
+       {"--data", dir_ / "empty.csv"},
+       "has no records"},
+      {"header only",
+       kClassifier1,
+       {"--data", dir_ / "header-only.csv"},
+       "has no records"},
+      {"csv width",
+       kClassifier1,
+       {"--data", dir_ / "wide.csv"},
+       "wide.csv:2: 6 fields, expected 5 (CSV rows of 4 features, then a "
+       "class label)"},
+      {"label range",
+       kClassifier1,
+       {"--data", dir_ / "label.csv"},
+       "label.csv:2: the label 3 is not a class of this model [0, 3)"},
+      {"not a number",
+       kClassifier1,
+       {"--data", dir_ / "nan.csv"},
+       "nan.csv:1: field 3 'x' is not a finite number"},
+      {"fractional label",
+       kClassifier1,
+       {"--data", dir_ / "fraction.csv"},
+       "the label '1.5' is not a whole number"},
+      {"generate on a classifier",
+       kClassifier1,
+       {"--data", csv_, "--generate", "2"},
+       "--generate samples text"},
+      {"line too long",
+       kBigram1,
+       {"--data", dir_ / "long.txt"},
+       "long.txt:2: the record has 16 bytes but this model reads at most 15"},
+      {"token out of range",
+       kBigram1,
+       {"--data", dir_ / "range.tok"},
+       "range.tok:2: token id 256 is outside the vocabulary [0, 256)"},
+      {"one token",
+       kBigram1,
+       {"--data", dir_ / "one.tok"},
+       "one.tok:2: a record needs at least 2 token ids"},
+      {"not a token",
+       kBigram1,
+       {"--data", dir_ / "word.tok"},
+       "word.tok:1: 'two' is not a token id"},
+      {"resume nothing",
+       kClassifier1,
+       {"--data", csv_, "--resume", dir_ / "not-a-checkpoint"},
+       "is not a checkpoint"},
+      {"resume missing",
+       kClassifier1,
+       {"--data", csv_, "--resume", dir_ / "nowhere"},
+       "is not a checkpoint"},
+      {"resume corrupt",
+       kClassifier1,
+       {"--data", csv_, "--resume", dir_ / "state-bad"},
+       "state.json' is not valid"},
+      {"metrics unwritable",
+       kClassifier1,
+       {"--data", csv_, "--steps", "1", "--metrics", dir_ / "no/such/m.jsonl"},
+       "cannot write the metrics file"},
+  };
+  std::filesystem::create_directories(dir_ / "state-bad");
+  writeFile(dir_ / "state-bad/state.json", "{\"format\": 3");
+  for (const BadInput &c : cases) {
+    RunResult r = runProgram(c.binary, c.args);
+    EXPECT_EQ(r.status, 2) << c.what << ": " << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos)
+        << c.what << ": expected '" << c.message << "' in: " << r.err;
+    EXPECT_NE(r.err.find("error: "), std::string::npos) << c.what;
+  }
+  // The valid text file trains, so the length limit is exactly tokens - 1.
+  EXPECT_EQ(train(kBigram1, {"--data", dir_ / "ok.txt", "--steps", "1"}).status,
+            0);
+}
+
+TEST_F(TrainingProgram, ResumeRejectsOtherDataAndChangedNoise) {
+  const std::string ck = dir_ / "ck";
+  ASSERT_EQ(train(kClassifier1, {"--data", csv_, "--steps", "3", "--sigma", "1",
+                                 "--save", ck})
+                .status,
+            0);
+  writeFile(dir_ / "other.csv", classifierCsv(301));
+  RunResult other = runProgram(kClassifier1, {"--data", dir_ / "other.csv",
+                                              "--resume", ck, "--steps", "5"});
+  EXPECT_EQ(other.status, 2);
+  EXPECT_NE(other.err.find("is not the data of the checkpoint's run"),
+            std::string::npos)
+      << other.err;
+  RunResult sigma = runProgram(kClassifier1, {"--data", csv_, "--resume", ck,
+                                              "--steps", "5", "--sigma", "2"});
+  EXPECT_EQ(sigma.status, 2);
+  EXPECT_NE(sigma.err.find("--sigma cannot change when resuming"),
+            std::string::npos)
+      << sigma.err;
+  RunResult model = runProgram(kBigram1, {"--data", text_, "--resume", ck});
+  EXPECT_EQ(model.status, 2);
+  EXPECT_NE(model.err.find("is of model 'classifier'"), std::string::npos)
+      << model.err;
+}
+
+TEST_F(TrainingProgram, ZeroStepsInitializesAndSavesWithoutData) {
+  RunResult r = train(kClassifier2, {"--steps", "0", "--save", dir_ / "init"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto params = readParams(dir_ / "init");
+  ASSERT_EQ(params.size(), 2u);
+  // w ~ N(0, 0.5^2) from the initializer, b = 0.
+  EXPECT_NE(params[0].second[0], 0.0);
+  for (double b : params[1].second)
+    EXPECT_EQ(b, 0.0);
+  // The initial parameters do not depend on the number of ranks.
+  ASSERT_EQ(
+      train(kClassifier1, {"--steps", "0", "--save", dir_ / "init1"}).status,
+      0);
+  EXPECT_TRUE(checkpointFile(dir_ / "init", "params.safetensors") ==
+              checkpointFile(dir_ / "init1", "params.safetensors"));
+  // Training can start from it.
+  RunResult resumed = train(kClassifier2, {"--data", csv_, "--resume",
+                                           dir_ / "init", "--steps", "2"});
+  EXPECT_EQ(resumed.status, 0) << resumed.err;
+}

@@ -1,0 +1,183 @@
+//===- ProgramTest.cpp - The describe_* functions -------------------------===//
+
+#include "dprt/program.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+
+using namespace dprt;
+
+namespace {
+
+/// The description of examples/mlp.mlir for 2 ranks, as dpc emits it.
+void describeMlp(ProgramSpec *spec) {
+  describe_program(spec, "mlp", "cpu", 2, 170496, 0, DType::F32, 32, 1, 8704,
+                   8960, 69120, 10, 170496);
+  describe_recipe(spec, ClipMode::Flat, 1.0, 0.01, true, 0.0, 3.0, 1e-5,
+                  NoiseGeneratorKind::Philox, SamplingKind::Poisson, 64, 0.0, 0,
+                  300, 0);
+  describe_optimizer(spec, OptimizerKind::Momentum, 0.5, 0.9, false, 0, 0, 0,
+                     0);
+  describe_input(spec, "input0", InputRole::Features, 256, 64, 0, 0);
+  describe_input(spec, "input1", InputRole::Label, 8448, 0, 0, 0);
+  describe_unit(spec, "unit.fc1", 8320, 4160, 9216, 9216, 25856, 42496, -1);
+  describe_unit(spec, "unit.ln", 256, 128, 59136, 59136, 59648, 60160, -1);
+  describe_unit(spec, "unit.fc2", 1290, 704, 60672, 60672, 63488, 66304, -1);
+  describe_param(spec, "fc1.w", 0, 0, 0, true, 128, 64, 0, 0);
+  describe_param(spec, "fc1.b", 0, 8192, 8192, true, 128, 0, 0, 0);
+  describe_param(spec, "ln.g", 1, 0, 8320, true, 128, 0, 0, 0);
+  describe_param(spec, "ln.b", 1, 128, 8448, true, 128, 0, 0, 0);
+  describe_param(spec, "fc2.w", 2, 0, 8576, true, 10, 128, 0, 0);
+  describe_param(spec, "fc2.b", 2, 1280, 9856, true, 10, 0, 0, 0);
+}
+
+/// The message of the runtime_error `call` throws, or "" if it does not.
+std::string errorOf(const std::function<void()> &call) {
+  try {
+    call();
+  } catch (const std::runtime_error &e) {
+    return e.what();
+  }
+  return "";
+}
+
+} // namespace
+
+TEST(Program, DescribesTheMlpExample) {
+  ProgramSpec spec;
+  describeMlp(&spec);
+  EXPECT_EQ(spec.model, "mlp");
+  EXPECT_EQ(spec.backend, "cpu");
+  EXPECT_EQ(spec.ranks, 2);
+  EXPECT_EQ(spec.physicalBatch, 32);
+  EXPECT_EQ(spec.classes, 10);
+  ASSERT_EQ(spec.inputs.size(), 2u);
+  EXPECT_EQ(spec.inputs[0].role, InputRole::Features);
+  EXPECT_EQ(spec.inputs[0].dims, std::vector<int64_t>{64});
+  EXPECT_TRUE(spec.inputs[1].dims.empty());
+  ASSERT_EQ(spec.units.size(), 3u);
+  EXPECT_EQ(spec.units[2].shardElems, 704);
+  EXPECT_EQ(spec.units[0].optState2, -1);
+  ASSERT_EQ(spec.params.size(), 6u);
+  EXPECT_EQ(spec.params[4].shape, (std::vector<int64_t>{10, 128}));
+  EXPECT_EQ(spec.params[5].globalIndex, 9856);
+  EXPECT_TRUE(spec.recipe.targetEpsilon);
+  EXPECT_EQ(spec.recipe.expectedBatch, 64);
+  EXPECT_EQ(spec.recipe.optimizer, OptimizerKind::Momentum);
+  EXPECT_EQ(spec.recipe.momentum, 0.9);
+}
+
+TEST(Program, DescribingAgainStartsFromScratch) {
+  ProgramSpec spec;
+  describeMlp(&spec);
+  describeMlp(&spec);
+  EXPECT_EQ(spec.units.size(), 3u);
+  EXPECT_EQ(spec.params.size(), 6u);
+}
+
+TEST(Program, RejectsBuffersOutsideTheArena) {
+  ProgramSpec spec;
+  describeMlp(&spec);
+  std::string error = errorOf([&] {
+    describe_input(&spec, "extra", InputRole::Target, 170240, 8, 0, 0);
+  });
+  EXPECT_NE(error.find("describe_input: program 'mlp': input 'extra' at "
+                       "offset 170240 with 1024 bytes lies outside the arena "
+                       "of 170496 bytes"),
+            std::string::npos)
+      << error;
+  error =
+      errorOf([&] { describe_unit(&spec, "u", 10, 5, 200000, 0, 0, 256, -1); });
+  EXPECT_NE(error.find("unit 'u' parameter shard"), std::string::npos) << error;
+  error = errorOf([&] {
+    describe_program(&spec, "m", "cpu", 1, 1024, 1000, DType::F32, 1, 1, -1, -1,
+                     -1, 0, 0);
+  });
+  EXPECT_NE(error.find("the step state"), std::string::npos) << error;
+}
+
+TEST(Program, RejectsMisalignedBuffers) {
+  ProgramSpec spec;
+  describeMlp(&spec);
+  std::string error = errorOf(
+      [&] { describe_unit(&spec, "u", 10, 5, 300, 256, 512, 768, -1); });
+  EXPECT_NE(error.find("not aligned to 256 bytes"), std::string::npos) << error;
+}
+
+TEST(Program, RejectsParametersOutsideTheirUnit) {
+  ProgramSpec spec;
+  describeMlp(&spec);
+  std::string error = errorOf([&] {
+    describe_param(&spec, "fc2.extra", 2, 1200, 0, true, 100, 0, 0, 0);
+  });
+  EXPECT_NE(error.find("parameter 'fc2.extra' at elements [1200, 1300) lies "
+                       "outside unit 'unit.fc2' of 1290 elements"),
+            std::string::npos)
+      << error;
+  error =
+      errorOf([&] { describe_param(&spec, "p", 7, 0, 0, true, 1, 0, 0, 0); });
+  EXPECT_NE(error.find("names unit 7 but 3 units were described"),
+            std::string::npos)
+      << error;
+  error = errorOf(
+      [&] { describe_param(&spec, "fc1.w", 0, 0, 0, true, 1, 0, 0, 0); });
+  EXPECT_NE(error.find("described twice"), std::string::npos) << error;
+}
+
+TEST(Program, RejectsUnitsTooLargeForTheirShards) {
+  ProgramSpec spec;
+  describeMlp(&spec);
+  std::string error = errorOf(
+      [&] { describe_unit(&spec, "u", 11, 5, 256, 256, 512, 768, -1); });
+  EXPECT_NE(error.find("unit 'u' has 11 elements but 2 shards of 5 hold only "
+                       "10"),
+            std::string::npos)
+      << error;
+}
+
+TEST(Program, RejectsInputsOfTheWrongShape) {
+  ProgramSpec spec;
+  describe_program(&spec, "lm", "cpu", 1, 1 << 20, 0, DType::F32, 4, 16, -1, -1,
+                   -1, 0, 0);
+  std::string error = errorOf(
+      [&] { describe_input(&spec, "tok", InputRole::Tokens, 256, 15, 0, 0); });
+  EXPECT_NE(error.find("must have one dimension of 16 tokens"),
+            std::string::npos)
+      << error;
+  error = errorOf(
+      [&] { describe_input(&spec, "label", InputRole::Label, 256, 3, 0, 0); });
+  EXPECT_NE(error.find("no dimensions"), std::string::npos) << error;
+  describe_input(&spec, "tok", InputRole::Tokens, 256, 16, 0, 0);
+  error = errorOf(
+      [&] { describe_input(&spec, "tok2", InputRole::Tokens, 512, 16, 0, 0); });
+  EXPECT_NE(error.find("has role tokens like input 'tok'"), std::string::npos)
+      << error;
+}
+
+TEST(Program, RejectsCallsBeforeDescribeProgram) {
+  ProgramSpec spec;
+  std::string error =
+      errorOf([&] { describe_unit(&spec, "u", 1, 1, 0, 0, 0, -1, -1); });
+  EXPECT_NE(error.find("describe_program must be called first"),
+            std::string::npos)
+      << error;
+}
+
+TEST(Program, RejectsImpossibleRecipes) {
+  ProgramSpec spec;
+  describeMlp(&spec);
+  auto recipe = [&](double maxNorm, double delta, int64_t expected,
+                    double rate) {
+    return errorOf([&] {
+      describe_recipe(&spec, ClipMode::Flat, maxNorm, 0.01, false, 1.0, 0,
+                      delta, NoiseGeneratorKind::Philox, SamplingKind::Poisson,
+                      expected, rate, 0, 10, 0);
+    });
+  };
+  EXPECT_NE(recipe(0, 1e-5, 8, 0).find("clipping bound"), std::string::npos);
+  EXPECT_NE(recipe(1, 1, 8, 0).find("delta must be in (0, 1)"),
+            std::string::npos);
+  EXPECT_NE(recipe(1, 1e-5, 0, 0).find("expected batch"), std::string::npos);
+  EXPECT_EQ(recipe(1, 1e-5, 0, 0.5), "");
+}
