@@ -23,60 +23,8 @@ if [[ ! -x $bin ]]; then
   exit 2
 fi
 
-# Site-packages folders of the interpreter (and of sys.path).
-python=${PYTHON:-python3}
-mapfile -t roots < <("$python" - <<'EOF' 2>/dev/null || true
-import os, site, sys
-roots = list(site.getsitepackages())
-try:
-    roots.append(site.getusersitepackages())
-except Exception:
-    pass
-roots += [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
-seen = set()
-for r in roots:
-    if os.path.isdir(r) and r not in seen:
-        seen.add(r)
-        print(r)
-EOF
-)
-
-# The folder holding `lib`, searched under <root>/nvidia first (nvidia/nccl/lib,
-# nvidia/cu13/lib, ...), then anywhere under the roots.
-find_lib() {
-  local lib=$1 root hit
-  for root in "${roots[@]}"; do
-    if [[ -d $root/nvidia ]]; then
-      hit=$(find "$root/nvidia" -name "$lib" -print -quit 2>/dev/null || true)
-      [[ -n $hit ]] && { dirname "$hit"; return; }
-    fi
-  done
-  for root in "${roots[@]}"; do
-    hit=$(find "$root" -name "$lib" -print -quit 2>/dev/null || true)
-    [[ -n $hit ]] && { dirname "$hit"; return; }
-  done
-  return 0
-}
-
-libpath=
-for lib in libnccl.so.2 libcublasLt.so.13; do
-  dir=$(find_lib "$lib")
-  if [[ -z $dir ]]; then
-    if ldconfig -p 2>/dev/null | grep -q "$lib"; then
-      continue
-    fi
-    echo "gpu-check.sh: $lib not found under ${roots[*]:-no site-packages}" >&2
-    exit 2
-  fi
-  echo "gpu-check.sh: $lib from $dir"
-  case ":$libpath:" in
-  *":$dir:"*) ;;
-  *) libpath=${libpath:+$libpath:}$dir ;;
-  esac
-done
-export LD_LIBRARY_PATH=${libpath}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-# NVLink multicast stays off on these machines.
-export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
+# LD_LIBRARY_PATH for NCCL and cuBLASLt from the pip wheels.
+source "$root/scripts/gpu-env.sh"
 
 if [[ ${1:-} != --launch ]]; then
   exec "$bin" "$@"

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# One call on a GPU machine: checks and measurements that belong together.
+# The programs are built where the sources are (dpc --backend cuda, `make
+# build` for dpc-gpu-check) and carried in gpu-run/ with the corpus
+# (scripts/fortunes-corpus.py) and blobs.csv (scripts/blobs-csv.py):
+#
+#   gpu-run/dpc-gpu-check  gpu-run/{mlp,tinylm,llama-1b}  (1 rank)
+#   gpu-run/{tinylm,llama-1b}-r2                          (2 ranks)
+#   gpu-run/corpus.txt  gpu-run/blobs.csv
+#
+#   scripts/gpu-session.sh one   one GPU: kernels against the CPU backend and
+#                                their timings, one step of the MLP and the
+#                                tiny LM to compare with the CPU backend, short
+#                                training runs, the 1.1B model
+#   scripts/gpu-session.sh two   two GPUs: NCCL checks, the tiny LM on 2 ranks
+#                                against 1 rank, the 1.1B model on 2 GPUs
+#
+# What comes back is written to $OUT (at most 8 files).
+set -u
+root=$(cd "$(dirname "$0")/.." && pwd)
+run=$root/gpu-run
+out=${OUT:-/tmp/gpu-session}
+mkdir -p "$out"
+source "$root/scripts/gpu-env.sh" || exit 2
+export PYTHONUNBUFFERED=1
+
+mode=${1:?usage: gpu-session.sh one|two}
+log=$out/session-$mode.log
+exec > >(tee "$log") 2>&1
+date -u +"%Y-%m-%dT%H:%M:%SZ"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm \
+  --format=csv
+work=/tmp/gpu-work
+mkdir -p "$work"
+python3 "$root/scripts/long-records.py" "$run/corpus.txt" --bytes 1023 \
+  --records 12000 > "$work/long.txt"
+
+# Saves one step from seed 11 without noise and keeps the parameters.
+one_step() {
+  local name=$1 program=$2 data=$3
+  shift 3
+  rm -rf "$work/$name"
+  "$program" --data "$data" --steps 1 --sigma 0 --seed 11 --save \
+    "$work/$name" --quiet "$@" > /dev/null &&
+    cp "$work/$name"/step-00000001/params.safetensors \
+      "$out/$name.safetensors" && echo "$name: saved"
+}
+
+case $mode in
+one)
+  echo "== dpc-gpu-check (kernels against the CPU backend, timings)"
+  timeout 200 "$run/dpc-gpu-check" --timeout 190
+  echo "dpc-gpu-check exit $?"
+
+  echo "== one step without noise, to compare with the CPU backend"
+  one_step mlp-gpu "$run/mlp" "$run/blobs.csv"
+  one_step tinylm-gpu "$run/tinylm" "$run/corpus.txt"
+
+  echo "== MLP, 300 steps"
+  "$run/mlp" --data "$run/blobs.csv" --quiet | tail -n 16
+  echo "== tiny LM, 300 steps"
+  "$run/tinylm" --data "$run/corpus.txt" --steps 300 --quiet --generate 4 |
+    tail -n 22
+  echo "== 1.1B model, one GPU, 3 steps of 256 sequences x 1024 tokens"
+  timeout 300 "$run/llama-1b" --data "$work/long.txt" --steps 3 \
+    --metrics "$out/llama-1gpu.jsonl"
+  echo "llama-1b exit $?"
+  ;;
+two)
+  echo "== dpc-gpu-check --nccl"
+  timeout 120 "$run/dpc-gpu-check" --nccl --timeout 110
+  echo "dpc-gpu-check --nccl exit $?"
+
+  echo "== tiny LM: 5 steps without noise on 2 GPUs and on 1"
+  for r in 1 2; do
+    prog=$run/tinylm
+    flags=()
+    [[ $r == 2 ]] && prog=$run/tinylm-r2 && flags=(--gpus 2)
+    rm -rf "$work/lm$r"
+    "$prog" --data "$run/corpus.txt" --steps 5 --sigma 0 --seed 11 \
+      --save "$work/lm$r" --quiet "${flags[@]}" > /dev/null &&
+      cp "$work/lm$r"/step-00000005/params.safetensors "$out/tinylm-gpu$r.safetensors"
+  done
+  python3 "$root/scripts/compare-safetensors.py" "$out/tinylm-gpu2.safetensors" \
+    "$out/tinylm-gpu1.safetensors" --quiet
+
+  echo "== 1.1B model, two GPUs, 3 steps of 256 sequences x 1024 tokens"
+  timeout 300 "$run/llama-1b-r2" --gpus 2 --data "$work/long.txt" --steps 3 \
+    --metrics "$out/llama-2gpu.jsonl"
+  echo "llama-1b-r2 exit $?"
+  ;;
+*)
+  echo "usage: gpu-session.sh one|two" >&2
+  exit 2
+  ;;
+esac
