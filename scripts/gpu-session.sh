@@ -70,6 +70,9 @@ two)
   echo "== dpc-gpu-check --nccl"
   timeout 120 "$run/dpc-gpu-check" --nccl --timeout 110
   echo "dpc-gpu-check --nccl exit $?"
+  echo "== dpc-gpu-check --launch 2 (one process per GPU, NCCL_COMM_ID)"
+  DPC_GPU_CHECK=$run/dpc-gpu-check timeout 120 "$root/scripts/gpu-check.sh" \
+    --launch 2 --no-timing --timeout 100 2>&1 | tail -n 12
 
   echo "== tiny LM: 5 steps without noise on 2 GPUs and on 1"
   for r in 1 2; do
