@@ -101,6 +101,10 @@ Options parseOptions(int argc, const char *const *argv) {
         throw UsageError("option --delta must be in (0, 1)");
     } else if (flag == "--seed") {
       o.seed = parseSeed(takeValue());
+    } else if (flag == "--noise-key") {
+      o.noiseKey = takeValue();
+      if (o.noiseKey.empty())
+        throw UsageError("option --noise-key needs a file");
     } else if (flag == "--save") {
       o.save = takeValue();
       if (o.save.empty())
@@ -191,6 +195,9 @@ std::string usageText(const std::string &program, const ProgramSpec &spec) {
      << "  --seed N           key of initialization, sampling and noise "
         "(default "
      << r.seed << ")\n"
+     << "  --noise-key FILE   secret key of the secure (ChaCha20) noise and\n"
+     << "                     sampler: 64 hex digits; default: fresh from the\n"
+     << "                     operating system (saved in checkpoints)\n"
      << "  --no-budget-stop   keep training when the next step would exceed\n"
      << "                     the target epsilon (default: stop)\n"
      << "checkpoints\n"

@@ -26,6 +26,7 @@ struct Options {
   std::optional<double> epsilon;
   std::optional<double> delta;
   std::optional<uint64_t> seed;
+  std::string noiseKey; ///< file with the secret ChaCha20 key (64 hex digits)
   std::string save;
   int64_t saveEvery = 0; ///< 0: save at the end only
   std::string resume;

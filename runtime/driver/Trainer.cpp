@@ -40,6 +40,7 @@
 #endif
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -302,6 +303,32 @@ const char *optimizerName(OptimizerKind kind) {
   return "?";
 }
 
+/// Reads a 256-bit key written as 64 hexadecimal digits (whitespace
+/// ignored) into four words, first word from the first 16 digits.
+void readNoiseKey(const std::string &path, uint64_t key[4]) {
+  std::ifstream in(path);
+  if (!in)
+    throw UsageError("cannot read the noise key file '" + path + "'");
+  std::string digits;
+  for (char c; in.get(c);)
+    if (!std::isspace(static_cast<unsigned char>(c)))
+      digits += c;
+  if (digits.size() != 64 ||
+      digits.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+    throw UsageError("the noise key file '" + path +
+                     "' must hold 64 hexadecimal digits (256 bits)");
+  for (int i = 0; i < 4; ++i)
+    key[i] = std::stoull(digits.substr(16 * i, 16), nullptr, 16);
+}
+
+/// 256 bits from the operating system's cryptographic generator.
+void secretFromOperatingSystem(uint64_t key[4]) {
+  std::ifstream in("/dev/urandom", std::ios::binary);
+  if (!in.read(reinterpret_cast<char *>(key), 4 * sizeof(uint64_t)))
+    throw std::runtime_error("cannot read /dev/urandom for the secret noise "
+                             "key; pass --noise-key FILE");
+}
+
 /// A rank and its host staging buffers.
 struct RankSlot {
   Rank rank;
@@ -382,6 +409,7 @@ private:
   double delta_ = 0;
   double targetEpsilon_ = 0;
   std::string sigmaSource_;
+  std::string noiseKeySource_; ///< set for secure (ChaCha20) runs
   privacy::RdpAccountant accountant_;
 
   // Resume.
@@ -482,8 +510,25 @@ void Trainer::setUpPrivacy() {
 
   seed_ = o_.seed ? *o_.seed : static_cast<uint64_t>(r.seed);
   initKey_ = seed_;
+  if (r.generator == NoiseGeneratorKind::ChaCha20) {
+    // Secure noise: the ChaCha20 key must be secret, or whoever knows it can
+    // subtract the noise (and see who was sampled). It comes from a file or
+    // from the operating system, never from the seed.
+    if (!o_.noiseKey.empty()) {
+      readNoiseKey(o_.noiseKey, noiseKey_);
+      noiseKeySource_ = "from " + o_.noiseKey;
+    } else if (launch_.localRanks != launch_.world) {
+      throw UsageError("a secure run with one process per GPU needs the "
+                       "same secret key on every rank: pass --noise-key "
+                       "FILE (64 hex digits)");
+    } else {
+      secretFromOperatingSystem(noiseKey_);
+      noiseKeySource_ = "fresh from the operating system";
+    }
+    return;
+  }
   // The noise key is the ChaCha20 key derived from the seed; Philox uses its
-  // first word (see StepState).
+  // first word (see keys.h).
   const NoiseKey key = NoiseKey::fromSeed(seed_);
   for (int i = 0; i < 4; ++i)
     noiseKey_[i] = static_cast<uint64_t>(key.chachaKey[2 * i]) |
@@ -552,6 +597,8 @@ void Trainer::restorePrivacy() {
   seed_ = s.seed;
   initKey_ = s.initKey;
   std::copy(s.noiseKey, s.noiseKey + 4, noiseKey_);
+  if (r.generator == NoiseGeneratorKind::ChaCha20)
+    noiseKeySource_ = "from the checkpoint";
   expectedBatch_ = r.sampling == SamplingKind::Poisson
                        ? q_ * static_cast<double>(s.datasetRecords)
                        : static_cast<double>(s.shuffleBatch);
@@ -1136,6 +1183,9 @@ void Trainer::report(bool stoppedByBudget) const {
   os << "; arena " << formatBytes(spec_.arenaBytes) << "\n";
   privacy::printPrivacyReport(os, privacy);
   os << "  noise source      sigma " << sigmaSource_ << "\n";
+  if (!noiseKeySource_.empty())
+    os << "  noise key         secret ChaCha20 key " << noiseKeySource_
+       << "; checkpoints hold it: keep them as secret as the key\n";
   if (sigma_ == 0)
     os << "  warning           no noise: this run is not differentially "
           "private\n";
