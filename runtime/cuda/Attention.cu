@@ -13,7 +13,7 @@
 //             dQ = scale dS K, dK += scale dS^T Q.
 // dK and dV sum over the query heads of a group in f32 accumulators and are
 // rounded once at the end of each sample. Scratch holds the T x T matrices of
-// as many key/value heads as fit in DPRntATTENTION_SCRATCH_MB (default 256
+// as many key/value heads as fit in DPRT_ATTENTION_SCRATCH_MB (default 256
 // MiB; at least one head); it is sized in the un-captured warm-up run.
 // O(T^2) memory traffic per head: a fused kernel can replace this later.
 //
@@ -182,7 +182,7 @@ AttentionShape checkedShape(int64_t batch, int64_t tokens, int64_t heads,
 /// budget, at least one.
 int64_t headsPerChunk(int64_t kvHeads, int64_t bytesPerHead) {
   int64_t budgetMiB = 256;
-  if (const char *env = std::getenv("DPRntATTENTION_SCRATCH_MB"))
+  if (const char *env = std::getenv("DPRT_ATTENTION_SCRATCH_MB"))
     if (long v = std::strtol(env, nullptr, 10); v > 0)
       budgetMiB = v;
   int64_t fit = (budgetMiB << 20) / bytesPerHead;
