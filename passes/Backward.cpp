@@ -300,11 +300,10 @@ LogicalResult StepBuilder::differentiate(Operation *op) {
 struct BackwardPass : dpc::impl::BackwardBase<BackwardPass> {
   void runOnOperation() override {
     for (ModelOp model : getOperation().getOps<ModelOp>()) {
-      for (Operation &op : model.getBody().front())
-        if (isa<StepOp>(op)) {
-          op.emitOpError("exists already; dp-backward runs once");
-          return signalPassFailure();
-        }
+      if (StepOp existing = getStep(model)) {
+        existing.emitOpError("exists already; dp-backward runs once");
+        return signalPassFailure();
+      }
       OpBuilder builder(model.getContext());
       StepBuilder step(model, builder);
       if (failed(step.build(model.getForward())))

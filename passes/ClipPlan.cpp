@@ -22,12 +22,6 @@ using namespace dpc::dp;
 
 namespace {
 
-LinearNormShape linearShape(LinearGradWeightOp op) {
-  auto x = cast<RankedTensorType>(op.getX().getType());
-  auto dy = cast<RankedTensorType>(op.getDy().getType());
-  int64_t tokens = x.getRank() == 3 ? x.getDimSize(1) : 1;
-  return {x.getDimSize(0), tokens, x.getShape().back(), dy.getShape().back()};
-}
 
 /// The longest chain of accumulated terms behind a norm op's result: the
 /// inner products it forms and the sums over them.
@@ -86,10 +80,7 @@ struct ClipPlanPass : dpc::impl::ClipPlanBase<ClipPlanPass> {
     if (!recipe)
       return signalPassFailure();
     ModelOp model = getModel(recipe);
-    StepOp step;
-    for (Operation &op : model.getBody().front())
-      if (auto s = dyn_cast<StepOp>(op))
-        step = s;
+    StepOp step = getStep(model);
     if (!step) {
       model.emitOpError("has no dp.step; run dp-backward before dp-clip-plan");
       return signalPassFailure();
@@ -139,7 +130,7 @@ LogicalResult ClipPlanPass::plan(StepOp step, ClipAttr clip,
     Value norm =
         llvm::TypeSwitch<Operation *, Value>(op)
             .Case([&](LinearGradWeightOp grad) -> Value {
-              LinearNormShape shape = linearShape(grad);
+              LinearNormShape shape = linearNormShape(grad.getX(), grad.getDy());
               ArrayAttr params = builder.getArrayAttr({flatRef(grad.getWeightAttr())});
               Type type = perSample(op, grad.getX());
               switch (chooseLinearNormMethod(shape)) {

@@ -2,9 +2,15 @@
 
 #include "passes/CostModel.h"
 
+#include "passes/Shapes.h"
+
 #include <cmath>
 
 using namespace dpc;
+
+LinearNormShape dpc::linearNormShape(mlir::Value x, mlir::Value dy) {
+  return {batchOf(x), tokensOf(x), lastDim(x), lastDim(dy)};
+}
 
 double dpc::rank1NormFlops(const LinearNormShape &s) {
   return double(s.batch) * 2.0 * double(s.in + s.out);

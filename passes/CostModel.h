@@ -21,6 +21,9 @@ struct LinearNormShape {
   int64_t batch, tokens, in, out;
 };
 
+/// The shape of the layer whose input is `x` and output gradient `dy`.
+LinearNormShape linearNormShape(mlir::Value x, mlir::Value dy);
+
 /// rank-1 (T = 1): ||a||^2 ||g||^2.
 double rank1NormFlops(const LinearNormShape &s);
 /// Gram, A side: A A^T, 2 T^2 d per sample (shared by the layers that read A).

@@ -11,6 +11,7 @@
 #include "passes/Passes.h"
 
 #include "DP/DPModel.h"
+#include "passes/Shapes.h"
 #include "passes/Units.h"
 #include "dprt/types.h"
 
@@ -53,17 +54,6 @@ const char *dtypeLiteral(::dprt::DType t) {
     return "dprt::DType::BF16";
   }
   return "";
-}
-
-RankedTensorType tensorOf(Value v) { return cast<RankedTensorType>(v.getType()); }
-int64_t numel(Value v) { return tensorOf(v).getNumElements(); }
-int64_t lastDim(Value v) { return tensorOf(v).getShape().back(); }
-int64_t rowsOf(Value v) { return numel(v) / lastDim(v); }
-int64_t batchOf(Value v) { return tensorOf(v).getDimSize(0); }
-/// Tokens per sample: the middle dimension of B x T x d, 1 for B x d.
-int64_t tokensOf(Value v) {
-  RankedTensorType t = tensorOf(v);
-  return t.getRank() == 3 ? t.getDimSize(1) : 1;
 }
 
 /// Builds the argument list of one dprt.call.
@@ -193,7 +183,7 @@ private:
   Value normTarget(Operation *normOp);
   Value fusedNormTarget(ArrayRef<Value> perSampleGrads);
   Value newActivation(Value v, StringRef name = "") {
-    Value b = alloc(dtBytes(numel(v)), name);
+    Value b = alloc(dtBytes(numelOf(v)), name);
     buffers[v] = b;
     return b;
   }
@@ -252,10 +242,7 @@ void ProgramLowering::endFunc(ValueRange keep) {
 LogicalResult ProgramLowering::collect() {
   model = getModel(recipe);
   forward = model.getForward();
-  for (Operation &op : model.getBody().front()) {
-    if (auto s = dyn_cast<StepOp>(op))
-      step = s;
-  }
+  step = getStep(model);
   SmallVector<UnitOp> unitOps(model.getBody().front().getOps<UnitOp>());
   if (!step || unitOps.empty())
     return model.emitOpError("needs dp.step and dp.unit: run dp-backward, "
@@ -311,7 +298,7 @@ LogicalResult ProgramLowering::run() {
 
   stateGlobal = addGlobal("state", kStepStateBytes);
   for (BlockArgument input : forward.getInputs()) {
-    int64_t bytes = numel(input) *
+    int64_t bytes = numelOf(input) *
                     (isa<IntegerType>(tensorOf(input).getElementType())
                          ? 4
                          : ::dprt::sizeOf(dt));
@@ -539,10 +526,10 @@ Value ProgramLowering::accTarget(Value accValue, Operation *user,
   if (lastUse) {
     target = buf(accValue);
   } else {
-    target = alloc(dtBytes(numel(result)), name);
+    target = alloc(dtBytes(numelOf(result)), name);
     Args copy(context);
     copy.dtype(dt).buffer(buf(accValue)).dtype(dt).buffer(target)
-        .i64(numel(result));
+        .i64(numelOf(result));
     call("cast", copy);
   }
   buffers[result] = target;
@@ -621,7 +608,7 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
         Value out = newActivation(e.getOutput(), "embedding");
         Args a(context);
         a.dtype(dt).tokens(buf(e.getTokens())).buffer(paramPointer(e.getTableAttr()))
-            .buffer(out).i64(numel(e.getTokens()))
+            .buffer(out).i64(numelOf(e.getTokens()))
             .i64(params[e.getTable()].op.getTensorType().getDimSize(0))
             .i64(lastDim(e.getOutput()));
         call("embedding_forward", a);
@@ -675,7 +662,7 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
         Value q = buf(at.getQuery()), k = buf(at.getKey());
         if (at.getRope()) {
           auto rotate = [&](Value x, Value in, int64_t heads, StringRef name) {
-            Value out = alloc(dtBytes(numel(x)), name);
+            Value out = alloc(dtBytes(numelOf(x)), name);
             Args a(context);
             a.dtype(dt).buffer(in).buffer(out).i64(b).i64(t).i64(heads)
                 .i64(hd).f64(theta);
@@ -706,7 +693,7 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
         Value y = newActivation(act.getOutput(), "activation");
         Args a(context);
         a.dtype(dt).opaque(kind).buffer(buf(act.getInput())).buffer(y)
-            .i64(numel(act.getInput()));
+            .i64(numelOf(act.getInput()));
         call("activation_forward", a);
         return success();
       })
@@ -714,7 +701,7 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
         Value y = newActivation(binary.getOutput(), "sum");
         Args a(context);
         a.dtype(dt).buffer(buf(binary.getLhs())).buffer(buf(binary.getRhs()))
-            .buffer(y).i64(numel(binary.getOutput()));
+            .buffer(y).i64(numelOf(binary.getOutput()));
         call(isa<AddOp>(op) ? "add_forward" : "mul_forward", a);
         return success();
       })
@@ -746,7 +733,7 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
         Args a(context);
         a.dtype(dt).buffer(buf(mse.getPrediction())).buffer(buf(mse.getTarget()))
             .buffer(loss).i64(batchOf(mse.getPrediction()))
-            .i64(numel(mse.getPrediction()) / batchOf(mse.getPrediction()))
+            .i64(numelOf(mse.getPrediction()) / batchOf(mse.getPrediction()))
             .opaque(mse.getPerSample() == LossReduction::mean
                         ? "dprt::Reduction::Mean"
                         : "dprt::Reduction::Sum");
@@ -776,7 +763,7 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
         a.dtype(dt).buffer(buf(g.getPrediction())).buffer(buf(g.getTarget()))
             .buffer(buf(g.getDloss())).buffer(d)
             .i64(batchOf(g.getPrediction()))
-            .i64(numel(g.getPrediction()) / batchOf(g.getPrediction()))
+            .i64(numelOf(g.getPrediction()) / batchOf(g.getPrediction()))
             .opaque(g.getPerSample() == LossReduction::mean
                         ? "dprt::Reduction::Mean"
                         : "dprt::Reduction::Sum");
@@ -797,7 +784,7 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
         Value dx = accTarget(g.getAcc(), op, g.getDx(), "dx");
         Value gs;
         if (!g.getScaleGrads().use_empty()) {
-          gs = alloc(accBytes(numel(g.getScaleGrads())), "scale_grads");
+          gs = alloc(accBytes(numelOf(g.getScaleGrads())), "scale_grads");
           buffers[g.getScaleGrads()] = gs;
         }
         Value n2 = fusedNormTarget({g.getScaleGrads()});
@@ -817,11 +804,11 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
         Value dx = accTarget(g.getAcc(), op, g.getDx(), "dx");
         Value gs, bs;
         if (!g.getScaleGrads().use_empty()) {
-          gs = alloc(accBytes(numel(g.getScaleGrads())), "scale_grads");
+          gs = alloc(accBytes(numelOf(g.getScaleGrads())), "scale_grads");
           buffers[g.getScaleGrads()] = gs;
         }
         if (g.getBiasGrads() && !g.getBiasGrads().use_empty()) {
-          bs = alloc(accBytes(numel(g.getBiasGrads())), "bias_grads");
+          bs = alloc(accBytes(numelOf(g.getBiasGrads())), "bias_grads");
           buffers[g.getBiasGrads()] = bs;
         }
         Value n2 = fusedNormTarget({g.getScaleGrads(), g.getBiasGrads()});
@@ -880,7 +867,7 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
         Value dx = accTarget(g.getAcc(), op, g.getDx(), "dx");
         Args a(context);
         a.dtype(dt).opaque(kind).buffer(buf(g.getX())).buffer(buf(g.getDy()))
-            .buffer(dx).i64(numel(g.getX())).flag(bool(g.getAcc()));
+            .buffer(dx).i64(numelOf(g.getX())).flag(bool(g.getAcc()));
         call("activation_backward", a);
         return success();
       })
@@ -893,7 +880,7 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
         Args a(context);
         a.dtype(dt).buffer(buf(g.getLhs())).buffer(buf(g.getRhs()))
             .buffer(buf(g.getDy())).bufferOrNull(da).bufferOrNull(db)
-            .i64(numel(g.getLhs())).flag(da && g.getLhsAcc())
+            .i64(numelOf(g.getLhs())).flag(da && g.getLhsAcc())
             .flag(db && g.getRhsAcc());
         call("mul_backward", a);
         return success();

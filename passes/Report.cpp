@@ -4,6 +4,7 @@
 
 #include "DP/DPModel.h"
 #include "passes/CostModel.h"
+#include "passes/Shapes.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FileSystem.h"
@@ -26,18 +27,6 @@ using namespace dpc::dp;
 namespace rt = dpc::dprt;
 
 namespace {
-
-RankedTensorType tensorOf(Value v) { return cast<RankedTensorType>(v.getType()); }
-int64_t lastDim(Value v) { return tensorOf(v).getShape().back(); }
-int64_t tokensOf(Value v) {
-  return tensorOf(v).getRank() == 3 ? tensorOf(v).getDimSize(1) : 1;
-}
-int64_t batchOf(Value v) { return tensorOf(v).getDimSize(0); }
-int64_t rowsOf(Value v) { return tensorOf(v).getNumElements() / lastDim(v); }
-
-LinearNormShape shapeOf(Value x, Value dy) {
-  return {batchOf(x), tokensOf(x), lastDim(x), lastDim(dy)};
-}
 
 struct ParamRow {
   std::string name, shape, method;
@@ -66,10 +55,7 @@ void ReportPass::runOnOperation() {
   if (!recipe)
     return signalPassFailure();
   ModelOp model = getModel(recipe);
-  StepOp step;
-  for (Operation &op : model.getBody().front())
-    if (auto s = dyn_cast<StepOp>(op))
-      step = s;
+  StepOp step = getStep(model);
   auto programs = llvm::to_vector(module.getOps<rt::ProgramOp>());
   if (!step || programs.size() != 1 ||
       !programs.front()->hasAttr("arena_bytes")) {
@@ -142,7 +128,7 @@ void ReportPass::runOnOperation() {
         .Case([&](NormRank1Op n) {
           ParamRow &row = rowOf(n.getParams()[0]);
           row.method = "rank-1";
-          row.normFlops += rank1NormFlops(shapeOf(n.getX(), n.getDy()));
+          row.normFlops += rank1NormFlops(linearNormShape(n.getX(), n.getDy()));
           if (n.getBias())
             addFusedBias(n.getParams(), n.getDy());
         })
@@ -152,7 +138,7 @@ void ReportPass::runOnOperation() {
             names.push_back(cast<FlatSymbolRefAttr>(ref).getValue().str());
           for (auto [i, ref] : llvm::enumerate(n.getParams())) {
             ParamRow &row = rowOf(ref);
-            LinearNormShape s = shapeOf(n.getX(), n.getDys()[i]);
+            LinearNormShape s = linearNormShape(n.getX(), n.getDys()[i]);
             row.method = "gram";
             if (names.size() > 1) {
               row.method += " (shared A A^T with";
@@ -169,7 +155,7 @@ void ReportPass::runOnOperation() {
         .Case([&](NormDirectOp n) {
           ParamRow &row = rowOf(n.getParams()[0]);
           row.method = "direct";
-          row.normFlops += directNormFlops(shapeOf(n.getX(), n.getDy()));
+          row.normFlops += directNormFlops(linearNormShape(n.getX(), n.getDy()));
           if (n.getBias())
             addFusedBias(n.getParams(), n.getDy());
         })
@@ -197,7 +183,7 @@ void ReportPass::runOnOperation() {
         })
         .Case([&](LinearGradWeightOp g) {
           rowOf(g.getWeightAttr()).gradFlops +=
-              linearWeightGradFlops(shapeOf(g.getX(), g.getDy()));
+              linearWeightGradFlops(linearNormShape(g.getX(), g.getDy()));
         })
         .Case([&](BiasGradOp g) {
           rowOf(g.getBiasAttr()).gradFlops +=

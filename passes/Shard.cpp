@@ -77,15 +77,11 @@ struct ShardPass : dpc::impl::ShardBase<ShardPass> {
                          "before dp-shard");
       return signalPassFailure();
     }
-    StepOp step;
-    for (Operation &op : model.getBody().front()) {
-      if (isa<UnitOp>(op)) {
-        op.emitOpError("exists already; dp-shard runs once");
-        return signalPassFailure();
-      }
-      if (auto s = dyn_cast<StepOp>(op))
-        step = s;
+    for (UnitOp unit : model.getBody().front().getOps<UnitOp>()) {
+      unit.emitOpError("exists already; dp-shard runs once");
+      return signalPassFailure();
     }
+    StepOp step = getStep(model);
     if (!step) {
       model.emitOpError("has no dp.step; run dp-backward before dp-shard");
       return signalPassFailure();

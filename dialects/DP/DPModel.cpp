@@ -64,6 +64,13 @@ FloatType dpc::dp::getAccumulationType(ModelOp model) {
   return Float32Type::get(model.getContext());
 }
 
+StepOp dpc::dp::getStep(ModelOp model) {
+  for (Operation &op : model.getBody().front())
+    if (auto step = dyn_cast<StepOp>(op))
+      return step;
+  return nullptr;
+}
+
 ModelOp dpc::dp::getModel(RecipeOp recipe) {
   return SymbolTable::lookupNearestSymbolFrom<ModelOp>(recipe,
                                                        recipe.getModelAttr());

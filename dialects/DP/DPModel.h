@@ -29,6 +29,9 @@ mlir::Type getComputeType(ModelOp model);
 /// models, f32 otherwise.
 mlir::FloatType getAccumulationType(ModelOp model);
 
+/// The training step dp-backward created in `model`, or null.
+StepOp getStep(ModelOp model);
+
 /// The model a recipe trains.
 ModelOp getModel(RecipeOp recipe);
 
