@@ -1,24 +1,34 @@
 //===- Attention.cu - Rotary embedding and attention on the GPU -----------===//
 //
-// Attention materializes the scores of a group of heads in f32 scratch and
-// runs the products as strided-batched cuBLASLt GEMMs, one batch entry per
-// key/value head: for sample b and r < heads/kvHeads, entry j computes query
-// head h = j * group + r against key/value head j, so every operand sits at a
-// constant stride (queries g * headDim apart, keys headDim apart) and
-// grouped-query attention needs no copies.
-//   forward:  S = scale Q K^T (f32), P = softmax(S) row by row (causal mask,
-//             lse kept), O = P V.
-//   backward: S again, dP = dO V^T, then per row P = exp(S - lse) and
-//             dS = P (dP - D) with D = sum_s P dP, then dV += P^T dO,
-//             dQ = scale dS K, dK += scale dS^T Q.
-// dK and dV sum over the query heads of a group in f32 accumulators and are
-// rounded once at the end of each sample. Scratch holds the T x T matrices of
-// as many key/value heads as fit in DPRT_ATTENTION_SCRATCH_MB (default 256
-// MiB; at least one head); it is sized in the un-captured warm-up run.
-// O(T^2) memory traffic per head: a fused kernel can replace this later.
+// Two implementations of attention:
+// - fused (bf16, head size 64 or 128; the default): the FlashAttention-2
+//   style block programs of FlashAttention.h, which never form the T x T
+//   scores in memory. Forward: one kernel. Backward: a row-stats pass
+//   (lse log2(e) and D = rowsum(dO o O) to scratch), then one kernel for dQ
+//   (a block per query block) and one for dK, dV (a block per key block,
+//   over every query head of its group); no atomics, deterministic.
+// - materialized (f32, other head sizes, misaligned pointers, or
+//   DPRT_ATTENTION=materialized): the scores of a group of heads in f32
+//   scratch and strided-batched cuBLASLt GEMMs, one batch entry per
+//   key/value head: for sample b and r < heads/kvHeads, entry j computes
+//   query head h = j * group + r against key/value head j, so every operand
+//   sits at a constant stride (queries g * headDim apart, keys headDim
+//   apart) and grouped-query attention needs no copies.
+//     forward:  S = scale Q K^T (f32), P = softmax(S) row by row (causal
+//               mask, lse kept), O = P V.
+//     backward: S again, dP = dO V^T, then per row P = exp(S - lse) and
+//               dS = P (dP - D) with D = sum_s P dP, then dV += P^T dO,
+//               dQ = scale dS K, dK += scale dS^T Q.
+//   dK and dV sum over the query heads of a group in f32 accumulators and
+//   are rounded once at the end of each sample. Scratch holds the T x T
+//   matrices of as many key/value heads as fit in DPRT_ATTENTION_SCRATCH_MB
+//   (default 256 MiB; at least one head); it is sized in the un-captured
+//   warm-up run.
 //
 //===----------------------------------------------------------------------===//
 
+#include "AttentionPath.h"
+#include "FlashAttention.h"
 #include "Gemm.h"
 #include "Reduce.cuh"
 
@@ -28,6 +38,8 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <type_traits>
 
 namespace dprt::cuda {
 
@@ -316,7 +328,277 @@ void attentionBackward(Rank *rank, DType dt, const AttentionShape &a,
   }
 }
 
+//===----------------------------------------------------------------------===//
+// Fused attention (FlashAttention.h)
+//===----------------------------------------------------------------------===//
+
+/// The machine operations of FlashAttention.h's block programs: inline PTX.
+struct DeviceOps {
+  __device__ __forceinline__ static uint32_t shared(const void *p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  }
+  __device__ __forceinline__ void syncThreads() { __syncthreads(); }
+  /// 16 bytes global -> shared, bypassing L1; zeros when !valid.
+  __device__ __forceinline__ void cpAsync16(void *dst, const void *src,
+                                            bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                     shared(dst)),
+                 "l"(src), "r"(valid ? 16 : 0)
+                 : "memory");
+  }
+  __device__ __forceinline__ void cpAsync4(void *dst, const void *src,
+                                           bool valid) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(
+                     shared(dst)),
+                 "l"(src), "r"(valid ? 4 : 0)
+                 : "memory");
+  }
+  __device__ __forceinline__ void commit() {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+  }
+  /// Waits until at most N of this thread's committed groups are pending.
+  template <int N> __device__ __forceinline__ void waitGroup() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+  }
+  __device__ __forceinline__ void ldsm(uint32_t (&r)[4], const uint16_t *p) {
+    asm volatile(
+        "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+        : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+        : "r"(shared(p)));
+  }
+  __device__ __forceinline__ void ldsmTrans(uint32_t (&r)[4],
+                                            const uint16_t *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, "
+                 "%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(shared(p)));
+  }
+  /// d += a b for a 16 x 16 bf16 A, a 16 x 8 bf16 B and f32 d.
+  __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4],
+                                      uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, "
+        "%3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  __device__ __forceinline__ float shflXor(float v, int mask) {
+    return __shfl_xor_sync(0xffffffffu, v, mask);
+  }
+  __device__ __forceinline__ float exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+  }
+  __device__ __forceinline__ float log2(float x) {
+    float y;
+    asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+  }
+  /// lo in the low half, as mma and memory order want it.
+  __device__ __forceinline__ uint32_t packBf16(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+  }
+  __device__ __forceinline__ float bitsToFloat(uint32_t bits) {
+    return __uint_as_float(bits);
+  }
+  __device__ __forceinline__ void load128(uint32_t (&r)[4],
+                                          const uint16_t *p) {
+    const uint4 v = *reinterpret_cast<const uint4 *>(p);
+    r[0] = v.x;
+    r[1] = v.y;
+    r[2] = v.z;
+    r[3] = v.w;
+  }
+  __device__ __forceinline__ float loadF32(const float *p) { return *p; }
+  __device__ __forceinline__ void store32(uint16_t *p, uint32_t v) {
+    *reinterpret_cast<uint32_t *>(p) = v;
+  }
+  __device__ __forceinline__ void storeF32(float *p, float v) { *p = v; }
+};
+
+template <int HD>
+__global__ void __launch_bounds__(flash::ForwardTiles<HD>::kThreads,
+                                  flash::ForwardTiles<HD>::kMinBlocks)
+    flashForwardKernel(const __grid_constant__ flash::Problem p) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  DeviceOps ops;
+  flash::forwardBlock<HD>(ops, p, blockIdx.x, blockIdx.y, blockIdx.z,
+                          threadIdx.x, smem);
+}
+
+template <int HD>
+__global__ void flashRowStatsKernel(const __grid_constant__ flash::Problem p,
+                                    int64_t n) {
+  DeviceOps ops;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n;
+       e += int64_t(gridDim.x) * blockDim.x)
+    flash::rowStatsElement<HD>(ops, p, e);
+}
+
+template <int HD>
+__global__ void __launch_bounds__(flash::QueryGradTiles<HD>::kThreads,
+                                  flash::QueryGradTiles<HD>::kMinBlocks)
+    flashQueryGradKernel(const __grid_constant__ flash::Problem p) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  DeviceOps ops;
+  flash::queryGradBlock<HD>(ops, p, blockIdx.x, blockIdx.y, blockIdx.z,
+                            threadIdx.x, smem);
+}
+
+template <int HD>
+__global__ void __launch_bounds__(flash::KeyValueGradTiles<HD>::kThreads,
+                                  flash::KeyValueGradTiles<HD>::kMinBlocks)
+    flashKeyValueGradKernel(const __grid_constant__ flash::Problem p) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  DeviceOps ops;
+  flash::keyValueGradBlock<HD>(ops, p, blockIdx.x, blockIdx.y, blockIdx.z,
+                               threadIdx.x, smem);
+}
+
+template <class Kernel> void allowSharedMemory(Kernel kernel, size_t bytes) {
+  if (bytes > 48 * 1024)
+    checkCuda(cudaFuncSetAttribute(kernel,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   int(bytes)),
+              "cudaFuncSetAttribute(fused attention)");
+}
+
+/// Raises the dynamic shared-memory limit of every fused kernel above 48 KB,
+/// once per device: the first call is the un-captured warm-up run.
+void prepareFusedKernels(Rank *rank) {
+  DeviceState &st = deviceState(rank);
+  if (st.fusedAttentionReady)
+    return;
+  allowSharedMemory(flashForwardKernel<64>, flash::ForwardTiles<64>::kSmemBytes);
+  allowSharedMemory(flashForwardKernel<128>,
+                    flash::ForwardTiles<128>::kSmemBytes);
+  allowSharedMemory(flashQueryGradKernel<64>,
+                    flash::QueryGradTiles<64>::kSmemBytes);
+  allowSharedMemory(flashQueryGradKernel<128>,
+                    flash::QueryGradTiles<128>::kSmemBytes);
+  allowSharedMemory(flashKeyValueGradKernel<64>,
+                    flash::KeyValueGradTiles<64>::kSmemBytes);
+  allowSharedMemory(flashKeyValueGradKernel<128>,
+                    flash::KeyValueGradTiles<128>::kSmemBytes);
+  st.fusedAttentionReady = true;
+}
+
+/// Whether the fused kernels take this call: attentionPath says so, the
+/// grid fits (heads and batch index grid dimensions y and z) and every bf16
+/// pointer is 16-byte aligned (rows are then too: headDim is 64 or 128; lse
+/// is read and written a float at a time).
+bool fusedTakes(DType dt, const AttentionShape &a,
+                std::initializer_list<const void *> pointers) {
+  if (attentionPath(dt, a.headDim) != AttentionPath::Fused)
+    return false;
+  if (a.heads > 65535 || a.batch > 65535 || a.tokens > INT32_MAX - 256)
+    return false;
+  for (const void *p : pointers)
+    if (!aligned16(p))
+      return false;
+  return true;
+}
+
+flash::Problem fusedProblem(const AttentionShape &a) {
+  flash::Problem p{};
+  p.dims = flash::makeDims(a.batch, a.tokens, a.heads, a.kvHeads, a.headDim,
+                           a.causal);
+  return p;
+}
+
+template <int HD> struct FusedKernels {
+  using Forward = flash::ForwardTiles<HD>;
+  using QueryGrad = flash::QueryGradTiles<HD>;
+  using KeyValueGrad = flash::KeyValueGradTiles<HD>;
+
+  static void forward(const flash::Problem &p, cudaStream_t stream) {
+    const flash::GridShape g = flash::forwardGrid(p.dims);
+    flashForwardKernel<HD>
+        <<<dim3(g.x, g.y, g.z), Forward::kThreads, Forward::kSmemBytes,
+           stream>>>(p);
+    checkLaunch("attention_forward (fused)");
+  }
+
+  static void backward(Rank *rank, const flash::Problem &p,
+                       cudaStream_t stream) {
+    const flash::Dims &d = p.dims;
+    const int64_t n = int64_t(d.batch) * d.tokens * d.heads;
+    flashRowStatsKernel<HD><<<gridFor(rank, n, 256), 256, 0, stream>>>(p, n);
+    checkLaunch("attention_backward (fused row stats)");
+    const flash::GridShape gq = flash::queryGradGrid(d);
+    flashQueryGradKernel<HD>
+        <<<dim3(gq.x, gq.y, gq.z), QueryGrad::kThreads, QueryGrad::kSmemBytes,
+           stream>>>(p);
+    checkLaunch("attention_backward (fused dq)");
+    const flash::GridShape gk = flash::keyValueGradGrid(d);
+    flashKeyValueGradKernel<HD>
+        <<<dim3(gk.x, gk.y, gk.z), KeyValueGrad::kThreads,
+           KeyValueGrad::kSmemBytes, stream>>>(p);
+    checkLaunch("attention_backward (fused dk, dv)");
+  }
+};
+
+void fusedForward(Rank *rank, const AttentionShape &a, const bf16 *q,
+                  const bf16 *k, const bf16 *v, bf16 *o, float *lse) {
+  prepareFusedKernels(rank);
+  flash::Problem p = fusedProblem(a);
+  p.q = reinterpret_cast<const uint16_t *>(q);
+  p.k = reinterpret_cast<const uint16_t *>(k);
+  p.v = reinterpret_cast<const uint16_t *>(v);
+  p.o = reinterpret_cast<uint16_t *>(o);
+  p.lse = lse;
+  if (a.headDim == 64)
+    FusedKernels<64>::forward(p, computeStream(rank));
+  else
+    FusedKernels<128>::forward(p, computeStream(rank));
+}
+
+void fusedBackward(Rank *rank, const AttentionShape &a, const bf16 *q,
+                   const bf16 *k, const bf16 *v, const bf16 *o,
+                   const float *lse, const bf16 *dout, bf16 *dq, bf16 *dk,
+                   bf16 *dv) {
+  prepareFusedKernels(rank);
+  const size_t stats = size_t(a.batch * a.heads * a.tokens) * sizeof(float);
+  ScratchLayout layout;
+  size_t lse2At = layout.add(stats);
+  size_t deltaAt = layout.add(stats);
+  char *base = static_cast<char *>(scratch(rank, kComputeStream, layout.bytes));
+  flash::Problem p = fusedProblem(a);
+  p.q = reinterpret_cast<const uint16_t *>(q);
+  p.k = reinterpret_cast<const uint16_t *>(k);
+  p.v = reinterpret_cast<const uint16_t *>(v);
+  // The backward only reads o and lse; Problem carries the forward's view.
+  p.o = const_cast<uint16_t *>(reinterpret_cast<const uint16_t *>(o));
+  p.lse = const_cast<float *>(lse);
+  p.dout = reinterpret_cast<const uint16_t *>(dout);
+  p.lse2 = reinterpret_cast<float *>(base + lse2At);
+  p.delta = reinterpret_cast<float *>(base + deltaAt);
+  p.dq = reinterpret_cast<uint16_t *>(dq);
+  p.dk = reinterpret_cast<uint16_t *>(dk);
+  p.dv = reinterpret_cast<uint16_t *>(dv);
+  if (a.headDim == 64)
+    FusedKernels<64>::backward(rank, p, computeStream(rank));
+  else
+    FusedKernels<128>::backward(rank, p, computeStream(rank));
+}
+
 } // namespace
+
+AttentionPath attentionPath(DType dt, int64_t headDim) {
+  const char *env = std::getenv("DPRT_ATTENTION");
+  bool materialized = false;
+  if (env && *env) {
+    if (std::strcmp(env, "materialized") == 0)
+      materialized = true;
+    else if (std::strcmp(env, "fused") != 0)
+      fail(std::string("DPRT_ATTENTION=") + env +
+           ": expected 'fused' or 'materialized'");
+  }
+  if (materialized || dt != DType::BF16 || (headDim != 64 && headDim != 128))
+    return AttentionPath::Materialized;
+  return AttentionPath::Fused;
+}
 
 void rope_forward(Rank *rank, DType dt, const void *x, void *y, int64_t batch,
                   int64_t tokens, int64_t heads, int64_t headDim,
@@ -346,6 +628,14 @@ void attention_forward(Rank *rank, DType dt, const void *q, const void *k,
       return;
     AttentionShape a = checkedShape(batch, tokens, heads, kvHeads, headDim,
                                     causal, "attention_forward");
+    if constexpr (std::is_same_v<T, bf16>) {
+      if (fusedTakes(dt, a, {q, k, v, o})) {
+        fusedForward(rank, a, static_cast<const T *>(q),
+                     static_cast<const T *>(k), static_cast<const T *>(v),
+                     static_cast<T *>(o), static_cast<float *>(lse));
+        return;
+      }
+    }
     attentionForward(rank, dt, a, static_cast<const T *>(q),
                      static_cast<const T *>(k), static_cast<const T *>(v),
                      static_cast<T *>(o), static_cast<float *>(lse));
@@ -357,14 +647,25 @@ void attention_backward(Rank *rank, DType dt, const void *q, const void *k,
                         const void *dout, void *dq, void *dk, void *dv,
                         int64_t batch, int64_t tokens, int64_t heads,
                         int64_t kvHeads, int64_t headDim, bool causal) {
-  // o is not needed: D = sum_s P dP equals the rowsum of dO * O.
-  (void)o;
+  // The materialized path does not read o: D = sum_s P dP (equal to the
+  // rowsum of dO o O) is formed from P and dP in f32. The fused path reads
+  // it for D.
   dispatchCompute(dt, "attention_backward", [&](auto tag) {
     using T = decltype(tag);
     if (batch <= 0 || tokens <= 0)
       return;
     AttentionShape a = checkedShape(batch, tokens, heads, kvHeads, headDim,
                                     causal, "attention_backward");
+    if constexpr (std::is_same_v<T, bf16>) {
+      if (fusedTakes(dt, a, {q, k, v, o, dout, dq, dk, dv})) {
+        fusedBackward(rank, a, static_cast<const T *>(q),
+                      static_cast<const T *>(k), static_cast<const T *>(v),
+                      static_cast<const T *>(o), static_cast<const float *>(lse),
+                      static_cast<const T *>(dout), static_cast<T *>(dq),
+                      static_cast<T *>(dk), static_cast<T *>(dv));
+        return;
+      }
+    }
     attentionBackward(rank, dt, a, static_cast<const T *>(q),
                       static_cast<const T *>(k), static_cast<const T *>(v),
                       static_cast<const float *>(lse),

@@ -84,6 +84,9 @@ struct DeviceState {
   bool tf32 = false;
   /// runCaptured builds CUDA graphs (DPRT_CUDA_GRAPHS=0 turns them off).
   bool graphs = true;
+  /// The fused attention kernels' dynamic shared-memory limits are raised
+  /// (once per device, on first use: outside graph capture).
+  bool fusedAttentionReady = false;
 
   /// One scratch buffer per stream, so that work on the two streams never
   /// shares one. Grown on demand, never during graph capture; a buffer that

@@ -17,6 +17,8 @@
 
 #include "Cases.h"
 
+#include "AttentionPath.h"
+
 #include "dprt/backend.h"
 #include "dprt/kernels.h"
 
@@ -322,6 +324,149 @@ void normalizationChecks(Context &ctx, DType dt, bool odd) {
   }
 }
 
+struct AttentionCase {
+  int64_t batch, tokens, heads, kvHeads, hd;
+  bool causal;
+  const char *scratchMiB; // DPRT_ATTENTION_SCRATCH_MB, or null
+  bool misaligned = false; // bf16 pointers one element off
+};
+
+/// Sets an environment variable for the life of the object.
+class ScopedEnv {
+public:
+  ScopedEnv(const char *name, const char *value) : name_(name) {
+    if (value)
+      setenv(name, value, 1);
+    else
+      name_ = nullptr;
+  }
+  ~ScopedEnv() {
+    if (name_)
+      unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv &) = delete;
+  ScopedEnv &operator=(const ScopedEnv &) = delete;
+
+private:
+  const char *name_;
+};
+
+/// The device values of `b` against `first` (an earlier run's), bit for bit:
+/// a fused kernel must give the same result every run.
+void compareRerun(Context &ctx, const std::string &output, Buffer &b,
+                  const std::vector<double> &first) {
+  gpu::synchronize(ctx.gpu);
+  Row row = compareValues(b.download(), first, 0);
+  row.kernel = ctx.kernel + "." + output + ".rerun";
+  row.dtype = ctx.dtype;
+  row.shape = ctx.shape;
+  row.seed = ctx.seed;
+  ctx.report->add(row);
+}
+
+/// NaN on the device side only (the host side holds the CPU's result).
+void poisonDevice(Buffer &b) {
+  cudaCheck(cudaMemset(b.d(), 0xff,
+                       size_t(b.size()) * size_t(dprt::sizeOf(b.type()))),
+            "cudaMemset(poison)");
+  cudaCheck(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+}
+
+/// attention_forward and attention_backward of one case against the CPU
+/// backend; with `materialized`, under DPRT_ATTENTION=materialized. The
+/// shape names the path that runs. The fused path runs twice and must give
+/// the same bits.
+void attentionCheck(Context &ctx, DType dt, const AttentionCase &c, bool odd,
+                    bool materialized) {
+  const std::string dn = dprt::nameOf(dt);
+  const int64_t mis = c.misaligned ? 1 : 0;
+  const bool fused = !materialized && !c.misaligned &&
+                     gpu::attentionPath(dt, c.hd) == gpu::AttentionPath::Fused;
+  std::string shape = dims({{"B", c.batch},
+                            {"T", c.tokens},
+                            {"H", c.heads},
+                            {"KV", c.kvHeads},
+                            {"hd", c.hd}},
+                           odd) +
+                      (c.causal ? " causal" : "") +
+                      (c.scratchMiB ? " chunked" : "") +
+                      (c.misaligned ? " misaligned" : "") +
+                      (fused ? " fused" : " materialized");
+  int64_t nq = c.batch * c.tokens * c.heads * c.hd;
+  int64_t nk = c.batch * c.tokens * c.kvHeads * c.hd;
+  int64_t nl = c.batch * c.heads * c.tokens;
+  double tolFwd = dt == F32 ? 1e-4 : 2e-2, tolBwd = dt == F32 ? 1e-4 : 3e-2;
+  bool fwd = ctx.begin("attention_forward", dn, shape);
+  if (!fwd && !ctx.begin("attention_backward", dn, shape))
+    return;
+  ctx.guarded([&] {
+    ScopedEnv budget("DPRT_ATTENTION_SCRATCH_MB", c.scratchMiB);
+    ScopedEnv path("DPRT_ATTENTION", materialized ? "materialized" : nullptr);
+    Buffer q(dt, nq, mis), k(dt, nk, mis), v(dt, nk, mis), o(dt, nq, mis),
+        lse(F32, nl);
+    q.randn(ctx.rng);
+    k.randn(ctx.rng);
+    v.randn(ctx.rng);
+    o.poison();
+    lse.poison();
+    cpu::attention_forward(ctx.cpu, dt, q.h(), k.h(), v.h(), o.h(), lse.h(),
+                           c.batch, c.tokens, c.heads, c.kvHeads, c.hd,
+                           c.causal);
+    auto forward = [&] {
+      gpu::attention_forward(ctx.gpu, dt, q.d(), k.d(), v.d(), o.d(), lse.d(),
+                             c.batch, c.tokens, c.heads, c.kvHeads, c.hd,
+                             c.causal);
+    };
+    forward();
+    if (fwd) {
+      ctx.compare("o", o, tolFwd);
+      ctx.compare("lse", lse, 1e-5);
+      if (fused) {
+        std::vector<double> o1 = o.download(), lse1 = lse.download();
+        poisonDevice(o);
+        poisonDevice(lse);
+        forward();
+        compareRerun(ctx, "o", o, o1);
+        compareRerun(ctx, "lse", lse, lse1);
+      }
+    }
+    if (!ctx.begin("attention_backward", dn, shape))
+      return;
+    // Both backward passes start from the CPU's forward outputs.
+    o.upload();
+    lse.upload();
+    Buffer dout(dt, nq, mis), dq(dt, nq, mis), dk(dt, nk, mis),
+        dv(dt, nk, mis);
+    dout.randn(ctx.rng);
+    dq.poison();
+    dk.poison();
+    dv.poison();
+    cpu::attention_backward(ctx.cpu, dt, q.h(), k.h(), v.h(), o.h(), lse.h(),
+                            dout.h(), dq.h(), dk.h(), dv.h(), c.batch,
+                            c.tokens, c.heads, c.kvHeads, c.hd, c.causal);
+    auto backward = [&] {
+      gpu::attention_backward(ctx.gpu, dt, q.d(), k.d(), v.d(), o.d(), lse.d(),
+                              dout.d(), dq.d(), dk.d(), dv.d(), c.batch,
+                              c.tokens, c.heads, c.kvHeads, c.hd, c.causal);
+    };
+    backward();
+    ctx.compare("dq", dq, tolBwd);
+    ctx.compare("dk", dk, tolBwd);
+    ctx.compare("dv", dv, tolBwd);
+    if (fused) {
+      std::vector<double> dq1 = dq.download(), dk1 = dk.download(),
+                          dv1 = dv.download();
+      poisonDevice(dq);
+      poisonDevice(dk);
+      poisonDevice(dv);
+      backward();
+      compareRerun(ctx, "dq", dq, dq1);
+      compareRerun(ctx, "dk", dk, dk1);
+      compareRerun(ctx, "dv", dv, dv1);
+    }
+  });
+}
+
 void attentionChecks(Context &ctx, DType dt, bool odd) {
   const std::string dn = dprt::nameOf(dt);
   {
@@ -357,77 +502,39 @@ void attentionChecks(Context &ctx, DType dt, bool odd) {
         ctx.compare("dx", out, tol(dt));
       });
   }
-  struct Shape {
-    int64_t batch, tokens, heads, kvHeads, hd;
-    bool causal;
-    const char *scratchMiB; // DPRT_ATTENTION_SCRATCH_MB, or null
-  };
-  std::vector<Shape> shapes;
-  if (odd)
-    shapes.push_back({1, 77, 4, 4, 32, false, nullptr});
-  else {
-    shapes.push_back({2, 128, 8, 2, 64, true, nullptr});
-    // A 1 MiB budget: one key/value head per chunk in the backward pass.
-    shapes.push_back({1, 256, 8, 4, 64, true, "1"});
+  std::vector<AttentionCase> cases;
+  if (odd) {
+    cases.push_back({1, 77, 4, 4, 32, false, nullptr});
+    // Pointers one element off: the fused kernels decline, the materialized
+    // path runs.
+    if (dt == BF16)
+      cases.push_back({1, 64, 4, 2, 64, true, nullptr, true});
+  } else {
+    cases.push_back({2, 128, 8, 2, 64, true, nullptr});
+    // A 1 MiB budget: one key/value head per chunk in the materialized
+    // backward pass.
+    cases.push_back({1, 256, 8, 4, 64, true, "1"});
+    if (dt == BF16) {
+      // The fused kernels: tokens that are not a multiple of their blocks
+      // (64 rows; 32 for dK, dV at head size 128), both head sizes, groups
+      // of 1 and 4, batch 1 and 3, with and without the causal mask.
+      cases.push_back({1, 37, 4, 4, 64, true, nullptr});
+      cases.push_back({3, 37, 8, 2, 128, false, nullptr});
+      cases.push_back({1, 200, 8, 2, 64, false, nullptr});
+      cases.push_back({3, 200, 8, 2, 128, true, nullptr});
+      cases.push_back({1, 1000, 4, 4, 64, true, nullptr});
+      cases.push_back({3, 1000, 4, 1, 128, false, nullptr});
+      cases.push_back({1, 1000, 4, 1, 128, true, nullptr});
+    }
   }
-  for (const Shape &s : shapes) {
-    std::string shape = dims({{"B", s.batch},
-                              {"T", s.tokens},
-                              {"H", s.heads},
-                              {"KV", s.kvHeads},
-                              {"hd", s.hd}},
-                             odd) +
-                        (s.causal ? " causal" : "") +
-                        (s.scratchMiB ? " chunked" : "");
-    int64_t nq = s.batch * s.tokens * s.heads * s.hd;
-    int64_t nk = s.batch * s.tokens * s.kvHeads * s.hd;
-    int64_t nl = s.batch * s.heads * s.tokens;
-    double tolFwd = dt == F32 ? 1e-4 : 2e-2, tolBwd = dt == F32 ? 1e-4 : 3e-2;
-    bool fwd = ctx.begin("attention_forward", dn, shape);
-    if (fwd || ctx.begin("attention_backward", dn, shape))
-      ctx.guarded([&] {
-        if (s.scratchMiB)
-          setenv("DPRT_ATTENTION_SCRATCH_MB", s.scratchMiB, 1);
-        Buffer q(dt, nq), k(dt, nk), v(dt, nk), o(dt, nq), lse(F32, nl);
-        q.randn(ctx.rng);
-        k.randn(ctx.rng);
-        v.randn(ctx.rng);
-        o.poison();
-        lse.poison();
-        cpu::attention_forward(ctx.cpu, dt, q.h(), k.h(), v.h(), o.h(), lse.h(),
-                               s.batch, s.tokens, s.heads, s.kvHeads, s.hd,
-                               s.causal);
-        gpu::attention_forward(ctx.gpu, dt, q.d(), k.d(), v.d(), o.d(), lse.d(),
-                               s.batch, s.tokens, s.heads, s.kvHeads, s.hd,
-                               s.causal);
-        if (fwd) {
-          ctx.compare("o", o, tolFwd);
-          ctx.compare("lse", lse, 1e-5);
-        }
-        if (ctx.begin("attention_backward", dn, shape)) {
-          // Both backward passes start from the CPU's forward outputs.
-          o.upload();
-          lse.upload();
-          Buffer dout(dt, nq), dq(dt, nq), dk(dt, nk), dv(dt, nk);
-          dout.randn(ctx.rng);
-          dq.poison();
-          dk.poison();
-          dv.poison();
-          cpu::attention_backward(ctx.cpu, dt, q.h(), k.h(), v.h(), o.h(),
-                                  lse.h(), dout.h(), dq.h(), dk.h(), dv.h(),
-                                  s.batch, s.tokens, s.heads, s.kvHeads, s.hd,
-                                  s.causal);
-          gpu::attention_backward(ctx.gpu, dt, q.d(), k.d(), v.d(), o.d(),
-                                  lse.d(), dout.d(), dq.d(), dk.d(), dv.d(),
-                                  s.batch, s.tokens, s.heads, s.kvHeads, s.hd,
-                                  s.causal);
-          ctx.compare("dq", dq, tolBwd);
-          ctx.compare("dk", dk, tolBwd);
-          ctx.compare("dv", dv, tolBwd);
-        }
-        if (s.scratchMiB)
-          unsetenv("DPRT_ATTENTION_SCRATCH_MB");
-      });
+  for (const AttentionCase &c : cases) {
+    // bf16 cases the fused kernels take also run materialized.
+    const bool fusable = gpu::attentionPath(dt, c.hd) ==
+                             gpu::AttentionPath::Fused &&
+                         !c.misaligned;
+    attentionCheck(ctx, dt, c, odd, false);
+    if (fusable)
+      attentionCheck(ctx, dt, c, odd, true);
   }
 }
 

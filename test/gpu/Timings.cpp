@@ -5,8 +5,9 @@
 // random (never zeros). Each kernel runs twice to warm up (GEMM plans,
 // scratch), then 10 times between CUDA events on the compute stream; the
 // median is reported with the rate it implies: TFLOP/s for products (the
-// FLOPs of the products as launched: attention counts full T x T matrices),
-// GB/s for the rest (the fewest bytes the kernel must read and write).
+// FLOPs of the products as launched; attention counts its useful products,
+// half of the T x T matrices with the causal mask), GB/s for the rest (the
+// fewest bytes the kernel must read and write).
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +19,8 @@
 #include "dprt/kernels.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <memory>
 
 namespace dpc::gpucheck {
 
@@ -202,6 +205,78 @@ void normTimings(Context &ctx) {
   }
 }
 
+/// Sets an environment variable for the life of the object.
+class ScopedEnv {
+public:
+  ScopedEnv(const char *name, const char *value) : name_(name) {
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const ScopedEnv &) = delete;
+  ScopedEnv &operator=(const ScopedEnv &) = delete;
+
+private:
+  const char *name_;
+};
+
+/// Fused and materialized attention at the 1.1B model's shape, at 4096
+/// tokens and at head size 128. Rates count the useful products: 2 (forward)
+/// and 5 (backward) matrix products of T x T x hd per sample and head, half
+/// of them with the causal mask (the fused backward computes S and dP twice,
+/// 7 products, the materialized one computes full T x T matrices).
+void attentionTimings(Context &ctx, uint64_t &seed) {
+  struct Shape {
+    int64_t batch, tokens, heads, kvHeads, hd;
+    bool causal;
+    bool materialized; // also time DPRT_ATTENTION=materialized
+  };
+  const Shape shapes[] = {{kB, kT, kH, kKV, kHd, true, true},
+                          {2, 4096, kH, kKV, kHd, true, true},
+                          {kB, kT, kH, kKV, kHd, false, false},
+                          {kB, kT, 16, 4, 128, true, true}};
+  const DType dt = BF16;
+  for (const Shape &s : shapes) {
+    const int64_t rows = s.batch * s.tokens;
+    const int64_t nq = rows * s.heads * s.hd, nk = rows * s.kvHeads * s.hd;
+    DeviceBuffer q(dt, nq, ++seed), k(dt, nk, ++seed), v(dt, nk, ++seed),
+        o(dt, nq, ++seed), lse(F32, s.batch * s.heads * s.tokens, ++seed),
+        dout(dt, nq, ++seed), dq(dt, nq, ++seed), dk(dt, nk, ++seed),
+        dv(dt, nk, ++seed);
+    // lse must be that of q, k: the backward exponentiates S - lse.
+    gpu::attention_forward(ctx.gpu, dt, q.p(), k.p(), v.p(), o.p(), lse.p(),
+                           s.batch, s.tokens, s.heads, s.kvHeads, s.hd,
+                           s.causal);
+    const double unit = double(s.batch) * s.heads * s.tokens * s.tokens *
+                        s.hd * (s.causal ? 0.5 : 1.0);
+    const std::string base = "B" + std::to_string(s.batch) + " T" +
+                             std::to_string(s.tokens) + " H" +
+                             std::to_string(s.heads) + " KV" +
+                             std::to_string(s.kvHeads) + " hd" +
+                             std::to_string(s.hd) +
+                             (s.causal ? " causal" : "");
+    for (bool materialized : {false, true}) {
+      if (materialized && !s.materialized)
+        continue;
+      std::unique_ptr<ScopedEnv> env;
+      if (materialized)
+        env = std::make_unique<ScopedEnv>("DPRT_ATTENTION", "materialized");
+      const std::string shape =
+          base + (materialized ? " materialized" : " fused");
+      timeKernel(ctx, "attention_forward", dt, shape, 4.0 * unit, true, [&] {
+        gpu::attention_forward(ctx.gpu, dt, q.p(), k.p(), v.p(), o.p(),
+                               lse.p(), s.batch, s.tokens, s.heads, s.kvHeads,
+                               s.hd, s.causal);
+      });
+      timeKernel(ctx, "attention_backward", dt, shape, 10.0 * unit, true, [&] {
+        gpu::attention_backward(ctx.gpu, dt, q.p(), k.p(), v.p(), o.p(),
+                                lse.p(), dout.p(), dq.p(), dk.p(), dv.p(),
+                                s.batch, s.tokens, s.heads, s.kvHeads, s.hd,
+                                s.causal);
+      });
+    }
+  }
+}
+
 void layerTimings(Context &ctx) {
   uint64_t seed = ctx.baseSeed + 2000;
   const DType dt = BF16;
@@ -229,24 +304,7 @@ void layerTimings(Context &ctx) {
                                    10000.0);
                });
   }
-  {
-    int64_t nq = kRows * kH * kHd, nk = kRows * kKV * kHd;
-    DeviceBuffer q(dt, nq, ++seed), k(dt, nk, ++seed), v(dt, nk, ++seed),
-        o(dt, nq, ++seed), lse(F32, kB * kH * kT, ++seed), dout(dt, nq, ++seed),
-        dq(dt, nq, ++seed), dk(dt, nk, ++seed), dv(dt, nk, ++seed);
-    double unit = double(kB) * kH * kT * kT * kHd;
-    timeKernel(ctx, "attention_forward", dt, "B8 T1024 H32 KV8 hd64 causal",
-               4.0 * unit, true, [&] {
-                 gpu::attention_forward(ctx.gpu, dt, q.p(), k.p(), v.p(), o.p(),
-                                        lse.p(), kB, kT, kH, kKV, kHd, true);
-               });
-    timeKernel(ctx, "attention_backward", dt, "B8 T1024 H32 KV8 hd64 causal",
-               10.0 * unit, true, [&] {
-                 gpu::attention_backward(
-                     ctx.gpu, dt, q.p(), k.p(), v.p(), o.p(), lse.p(), dout.p(),
-                     dq.p(), dk.p(), dv.p(), kB, kT, kH, kKV, kHd, true);
-               });
-  }
+  attentionTimings(ctx, seed);
   {
     int64_t n = kRows * kFF;
     DeviceBuffer a(dt, n, ++seed), b(dt, n, ++seed), y(dt, n, ++seed),
