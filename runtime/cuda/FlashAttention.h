@@ -422,17 +422,20 @@ DPRT_FLASH_DEVICE void forwardBlock(Ops &ops, const Problem &p, int blockX,
       ops.mma(s[2 * np], qa[kk], bf[0], bf[1]);
       ops.mma(s[2 * np + 1], qa[kk], bf[2], bf[3]);
     }
-    const bool masked = tileNeedsMask(i, j, BM, BN, d.tokens, d.causal);
     DPRT_FLASH_UNROLL
     for (int n = 0; n < BN / 8; ++n)
       DPRT_FLASH_UNROLL
-    for (int e = 0; e < 4; ++e) {
-      float x = s[n][e] * d.scaleLog2;
-      if (masked && !attends(row0 + warp * 16 + accRow(lane, e),
-                             j * BN + n * 8 + accCol(lane, e), d.tokens,
-                             d.causal))
-        x = -INFINITY;
-      s[n][e] = x;
+    for (int e = 0; e < 4; ++e)
+      s[n][e] *= d.scaleLog2;
+    // One branch per tile: most tiles need no mask.
+    if (tileNeedsMask(i, j, BM, BN, d.tokens, d.causal)) {
+      DPRT_FLASH_UNROLL
+      for (int n = 0; n < BN / 8; ++n)
+        DPRT_FLASH_UNROLL
+      for (int e = 0; e < 4; ++e)
+        if (!attends(row0 + warp * 16 + accRow(lane, e),
+                     j * BN + n * 8 + accCol(lane, e), d.tokens, d.causal))
+          s[n][e] = -INFINITY;
     }
 
     // Online softmax: m' = max(m, max S), rescale O and l by exp2(m - m'),
@@ -590,18 +593,25 @@ DPRT_FLASH_DEVICE void queryGradBlock(Ops &ops, const Problem &p, int blockX,
     productABt<HD, BN / 8, LD>(ops, dp, sdO + warp * 16 * LD, sVj, lane);
     // dS = P (dP - D) with P = exp2(S log2(e)/sqrt(hd) - lse2), 0 where
     // masked; kept in s.
-    const bool masked = tileNeedsMask(i, j, BM, BN, d.tokens, d.causal);
     DPRT_FLASH_UNROLL
     for (int n = 0; n < BN / 8; ++n)
       DPRT_FLASH_UNROLL
-    for (int e = 0; e < 4; ++e) {
-      float pr = ops.exp2(s[n][e] * d.scaleLog2 - lse2[e >> 1]);
-      if (masked && !attends(row0 + warp * 16 + accRow(lane, e),
-                             j * BN + n * 8 + accCol(lane, e), d.tokens,
-                             d.causal))
-        pr = 0.0f;
-      s[n][e] = pr * (dp[n][e] - delta[e >> 1]);
+    for (int e = 0; e < 4; ++e)
+      s[n][e] = ops.exp2(s[n][e] * d.scaleLog2 - lse2[e >> 1]);
+    if (tileNeedsMask(i, j, BM, BN, d.tokens, d.causal)) {
+      DPRT_FLASH_UNROLL
+      for (int n = 0; n < BN / 8; ++n)
+        DPRT_FLASH_UNROLL
+      for (int e = 0; e < 4; ++e)
+        if (!attends(row0 + warp * 16 + accRow(lane, e),
+                     j * BN + n * 8 + accCol(lane, e), d.tokens, d.causal))
+          s[n][e] = 0.0f;
     }
+    DPRT_FLASH_UNROLL
+    for (int n = 0; n < BN / 8; ++n)
+      DPRT_FLASH_UNROLL
+    for (int e = 0; e < 4; ++e)
+      s[n][e] *= dp[n][e] - delta[e >> 1];
     // dQ += dS K_j (dS rounded to bf16).
     DPRT_FLASH_UNROLL
     for (int kk = 0; kk < BN / 16; ++kk) {
@@ -685,19 +695,26 @@ DPRT_FLASH_DEVICE void keyValueGradBlock(Ops &ops, const Problem &p, int blockX,
     productABt<HD, BM / 8, LD>(ops, dpt, sV + warp * 16 * LD, sdOi, lane);
     // P^T = exp2(S^T log2(e)/sqrt(hd) - lse2), 0 where masked;
     // dS^T = P^T (dP^T - D). Queries run along the columns.
-    const bool masked = tileNeedsMask(i, j, BM, BN, d.tokens, d.causal);
     DPRT_FLASH_UNROLL
     for (int n = 0; n < BM / 8; ++n)
       DPRT_FLASH_UNROLL
-    for (int e = 0; e < 4; ++e) {
-      const int col = n * 8 + accCol(lane, e);
-      float pr = ops.exp2(st[n][e] * d.scaleLog2 - sLse2[col]);
-      if (masked && !attends(q0 + col, key0 + warp * 16 + accRow(lane, e),
-                             d.tokens, d.causal))
-        pr = 0.0f;
-      st[n][e] = pr;
-      dpt[n][e] = pr * (dpt[n][e] - sDelta[col]);
+    for (int e = 0; e < 4; ++e)
+      st[n][e] = ops.exp2(st[n][e] * d.scaleLog2 -
+                          sLse2[n * 8 + accCol(lane, e)]);
+    if (tileNeedsMask(i, j, BM, BN, d.tokens, d.causal)) {
+      DPRT_FLASH_UNROLL
+      for (int n = 0; n < BM / 8; ++n)
+        DPRT_FLASH_UNROLL
+      for (int e = 0; e < 4; ++e)
+        if (!attends(q0 + n * 8 + accCol(lane, e),
+                     key0 + warp * 16 + accRow(lane, e), d.tokens, d.causal))
+          st[n][e] = 0.0f;
     }
+    DPRT_FLASH_UNROLL
+    for (int n = 0; n < BM / 8; ++n)
+      DPRT_FLASH_UNROLL
+    for (int e = 0; e < 4; ++e)
+      dpt[n][e] = st[n][e] * (dpt[n][e] - sDelta[n * 8 + accCol(lane, e)]);
     // dV += P^T dO_i and dK += dS^T Q_i (P, dS rounded to bf16).
     DPRT_FLASH_UNROLL
     for (int kk = 0; kk < BM / 16; ++kk) {

@@ -48,6 +48,9 @@ struct Context {
 
 void kernelChecks(Context &ctx);
 void capturedStepCheck(Context &ctx);
+/// Fused attention forward and backward inside runCaptured (warm-up,
+/// capture, replay with new inputs) against the CPU backend.
+void capturedAttentionCheck(Context &ctx);
 void timings(Context &ctx);
 
 /// The NCCL checks of rank `rank` (initialized, with an arena of at least

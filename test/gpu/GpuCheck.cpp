@@ -138,6 +138,7 @@ int singleGpu(const Options &o, Report &report) {
   if (o.correctness) {
     kernelChecks(ctx);
     capturedStepCheck(ctx);
+    capturedAttentionCheck(ctx);
   }
   if (o.timing)
     timings(ctx);

@@ -24,6 +24,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 
 namespace dpc::gpucheck {
@@ -1226,6 +1227,110 @@ void capturedStepCheck(Context &ctx) {
       check("master", kMaster, master, 1e-6);
       check("v", kV, v, 1e-6);
       check("sum", kSum, sum, 1e-6);
+    }
+  });
+}
+
+namespace {
+
+// The captured attention step: bf16, fixed arena offsets from 1 MiB on, 100
+// tokens (a partial block), causal, GQA group 2.
+constexpr int64_t kAttB = 1, kAttT = 100, kAttH = 4, kAttKV = 2, kAttHd = 64;
+constexpr int64_t kAttQ = kAttB * kAttT * kAttH * kAttHd;
+constexpr int64_t kAttK = kAttB * kAttT * kAttKV * kAttHd;
+constexpr int64_t kAttL = kAttB * kAttH * kAttT;
+constexpr int64_t kAttSlot = int64_t(1) << 16; // bytes, >= every buffer
+constexpr int64_t kAttBase = int64_t(1) << 20;
+enum AttBuffer { AttQ, AttK, AttV, AttO, AttLse, AttDout, AttDq, AttDk, AttDv };
+constexpr int64_t attOffset(AttBuffer b) { return kAttBase + b * kAttSlot; }
+
+void capturedAttention(dprt::Rank *r) {
+  char *a = dprt::arena(r);
+  auto at = [&](AttBuffer b) { return a + attOffset(b); };
+  gpu::attention_forward(r, BF16, at(AttQ), at(AttK), at(AttV), at(AttO),
+                         at(AttLse), kAttB, kAttT, kAttH, kAttKV, kAttHd, true);
+  gpu::attention_backward(r, BF16, at(AttQ), at(AttK), at(AttV), at(AttO),
+                          at(AttLse), at(AttDout), at(AttDq), at(AttDk),
+                          at(AttDv), kAttB, kAttT, kAttH, kAttKV, kAttHd,
+                          true);
+}
+
+} // namespace
+
+void capturedAttentionCheck(Context &ctx) {
+  if (!ctx.begin("runCaptured.attention", "bf16",
+                 "B1 T100 H4 KV2 hd64 causal, 3 calls"))
+    return;
+  static_assert(kAttQ * 2 <= kAttSlot && kAttL * 4 <= kAttSlot,
+                "the buffers fit their slots");
+  ctx.guarded([&] {
+    const bool fused = gpu::attentionPath(BF16, kAttHd) ==
+                       gpu::AttentionPath::Fused;
+    // Call 1 runs un-captured, call 2 captures and launches, call 3
+    // replays; each with new inputs at the same addresses.
+    for (int call = 1; call <= 3; ++call) {
+      Buffer q(BF16, kAttQ), k(BF16, kAttK), v(BF16, kAttK), o(BF16, kAttQ),
+          lse(F32, kAttL), dout(BF16, kAttQ), dq(BF16, kAttQ),
+          dk(BF16, kAttK), dv(BF16, kAttK);
+      for (Buffer *b : {&q, &k, &v, &dout})
+        b->randn(ctx.rng);
+      for (Buffer *b : {&o, &lse, &dq, &dk, &dv})
+        b->poison();
+      auto put = [&](AttBuffer at, Buffer &b) {
+        gpu::copyToArena(ctx.gpu, attOffset(at), b.h(),
+                         b.size() * dprt::sizeOf(b.type()));
+      };
+      put(AttQ, q);
+      put(AttK, k);
+      put(AttV, v);
+      put(AttDout, dout);
+      put(AttO, o);
+      put(AttLse, lse);
+      put(AttDq, dq);
+      put(AttDk, dk);
+      put(AttDv, dv);
+      gpu::runCaptured(ctx.gpu, 8, capturedAttention);
+      cpu::attention_forward(ctx.cpu, BF16, q.h(), k.h(), v.h(), o.h(),
+                             lse.h(), kAttB, kAttT, kAttH, kAttKV, kAttHd,
+                             true);
+      // The GPU's backward used its own forward outputs; so does the CPU's.
+      cpu::attention_backward(ctx.cpu, BF16, q.h(), k.h(), v.h(), o.h(),
+                              lse.h(), dout.h(), dq.h(), dk.h(), dv.h(), kAttB,
+                              kAttT, kAttH, kAttKV, kAttHd, true);
+      auto check = [&](const char *name, AttBuffer at, Buffer &want,
+                       double tolerance) {
+        std::vector<uint8_t> bytes(size_t(want.size()) *
+                                   size_t(dprt::sizeOf(want.type())));
+        gpu::copyFromArena(ctx.gpu, bytes.data(), attOffset(at),
+                           int64_t(bytes.size()));
+        std::vector<double> got(size_t(want.size()));
+        for (size_t i = 0; i < got.size(); ++i) {
+          if (want.type() == F32) {
+            float f;
+            std::memcpy(&f, bytes.data() + 4 * i, 4);
+            got[i] = f;
+          } else {
+            uint16_t h;
+            std::memcpy(&h, bytes.data() + 2 * i, 2);
+            got[i] = bf16ToFloat(h);
+          }
+        }
+        Row row = compareValues(got, want.hostValues(), tolerance);
+        row.kernel = std::string("runCaptured.attention.") + name;
+        row.dtype = "bf16";
+        row.shape = std::string(fused ? "fused" : "materialized") +
+                    ", call " + std::to_string(call) +
+                    (call == 1   ? " (warm-up)"
+                     : call == 2 ? " (capture)"
+                                 : " (replay)");
+        row.seed = ctx.seed;
+        ctx.report->add(row);
+      };
+      check("o", AttO, o, 2e-2);
+      check("lse", AttLse, lse, 1e-5);
+      check("dq", AttDq, dq, 3e-2);
+      check("dk", AttDk, dk, 3e-2);
+      check("dv", AttDv, dv, 3e-2);
     }
   });
 }
