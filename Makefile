@@ -11,7 +11,9 @@ LLVM_CONFIG ?= llvm-config-22
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-demo: build
+# The demo needs only dpc and the runtime, not the tests.
+demo: configure
+	cmake --build $(BUILD) -j $(JOBS) --target dpc-toolchain
 	scripts/demo.sh $(BUILD)
 
 deps:
