@@ -14,6 +14,9 @@
 #                                training runs, the 1.1B model
 #   scripts/gpu-session.sh two   two GPUs: NCCL checks, the tiny LM on 2 ranks
 #                                against 1 rank, the 1.1B model on 2 GPUs
+#   scripts/gpu-session.sh attention
+#                                two GPUs: attention checks and timings, every
+#                                kernel, the 1.1B model on 1 and on 2 GPUs
 #
 # What comes back is written to $OUT (at most 8 files).
 set -u
@@ -92,8 +95,22 @@ two)
     --metrics "$out/llama-2gpu.jsonl"
   echo "llama-1b-r2 exit $?"
   ;;
+attention)
+  echo "== dpc-gpu-check --filter attention (fused and materialized, timings)"
+  timeout 150 "$run/dpc-gpu-check" --filter attention --timeout 140
+  echo "dpc-gpu-check attention exit $?"
+  echo "== dpc-gpu-check --no-timing (every kernel)"
+  timeout 150 "$run/dpc-gpu-check" --no-timing --timeout 140 | tail -n 4
+  echo "== 1.1B model, one GPU, 3 steps"
+  CUDA_VISIBLE_DEVICES=0 timeout 200 "$run/llama-1b" --data "$work/long.txt" \
+    --steps 3 --metrics "$out/llama-1gpu.jsonl" | tail -n 16
+  echo "== 1.1B model, two GPUs, 3 steps"
+  timeout 200 "$run/llama-1b-r2" --gpus 2 --data "$work/long.txt" --steps 3 \
+    --metrics "$out/llama-2gpu.jsonl" --trace "$out/llama-2gpu-trace.json" |
+    tail -n 16
+  ;;
 *)
-  echo "usage: gpu-session.sh one|two" >&2
+  echo "usage: gpu-session.sh one|two|attention" >&2
   exit 2
   ;;
 esac
