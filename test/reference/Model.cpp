@@ -474,6 +474,9 @@ StepResult Model::dpStep(const Batch &batch, const Vec &mask,
       c[b] *= mask[b];
     }
     r.clippedSum[p] = weightedSum(r.grads[p], c);
+    // An empty batch has no per-sample gradient to give the sum its size.
+    if (batch.size == 0)
+      r.clippedSum[p].assign(params_.at(p).value.size(), 0.0);
     r.clip[p] = std::move(c);
   }
 

@@ -383,4 +383,26 @@ TEST(ReferenceDpStep, ClipsMasksSumsAndStepsAsDefined) {
     });
 }
 
+TEST(ReferenceDpStep, EmptyBatchStepsByWeightDecayOnly) {
+  forEachCase(1, [](Rng &rng) {
+    ref::Model m = ref::mlpClassifier(4, 6, 3);
+    randomize(m, rng, 1.0);
+    ref::Batch empty; // size 0, no rows
+    ref::Recipe recipe;
+    recipe.lr = 0.5;
+    recipe.weightDecay = 0.1;
+    std::map<std::string, Vec> before;
+    for (const std::string &p : m.paramNames())
+      before[p] = m.param(p);
+    ref::StepResult r = m.dpStep(empty, Vec(), recipe);
+    for (const std::string &p : m.trainableParams()) {
+      EXPECT_EQ(r.clippedSum[p], Vec(before[p].size(), 0.0)) << p;
+      Vec want = before[p];
+      for (double &w : want)
+        w -= recipe.lr * recipe.weightDecay * w;
+      EXPECT_CLOSE(m.param(p), want, 1e-15, DType::F64);
+    }
+  });
+}
+
 } // namespace
