@@ -466,10 +466,11 @@ StepResult Model::dpStep(const Batch &batch, const Vec &mask,
     for (int64_t b = 0; b < batch.size; ++b) {
       if (mask[b] == 0)
         continue;
+      const double slack = 1.0 + recipe.normRelErr;
       c[b] = recipe.clip == ClipMode::PerLayer
-                 ? clipFactor(recipe.clip, std::sqrt(r.norm2[p][b]),
+                 ? clipFactor(recipe.clip, std::sqrt(r.norm2[p][b]) * slack,
                               perLayerBound, recipe.gamma)
-                 : clipFactor(recipe.clip, r.norm[b], recipe.maxNorm,
+                 : clipFactor(recipe.clip, r.norm[b] * slack, recipe.maxNorm,
                               recipe.gamma);
       c[b] *= mask[b];
     }
