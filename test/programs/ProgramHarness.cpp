@@ -11,12 +11,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
@@ -111,9 +111,7 @@ private:
           out += '\t';
           break;
         case 'u':
-          // Names here are ASCII; keep the escape as written.
-          out += "\\u";
-          break;
+          fail("\\u escapes are not expected in checkpoint or metrics JSON");
         default:
           out += e;
         }
