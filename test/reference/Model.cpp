@@ -466,14 +466,18 @@ StepResult Model::dpStep(const Batch &batch, const Vec &mask,
     for (int64_t b = 0; b < batch.size; ++b) {
       if (mask[b] == 0)
         continue;
+      const double slack = 1.0 + recipe.normRelErr;
       c[b] = recipe.clip == ClipMode::PerLayer
-                 ? clipFactor(recipe.clip, std::sqrt(r.norm2[p][b]),
+                 ? clipFactor(recipe.clip, std::sqrt(r.norm2[p][b]) * slack,
                               perLayerBound, recipe.gamma)
-                 : clipFactor(recipe.clip, r.norm[b], recipe.maxNorm,
+                 : clipFactor(recipe.clip, r.norm[b] * slack, recipe.maxNorm,
                               recipe.gamma);
       c[b] *= mask[b];
     }
     r.clippedSum[p] = weightedSum(r.grads[p], c);
+    // An empty batch has no per-sample gradient to give the sum its size.
+    if (batch.size == 0)
+      r.clippedSum[p].assign(params_.at(p).value.size(), 0.0);
     r.clip[p] = std::move(c);
   }
 

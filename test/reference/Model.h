@@ -9,6 +9,8 @@
 //   c_{p,b} = min(1, C_l / (||grad_{p,b}|| + 1e-6)), C_l = C / sqrt(L)  (per
 //             layer; L = number of trainable parameters)
 //   c_b = C / (n_b + gamma)                                           (auto)
+// (with n_b scaled by 1 + Recipe::normRelErr when a test asks for a
+// program's rounding slack),
 //   g_p = sum_b mask_b c_{p,b} grad_{p,b},  theta <- optimizer(g / B_exp),
 // noise off. Example (an MLP classifier):
 //
@@ -45,6 +47,11 @@ struct Recipe {
   bool nesterov = false;
   /// The gradient sum is divided by this before the update (gradScale).
   double expectedBatch = 1.0;
+  /// Clip factors are computed from n (1 + normRelErr) instead of n: the
+  /// slack a program adds for the rounding error of its norms
+  /// (docs/clip-planning.md, "Rounding of the norm"). 0 is the textbook
+  /// definition.
+  double normRelErr = 0.0;
 };
 
 /// A physical batch: every input's values for `size` samples back to back.

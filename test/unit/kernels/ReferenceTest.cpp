@@ -383,4 +383,54 @@ TEST(ReferenceDpStep, ClipsMasksSumsAndStepsAsDefined) {
     });
 }
 
+TEST(ReferenceDpStep, ScalesNormsByTheRoundingSlack) {
+  for (ClipMode mode :
+       {ClipMode::Flat, ClipMode::PerLayer, ClipMode::Automatic})
+    forEachCase(1, [&](Rng &rng) {
+      ref::Model m = ref::mlpClassifier(4, 6, 3);
+      randomize(m, rng, 1.0);
+      ref::Batch batch = mlpBatch(rng, 3, 4, 3);
+      ref::Recipe recipe;
+      recipe.clip = mode;
+      recipe.maxNorm = 0.3;
+      recipe.normRelErr = 1e-3;
+      ref::StepResult r = m.dpStep(batch, Vec(3, 1.0), recipe);
+      double bound = mode == ClipMode::PerLayer
+                         ? recipe.maxNorm / std::sqrt(6.0)
+                         : recipe.maxNorm;
+      for (const std::string &p : m.trainableParams())
+        for (int64_t b = 0; b < batch.size; ++b) {
+          double n = (mode == ClipMode::PerLayer ? std::sqrt(r.norm2[p][b])
+                                                 : r.norm[b]) *
+                     (1 + recipe.normRelErr);
+          double want = mode == ClipMode::Automatic
+                            ? bound / (n + recipe.gamma)
+                            : std::min(1.0, bound / (n + 1e-6));
+          EXPECT_DOUBLE_EQ(r.clip[p][b], want);
+        }
+    });
+}
+
+TEST(ReferenceDpStep, EmptyBatchStepsByWeightDecayOnly) {
+  forEachCase(1, [](Rng &rng) {
+    ref::Model m = ref::mlpClassifier(4, 6, 3);
+    randomize(m, rng, 1.0);
+    ref::Batch empty; // size 0, no rows
+    ref::Recipe recipe;
+    recipe.lr = 0.5;
+    recipe.weightDecay = 0.1;
+    std::map<std::string, Vec> before;
+    for (const std::string &p : m.paramNames())
+      before[p] = m.param(p);
+    ref::StepResult r = m.dpStep(empty, Vec(), recipe);
+    for (const std::string &p : m.trainableParams()) {
+      EXPECT_EQ(r.clippedSum[p], Vec(before[p].size(), 0.0)) << p;
+      Vec want = before[p];
+      for (double &w : want)
+        w -= recipe.lr * recipe.weightDecay * w;
+      EXPECT_CLOSE(m.param(p), want, 1e-15, DType::F64);
+    }
+  });
+}
+
 } // namespace

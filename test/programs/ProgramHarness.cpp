@@ -1,0 +1,696 @@
+//===- ProgramHarness.cpp - Compiled training programs vs the reference ---===//
+
+#include "ProgramHarness.h"
+
+#include "ProcessHelpers.h"
+#include "reference/Models.h"
+
+#include "dprt/keys.h"
+#include "dprt/rng.h"
+#include "privacy/Sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+#include <unistd.h>
+
+namespace dpc::programs {
+
+namespace fs = std::filesystem;
+namespace ref = dpc::reference;
+
+namespace {
+
+[[noreturn]] void fail(const std::string &what) {
+  throw std::runtime_error("program harness: " + what);
+}
+
+std::string modelFile(const ProgramId &id) {
+  return std::string(DPC_PROGRAM_MODELS) + "/" + id.model + ".mlir";
+}
+
+//===----------------------------------------------------------------------===//
+// A small JSON reader (safetensors headers, metrics lines)
+//===----------------------------------------------------------------------===//
+
+struct Json {
+  enum Kind { Null, Bool, Number, String, Array, Object } kind = Null;
+  bool boolean = false;
+  double number = 0;
+  std::string text;
+  std::vector<Json> items;
+  std::vector<std::pair<std::string, Json>> fields;
+
+  const Json &at(const std::string &key) const {
+    for (const auto &[k, v] : fields)
+      if (k == key)
+        return v;
+    fail("JSON object has no key '" + key + "'");
+  }
+};
+
+class JsonParser {
+public:
+  explicit JsonParser(const std::string &s) : s_(s) {}
+
+  Json parseDocument() {
+    Json j = parse();
+    skipSpace();
+    if (pos_ != s_.size())
+      fail("trailing characters after JSON value");
+    return j;
+  }
+
+private:
+  void skipSpace() {
+    while (pos_ < s_.size() &&
+           std::isspace(static_cast<unsigned char>(s_[pos_])))
+      ++pos_;
+  }
+  char peek() {
+    skipSpace();
+    if (pos_ >= s_.size())
+      fail("unexpected end of JSON");
+    return s_[pos_];
+  }
+  void expect(char c) {
+    if (peek() != c)
+      fail(std::string("expected '") + c + "' in JSON at " +
+           std::to_string(pos_));
+    ++pos_;
+  }
+  bool literal(const char *word) {
+    size_t n = std::strlen(word);
+    if (s_.compare(pos_, n, word) != 0)
+      return false;
+    pos_ += n;
+    return true;
+  }
+  std::string parseString() {
+    expect('"');
+    std::string out;
+    while (pos_ < s_.size() && s_[pos_] != '"') {
+      char c = s_[pos_++];
+      if (c == '\\') {
+        if (pos_ >= s_.size())
+          fail("bad escape in JSON string");
+        char e = s_[pos_++];
+        switch (e) {
+        case 'n':
+          out += '\n';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'u':
+          fail("\\u escapes are not expected in checkpoint or metrics JSON");
+        default:
+          out += e;
+        }
+      } else {
+        out += c;
+      }
+    }
+    expect('"');
+    return out;
+  }
+  Json parse() {
+    Json j;
+    char c = peek();
+    if (c == '{') {
+      ++pos_;
+      j.kind = Json::Object;
+      if (peek() == '}') {
+        ++pos_;
+        return j;
+      }
+      while (true) {
+        std::string key = parseString();
+        expect(':');
+        j.fields.emplace_back(key, parse());
+        if (peek() == ',') {
+          ++pos_;
+          continue;
+        }
+        expect('}');
+        return j;
+      }
+    }
+    if (c == '[') {
+      ++pos_;
+      j.kind = Json::Array;
+      if (peek() == ']') {
+        ++pos_;
+        return j;
+      }
+      while (true) {
+        j.items.push_back(parse());
+        if (peek() == ',') {
+          ++pos_;
+          continue;
+        }
+        expect(']');
+        return j;
+      }
+    }
+    if (c == '"') {
+      j.kind = Json::String;
+      j.text = parseString();
+      return j;
+    }
+    if (literal("null"))
+      return j;
+    if (literal("true")) {
+      j.kind = Json::Bool;
+      j.boolean = true;
+      return j;
+    }
+    if (literal("false")) {
+      j.kind = Json::Bool;
+      return j;
+    }
+    const char *begin = s_.c_str() + pos_;
+    char *end = nullptr;
+    j.number = std::strtod(begin, &end);
+    if (end == begin)
+      fail("bad JSON value at " + std::to_string(pos_));
+    j.kind = Json::Number;
+    pos_ += end - begin;
+    return j;
+  }
+
+  const std::string &s_;
+  size_t pos_ = 0;
+};
+
+Json parseJson(const std::string &text) {
+  return JsonParser(text).parseDocument();
+}
+
+//===----------------------------------------------------------------------===//
+// Recipe text
+//===----------------------------------------------------------------------===//
+
+/// The text of `dp.recipe @name ... { ... }` in the model file.
+std::string recipeText(const ProgramId &id) {
+  const std::string text = dpctest::readFile(modelFile(id));
+  const std::string head = "dp.recipe @" + id.recipe + " for ";
+  size_t begin = text.find(head);
+  if (begin == std::string::npos)
+    fail(modelFile(id) + " has no recipe @" + id.recipe);
+  size_t end = text.find("\n}", begin);
+  return text.substr(begin, end - begin);
+}
+
+double numberAfter(const std::string &text, const std::string &key) {
+  std::smatch m;
+  std::regex re("\\b" + key + " = ([-+0-9.eE]+)");
+  if (!std::regex_search(text, m, re))
+    fail("recipe has no '" + key + " = <number>': " + text);
+  return std::stod(m[1]);
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Programs
+//===----------------------------------------------------------------------===//
+
+std::string ProgramId::name() const {
+  return model + "." + recipe + ".r" + std::to_string(ranks);
+}
+
+bool ProgramId::isLanguageModel() const {
+  return model.rfind("tinylm", 0) == 0;
+}
+
+bool ProgramId::isF64() const {
+  return model.size() >= 3 && model.compare(model.size() - 3, 3, "f64") == 0;
+}
+
+std::string programPath(const ProgramId &id) {
+  const std::string path = std::string(DPC_PROGRAM_DIR) + "/" + id.name();
+  // ctest compiles every binary afresh (the dpc-programs fixture); a test run
+  // by hand recompiles one older than its model file, dpc or a runtime
+  // archive it links.
+  std::error_code ec;
+  const auto built = fs::last_write_time(path, ec);
+  bool fresh = !ec && fs::exists(path + ".cpp") &&
+               built >= fs::last_write_time(modelFile(id)) &&
+               built >= fs::last_write_time(DPC_COMPILER);
+  std::istringstream linked(dpctest::readFile(DPC_RUNTIME_LINK_ITEMS));
+  for (std::string item; fresh && linked >> item;)
+    if (item.size() > 2 && item.compare(item.size() - 2, 2, ".a") == 0)
+      fresh = built >= fs::last_write_time(item);
+  if (fresh)
+    return path;
+  // Compiled under a private name and renamed, so that tests running at the
+  // same time never see half a binary.
+  fs::create_directories(DPC_PROGRAM_DIR);
+  const std::string tmp = path + ".tmp" + std::to_string(getpid());
+  dpctest::RunResult r = dpctest::runProgram(
+      DPC_COMPILER, {modelFile(id), "--recipe", id.recipe, "--ranks",
+                     std::to_string(id.ranks), "--keep-cpp", "-o", tmp});
+  if (r.status != 0)
+    fail("dpc failed for " + id.name() + ":\n" + r.err);
+  fs::rename(tmp + ".cpp", path + ".cpp");
+  fs::rename(tmp, path);
+  return path;
+}
+
+std::vector<ParamLayout> programLayout(const ProgramId &id) {
+  const std::string cpp = dpctest::readFile(programPath(id) + ".cpp");
+  // describe_param(spec, "name", unit, offsetInUnit, globalIndex, trainable,
+  //                dim0, dim1, dim2, dim3)
+  std::regex re("describe_param\\(\\w+, \"([^\"]+)\", (\\d+), (\\d+), (\\d+), "
+                "(true|false), (\\d+), (\\d+), (\\d+), (\\d+)\\)");
+  std::vector<ParamLayout> layout;
+  for (auto it = std::sregex_iterator(cpp.begin(), cpp.end(), re);
+       it != std::sregex_iterator(); ++it) {
+    const std::smatch &m = *it;
+    ParamLayout p;
+    p.name = m[1];
+    p.globalIndex = std::stoll(m[4]);
+    p.trainable = m[5] == "true";
+    p.numel = 1;
+    for (int d = 6; d <= 9; ++d)
+      if (std::stoll(m[d]) > 0)
+        p.numel *= std::stoll(m[d]);
+    layout.push_back(p);
+  }
+  if (layout.empty())
+    fail("no describe_param in " + programPath(id) + ".cpp");
+  return layout;
+}
+
+double programNormRelErr(const ProgramId &id) {
+  const std::string cpp = dpctest::readFile(programPath(id) + ".cpp");
+  std::regex re("clip_factors\\([^;]*, ([-+0-9.eE]+)\\);");
+  double relErr = -1;
+  for (auto it = std::sregex_iterator(cpp.begin(), cpp.end(), re);
+       it != std::sregex_iterator(); ++it) {
+    const double v = std::stod((*it)[1]);
+    if (relErr >= 0 && v != relErr)
+      fail(id.name() + ": clip_factors calls with different slacks");
+    relErr = v;
+  }
+  if (relErr < 0)
+    fail("no clip_factors call in " + programPath(id) + ".cpp");
+  return relErr;
+}
+
+RecipeValues readRecipe(const ProgramId &id) {
+  const std::string text = recipeText(id);
+  RecipeValues v;
+  std::smatch m;
+  if (!std::regex_search(text, m,
+                         std::regex("#dp\\.clip<(flat|per_layer|automatic),")))
+    fail("recipe @" + id.recipe + " has no clip mode");
+  v.step.clip = m[1] == "flat"        ? dprt::ClipMode::Flat
+                : m[1] == "per_layer" ? dprt::ClipMode::PerLayer
+                                      : dprt::ClipMode::Automatic;
+  v.step.maxNorm = numberAfter(text, "max_norm");
+  if (v.step.clip == dprt::ClipMode::Automatic)
+    v.step.gamma = numberAfter(text, "gamma");
+  v.expectedBatch = static_cast<int64_t>(numberAfter(text, "expected_batch"));
+  v.physicalBatch = static_cast<int64_t>(numberAfter(text, "physical_batch"));
+  if (!std::regex_search(text, m,
+                         std::regex("optimizer = #dp\\.(sgd|momentum|adamw)<"
+                                    "([^>]*)>")))
+    fail("recipe @" + id.recipe + " has no optimizer");
+  const std::string kind = m[1], args = m[2];
+  v.step.lr = numberAfter(args, "lr");
+  v.step.weightDecay = numberAfter(args, "weight_decay");
+  if (kind == "sgd") {
+    v.step.optimizer = dprt::OptimizerKind::SGD;
+  } else if (kind == "momentum") {
+    v.step.optimizer = dprt::OptimizerKind::Momentum;
+    v.step.momentum = numberAfter(args, "momentum");
+    v.step.nesterov = args.find("nesterov = true") != std::string::npos;
+  } else {
+    v.step.optimizer = dprt::OptimizerKind::AdamW;
+    v.step.beta1 = numberAfter(args, "beta1");
+    v.step.beta2 = numberAfter(args, "beta2");
+    v.step.eps = numberAfter(args, "eps");
+  }
+  return v;
+}
+
+std::string runProgram(const ProgramId &id,
+                       const std::vector<std::string> &args) {
+  std::vector<std::string> all = args;
+  all.push_back("--quiet");
+  dpctest::RunResult r = dpctest::runProgram(programPath(id), all);
+  std::string command = id.name();
+  for (const std::string &a : all)
+    command += " " + a;
+  if (r.status != 0)
+    fail(command + " exited with " + std::to_string(r.status) + ":\n" + r.err +
+         r.out);
+  return r.err + r.out;
+}
+
+//===----------------------------------------------------------------------===//
+// Data
+//===----------------------------------------------------------------------===//
+
+Records makeText(std::mt19937_64 &rng, int64_t count, int64_t maxBytes) {
+  Records r;
+  r.text = true;
+  std::uniform_int_distribution<int64_t> length(1, maxBytes);
+  std::uniform_int_distribution<int> byte(' ', '~');
+  for (int64_t i = 0; i < count; ++i) {
+    std::string line(length(rng), ' ');
+    for (char &c : line)
+      c = static_cast<char>(byte(rng));
+    r.lines.push_back(line);
+  }
+  return r;
+}
+
+Records makeClassification(std::mt19937_64 &rng, int64_t count,
+                           int64_t features, int64_t classes, bool f32) {
+  Records r;
+  std::normal_distribution<double> normal;
+  std::uniform_int_distribution<int32_t> label(0, int32_t(classes) - 1);
+  for (int64_t i = 0; i < count; ++i) {
+    Vec x(features);
+    for (double &v : x) {
+      v = normal(rng);
+      if (f32)
+        v = static_cast<float>(v);
+    }
+    r.features.push_back(x);
+    r.labels.push_back(label(rng));
+  }
+  return r;
+}
+
+void writeRecords(const Records &records, const std::string &path) {
+  std::ostringstream os;
+  if (records.text) {
+    for (const std::string &line : records.lines)
+      os << line << "\n";
+  } else {
+    char buf[64];
+    for (int64_t i = 0; i < records.size(); ++i) {
+      for (double v : records.features[i]) {
+        // 17 significant digits give back every double (and so every f32
+        // value) exactly.
+        std::snprintf(buf, sizeof buf, "%.17g,", v);
+        os << buf;
+      }
+      os << records.labels[i] << "\n";
+    }
+  }
+  dpctest::writeFile(path, os.str());
+}
+
+ref::Batch referenceBatch(const Records &records,
+                          const std::vector<int64_t> &indices, int64_t tokens) {
+  ref::Batch b;
+  b.size = static_cast<int64_t>(indices.size());
+  if (records.text) {
+    ref::Tokens &tok = b.tokens["tok"], &tgt = b.tokens["tgt"];
+    for (int64_t index : indices) {
+      std::vector<int32_t> ids;
+      if (index >= 0) {
+        ids.push_back('\n');
+        for (unsigned char c : records.lines[index])
+          ids.push_back(c);
+        ids.push_back('\n');
+      }
+      const int64_t n = ids.empty() ? 0 : int64_t(ids.size()) - 1;
+      if (n > tokens)
+        fail("a record is longer than the model's positions");
+      for (int64_t t = 0; t < tokens; ++t) {
+        tok.push_back(t < n ? ids[t] : 0);
+        tgt.push_back(t < n ? ids[t + 1] : -1);
+      }
+    }
+    return b;
+  }
+  const int64_t features = int64_t(records.features.at(0).size());
+  Vec &x = b.reals["x"];
+  ref::Tokens &label = b.tokens["label"];
+  for (int64_t index : indices) {
+    for (int64_t j = 0; j < features; ++j)
+      x.push_back(index >= 0 ? records.features[index][j] : 0.0);
+    label.push_back(index >= 0 ? records.labels[index] : 0);
+  }
+  return b;
+}
+
+namespace {
+
+/// The run's noise key as the driver derives it from --seed: the ChaCha20
+/// key of NoiseKey::fromSeed packed into StepState::noiseKey, read back by
+/// keys.h (Philox uses its first 64 bits). The sampler uses the same key.
+dprt::NoiseKey runNoiseKey(uint64_t seed) {
+  const dprt::NoiseKey derived = dprt::NoiseKey::fromSeed(seed);
+  dprt::StepState state{};
+  for (int i = 0; i < 4; ++i)
+    state.noiseKey[i] = uint64_t(derived.chachaKey[2 * i]) |
+                        (uint64_t(derived.chachaKey[2 * i + 1]) << 32);
+  return dprt::noiseKeyOf(state);
+}
+
+} // namespace
+
+std::vector<int64_t> logicalBatch(uint64_t seed, int64_t records,
+                                  int64_t expectedBatch, int64_t step) {
+  const double q = static_cast<double>(expectedBatch) / records;
+  return dprt::privacy::PoissonSampler(runNoiseKey(seed), records, q,
+                                       dprt::NoiseGenerator::Philox)
+      .sample(step);
+}
+
+double gradientNoise(uint64_t seed, int64_t step, int64_t index, bool f64) {
+  const dprt::NoiseKey key = runNoiseKey(seed);
+  if (f64)
+    return dprt::gaussianF64(dprt::NoiseGenerator::Philox, key, uint64_t(step),
+                             uint64_t(index), dprt::kGradientNoiseStream);
+  return dprt::gaussianF32(dprt::NoiseGenerator::Philox, key, uint64_t(step),
+                           uint64_t(index), dprt::kGradientNoiseStream);
+}
+
+//===----------------------------------------------------------------------===//
+// Checkpoints and metrics
+//===----------------------------------------------------------------------===//
+
+Tensors readSafetensors(const std::string &path) {
+  const std::string bytes = dpctest::readFile(path);
+  if (bytes.size() < 8)
+    fail(path + " is too short for a safetensors file");
+  uint64_t headerBytes = 0;
+  for (int i = 7; i >= 0; --i)
+    headerBytes = (headerBytes << 8) | static_cast<unsigned char>(bytes[i]);
+  if (8 + headerBytes > bytes.size())
+    fail(path + ": header runs past the end");
+  const Json header = parseJson(bytes.substr(8, headerBytes));
+  const size_t data = 8 + headerBytes;
+  Tensors tensors;
+  for (const auto &[name, info] : header.fields) {
+    if (name == "__metadata__")
+      continue;
+    const std::string dtype = info.at("dtype").text;
+    const Json &offsets = info.at("data_offsets");
+    const size_t begin = size_t(offsets.items.at(0).number);
+    const size_t end = size_t(offsets.items.at(1).number);
+    int64_t numel = 1;
+    for (const Json &d : info.at("shape").items)
+      numel *= int64_t(d.number);
+    const size_t width = dtype == "F64" ? 8 : dtype == "F32" ? 4 : 0;
+    if (width == 0)
+      fail(path + ": tensor '" + name + "' has dtype " + dtype);
+    if (end - begin != numel * width || data + end > bytes.size())
+      fail(path + ": tensor '" + name + "' has bad data offsets");
+    Vec values(numel);
+    for (int64_t i = 0; i < numel; ++i) {
+      const char *p = bytes.data() + data + begin + i * width;
+      if (width == 8) {
+        std::memcpy(&values[i], p, 8);
+      } else {
+        float f;
+        std::memcpy(&f, p, 4);
+        values[i] = f;
+      }
+    }
+    tensors[name] = std::move(values);
+  }
+  return tensors;
+}
+
+std::string latestCheckpoint(const std::string &dir) {
+  std::string name = dpctest::readFile(dir + "/latest");
+  while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back())))
+    name.pop_back();
+  return dir + "/" + name;
+}
+
+std::vector<double> metricLosses(const std::string &path) {
+  std::istringstream lines(dpctest::readFile(path));
+  std::vector<double> losses;
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.empty())
+      continue;
+    const Json &loss = parseJson(line).at("loss");
+    losses.push_back(loss.kind == Json::Number ? loss.number : std::nan(""));
+  }
+  return losses;
+}
+
+//===----------------------------------------------------------------------===//
+// Reference models
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+// The shapes of models/*.mlir.
+constexpr int64_t kMlpFeatures = 6, kMlpHidden = 16, kMlpHidden2 = 12,
+                  kMlpClasses = 4;
+
+ref::TinyLmShape tinyLmShape() {
+  ref::TinyLmShape s;
+  s.vocab = 256;
+  s.tokens = 16;
+  s.width = 32;
+  s.blocks = 2;
+  s.heads = 4;
+  s.kvHeads = 2;
+  s.ffn = 64;
+  s.eps = 1e-5;
+  s.theta = 10000.0;
+  return s;
+}
+
+/// models/mlp-*.mlir: fc1 -> layer_norm -> gelu (erf in f64, tanh in f32)
+/// -> fc2 -> relu -> fc3 -> cross-entropy, every linear with a bias.
+ref::Model mlp(dprt::Activation gelu) {
+  ref::Model m(1);
+  m.realInput("x", kMlpFeatures);
+  m.tokenInput("label");
+  m.linear("fc1.w", "fc1.b", "x", "h", kMlpFeatures, kMlpHidden);
+  m.layerNorm("ln.g", "ln.b", "h", "n", kMlpHidden, 1e-5);
+  m.activation(gelu, "n", "a");
+  m.linear("fc2.w", "fc2.b", "a", "h2", kMlpHidden, kMlpHidden2);
+  m.activation(dprt::Activation::Relu, "h2", "a2");
+  m.linear("fc3.w", "fc3.b", "a2", "logits", kMlpHidden2, kMlpClasses);
+  m.crossEntropy("logits", "label", kMlpClasses);
+  return m;
+}
+
+} // namespace
+
+Records makeRecords(const ProgramId &id, uint64_t seed, int64_t count) {
+  std::mt19937_64 rng(seed);
+  if (id.isLanguageModel())
+    return makeText(rng, count, modelTokens(id) - 1);
+  return makeClassification(rng, count, kMlpFeatures, kMlpClasses,
+                            /*f32=*/!id.isF64());
+}
+
+int64_t modelTokens(const ProgramId &id) {
+  return id.isLanguageModel() ? tinyLmShape().tokens : 1;
+}
+
+ref::Model referenceModel(const ProgramId &id, const Tensors &params) {
+  ref::Model m = id.isLanguageModel()
+                     ? ref::tinyLm(tinyLmShape())
+                     : mlp(id.isF64() ? dprt::Activation::GeluErf
+                                      : dprt::Activation::GeluTanh);
+  if (params.size() != m.paramNames().size())
+    fail(id.name() + ": the checkpoint has " + std::to_string(params.size()) +
+         " tensors, the reference model " +
+         std::to_string(m.paramNames().size()));
+  for (const std::string &name : m.paramNames()) {
+    auto it = params.find(name);
+    if (it == params.end())
+      fail(id.name() + ": the checkpoint has no tensor '" + name + "'");
+    if (it->second.size() != m.param(name).size())
+      fail(id.name() + ": tensor '" + name + "' has " +
+           std::to_string(it->second.size()) + " elements, the reference " +
+           std::to_string(m.param(name).size()));
+    m.param(name) = it->second;
+  }
+  return m;
+}
+
+//===----------------------------------------------------------------------===//
+// Errors and seeds
+//===----------------------------------------------------------------------===//
+
+double relativeError(const Vec &a, const Vec &b) {
+  if (a.size() != b.size())
+    return INFINITY;
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff += (a[i] - b[i]) * (a[i] - b[i]);
+    norm += b[i] * b[i];
+  }
+  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+double relativeErrorBeyond(const Vec &a, const Vec &b, double slack) {
+  if (a.size() != b.size())
+    return INFINITY;
+  const double excess = std::max(0.0, norm(difference(a, b)) - slack);
+  const double scale = norm(b);
+  return scale > 0 ? excess / scale : excess;
+}
+
+double norm(const Vec &a) {
+  double s = 0;
+  for (double v : a)
+    s += v * v;
+  return std::sqrt(s);
+}
+
+double unitRoundoff(const ProgramId &id) {
+  return id.isF64() ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
+}
+
+Vec difference(const Vec &a, const Vec &b) {
+  Vec d(a.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    d[i] = a[i] - b[i];
+  return d;
+}
+
+std::string caseName(const std::string &model, const std::string &recipe) {
+  std::string name;
+  bool upper = true;
+  for (char c : model + "_" + recipe) {
+    if (c == '-' || c == '_') {
+      upper = true;
+      continue;
+    }
+    name += upper ? char(std::toupper(static_cast<unsigned char>(c))) : c;
+    upper = false;
+  }
+  return name;
+}
+
+uint64_t testSeed(uint64_t salt) {
+  uint64_t seed;
+  if (const char *env = std::getenv("DPC_TEST_SEED"))
+    seed = std::strtoull(env, nullptr, 10) + salt;
+  else
+    seed = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
+  std::printf("[seed] %s: %llu (DPC_TEST_SEED=%llu reproduces it)\n",
+              ::testing::UnitTest::GetInstance()->current_test_info()->name(),
+              static_cast<unsigned long long>(seed),
+              static_cast<unsigned long long>(seed - salt));
+  return seed;
+}
+
+} // namespace dpc::programs
