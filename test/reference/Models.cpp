@@ -8,10 +8,10 @@ Model mlpClassifier(int64_t features, int64_t hidden, int64_t classes) {
   Model m(1);
   m.realInput("x", features);
   m.tokenInput("label");
-  m.linear("fc1", "fc1.b", "x", "h", features, hidden);
+  m.linear("fc1.w", "fc1.b", "x", "h", features, hidden);
   m.layerNorm("ln.g", "ln.b", "h", "n", hidden, 1e-5);
   m.activation(dprt::Activation::Relu, "n", "a");
-  m.linear("fc2", "fc2.b", "a", "logits", hidden, classes);
+  m.linear("fc2.w", "fc2.b", "a", "logits", hidden, classes);
   m.crossEntropy("logits", "label", classes);
   return m;
 }

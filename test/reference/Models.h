@@ -14,8 +14,8 @@
 
 namespace dpc::reference {
 
-/// Inputs "x" [features] and "label"; fc1 (+fc1.b) -> layer_norm (ln.g,
-/// ln.b) -> relu -> fc2 (+fc2.b) -> cross-entropy.
+/// Inputs "x" [features] and "label"; fc1.w (+fc1.b) -> layer_norm (ln.g,
+/// ln.b) -> relu -> fc2.w (+fc2.b) -> cross-entropy.
 Model mlpClassifier(int64_t features, int64_t hidden, int64_t classes);
 
 struct TinyLmShape {

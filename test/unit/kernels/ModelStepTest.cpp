@@ -318,14 +318,14 @@ KernelStep mlpStep(DType dt, int64_t features, int64_t hidden, int64_t classes,
   Buffer x(dt, batch.reals.at("x")), maskBuf(acc, mask), n2(acc, Vec(B, 0.0)),
       c(acc, B);
 
-  cpu::linear_forward(r, dt, x.data(), p.w("fc1"), p.w("fc1.b"),
+  cpu::linear_forward(r, dt, x.data(), p.w("fc1.w"), p.w("fc1.b"),
                       val("h", B * H), B, F, H);
   cpu::layer_norm_forward(r, dt, val("h", B * H), p.w("ln.g"), p.w("ln.b"),
                           val("n", B * H), accv("mean", B), accv("rstd", B), B,
                           H, 1e-5);
   cpu::activation_forward(r, dt, Activation::Relu, val("n", B * H),
                           val("a", B * H), B * H);
-  cpu::linear_forward(r, dt, val("a", B * H), p.w("fc2"), p.w("fc2.b"),
+  cpu::linear_forward(r, dt, val("a", B * H), p.w("fc2.w"), p.w("fc2.b"),
                       val("logits", B * C), B, H, C);
   cpu::cross_entropy_forward(r, dt, val("logits", B * C), label,
                              accv("loss", B), accv("lse", B), B, 1, C, false,
@@ -337,7 +337,7 @@ KernelStep mlpStep(DType dt, int64_t features, int64_t hidden, int64_t classes,
   cpu::norm_rank1(r, dt, val("a", B * H), val("dlogits", B * C), n2.data(), B,
                   H, C);
   cpu::norm_bias(r, dt, val("dlogits", B * C), n2.data(), B, 1, C);
-  cpu::linear_backward_input(r, dt, val("dlogits", B * C), p.w("fc2"),
+  cpu::linear_backward_input(r, dt, val("dlogits", B * C), p.w("fc2.w"),
                              val("da", B * H), B, H, C, false);
   cpu::activation_backward(r, dt, Activation::Relu, val("n", B * H),
                            val("da", B * H), val("dn", B * H), B * H, false);
@@ -356,7 +356,7 @@ KernelStep mlpStep(DType dt, int64_t features, int64_t hidden, int64_t classes,
   std::vector<unsigned char> ws(
       dprt::weightGradWorkspaceBytes(dt, B, std::max(H, C)));
   cpu::linear_weight_grad(r, dt, val("a", B * H), val("dlogits", B * C),
-                          c.data(), p.grad("fc2"), B, 1, H, C, ws.data());
+                          c.data(), p.grad("fc2.w"), B, 1, H, C, ws.data());
   cpu::bias_grad(r, dt, val("dlogits", B * C), c.data(), p.grad("fc2.b"), B, 1,
                  C);
   cpu::rows_weighted_sum(r, acc, accv("gg", B * H), c.data(), p.grad("ln.g"), B,
@@ -364,7 +364,7 @@ KernelStep mlpStep(DType dt, int64_t features, int64_t hidden, int64_t classes,
   cpu::rows_weighted_sum(r, acc, accv("gb", B * H), c.data(), p.grad("ln.b"), B,
                          H);
   cpu::linear_weight_grad(r, dt, x.data(), val("dh", B * H), c.data(),
-                          p.grad("fc1"), B, 1, F, H, ws.data());
+                          p.grad("fc1.w"), B, 1, F, H, ws.data());
   cpu::bias_grad(r, dt, val("dh", B * H), c.data(), p.grad("fc1.b"), B, 1, H);
   return {v.values("loss"), n2.values()};
 }
