@@ -96,22 +96,6 @@ std::vector<int64_t> collectDims(const ProgramSpec *spec, const char *function,
   return out;
 }
 
-const char *roleName(InputRole role) {
-  switch (role) {
-  case InputRole::Tokens:
-    return "tokens";
-  case InputRole::NextTokens:
-    return "next_tokens";
-  case InputRole::Features:
-    return "features";
-  case InputRole::Label:
-    return "label";
-  case InputRole::Target:
-    return "target";
-  }
-  return "unknown";
-}
-
 } // namespace
 
 void describe_program(ProgramSpec *spec, const char *model, const char *backend,
@@ -274,14 +258,14 @@ void describe_input(ProgramSpec *spec, const char *name, InputRole role,
                what << " has unknown role " << static_cast<int>(role));
   for (const InputSpec &other : spec->inputs)
     DPRT_REQUIRE(other.role != role, spec, fn,
-                 what << " has role " << roleName(role) << " like input '"
+                 what << " has role " << nameOf(role) << " like input '"
                       << other.name << "'");
   std::vector<int64_t> dims = collectDims(spec, fn, what, {dim0, dim1, dim2});
   switch (role) {
   case InputRole::Tokens:
   case InputRole::NextTokens:
     DPRT_REQUIRE(dims.size() == 1 && dims[0] == spec->tokens, spec, fn,
-                 what << " (" << roleName(role) << ") must have one dimension "
+                 what << " (" << nameOf(role) << ") must have one dimension "
                       << "of " << spec->tokens << " tokens");
     break;
   case InputRole::Label:
@@ -291,7 +275,7 @@ void describe_input(ProgramSpec *spec, const char *name, InputRole role,
   case InputRole::Features:
   case InputRole::Target:
     DPRT_REQUIRE(dims.size() == 1, spec, fn,
-                 what << " (" << roleName(role)
+                 what << " (" << nameOf(role)
                       << ") must have one dimension (the CSV columns)");
     break;
   }

@@ -19,22 +19,6 @@ const InputSpec *findRole(const ProgramSpec &spec, InputRole role) {
   return nullptr;
 }
 
-const char *roleName(InputRole role) {
-  switch (role) {
-  case InputRole::Tokens:
-    return "tokens";
-  case InputRole::NextTokens:
-    return "next_tokens";
-  case InputRole::Features:
-    return "features";
-  case InputRole::Label:
-    return "label";
-  case InputRole::Target:
-    return "target";
-  }
-  return "unknown";
-}
-
 bool endsWith(const std::string &text, const std::string &suffix) {
   return text.size() >= suffix.size() &&
          text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -166,7 +150,7 @@ DataLayout DataLayout::of(const ProgramSpec &spec) {
   }
   std::string roles;
   for (const InputSpec &input : spec.inputs)
-    roles += std::string(roles.empty() ? "" : ", ") + roleName(input.role);
+    roles += std::string(roles.empty() ? "" : ", ") + nameOf(input.role);
   throw UsageError("the program's inputs (" + roles +
                    ") are not a combination the training program can fill: "
                    "it reads tokens + next_tokens (text), features + label or "

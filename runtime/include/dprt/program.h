@@ -39,6 +39,23 @@ enum class InputRole : int32_t {
   Target = 4,
 };
 
+/// The role's name in messages and checkpoints.
+inline const char *nameOf(InputRole role) {
+  switch (role) {
+  case InputRole::Tokens:
+    return "tokens";
+  case InputRole::NextTokens:
+    return "next_tokens";
+  case InputRole::Features:
+    return "features";
+  case InputRole::Label:
+    return "label";
+  case InputRole::Target:
+    return "target";
+  }
+  return "unknown";
+}
+
 struct InputSpec {
   std::string name;
   InputRole role;
