@@ -6,6 +6,7 @@
 #
 #   gpu-run/dpc-gpu-check  gpu-run/{mlp,tinylm,llama-1b}  (1 rank)
 #   gpu-run/{tinylm,llama-1b}-r2                          (2 ranks)
+#   gpu-run/{tinylm,llama-1b}-r4                          (4 ranks)
 #   gpu-run/corpus.txt  gpu-run/blobs.csv
 #
 #   scripts/gpu-session.sh one   one GPU: kernels against the CPU backend and
@@ -17,6 +18,11 @@
 #   scripts/gpu-session.sh attention
 #                                two GPUs: attention checks and timings, every
 #                                kernel, the 1.1B model on 1 and on 2 GPUs
+#   scripts/gpu-session.sh four  four GPUs: NCCL checks on 4, the tiny LM on 4
+#                                ranks against 1, the 1.1B model on 1, 2 and
+#                                4 GPUs, with --trace (exposed communication)
+#                                on 2 and 4, and PyTorch FSDP2 without DP on
+#                                1, 2 and 4 (bench/fsdp2-llama.py)
 #
 # What comes back is written to $OUT (at most 8 files).
 set -u
@@ -27,7 +33,7 @@ mkdir -p "$out"
 source "$root/scripts/gpu-env.sh" || exit 2
 export PYTHONUNBUFFERED=1
 
-mode=${1:?usage: gpu-session.sh one|two}
+mode=${1:?usage: gpu-session.sh one|two|attention|four}
 log=$out/session-$mode.log
 exec > >(tee "$log") 2>&1
 date -u +"%Y-%m-%dT%H:%M:%SZ"
@@ -109,8 +115,59 @@ attention)
     --metrics "$out/llama-2gpu.jsonl" --trace "$out/llama-2gpu-trace.json" |
     tail -n 16
   ;;
+four)
+  nvidia-smi topo -m
+  echo "== dpc-gpu-check --nccl --nccl-ranks 4"
+  timeout 150 "$run/dpc-gpu-check" --nccl --nccl-ranks 4 --timeout 140 |
+    grep -v " ok " | tail -n 40
+  echo "dpc-gpu-check --nccl exit ${PIPESTATUS[0]}"
+
+  echo "== tiny LM: 5 steps without noise on 4 GPUs and on 1"
+  for r in 1 4; do
+    prog=$run/tinylm
+    flags=()
+    [[ $r == 4 ]] && prog=$run/tinylm-r4 && flags=(--gpus 4)
+    rm -rf "$work/lm$r"
+    "$prog" --data "$run/corpus.txt" --steps 5 --sigma 0 --seed 11 \
+      --save "$work/lm$r" --quiet "${flags[@]}" > /dev/null &&
+      cp "$work/lm$r"/step-00000005/params.safetensors "$work/tinylm-gpu$r.st"
+  done
+  python3 "$root/scripts/compare-safetensors.py" "$work/tinylm-gpu4.st" \
+    "$work/tinylm-gpu1.st" --quiet
+
+  # The same machine for every count: GPUs 0..n-1.
+  for n in 1 2 4; do
+    echo "== 1.1B model, $n GPU(s), 5 steps of 256 sequences x 1024 tokens"
+    prog=$run/llama-1b
+    flags=()
+    [[ $n != 1 ]] && prog=$run/llama-1b-r$n && flags=(--gpus $n)
+    CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((n - 1))) timeout 200 "$prog" \
+      "${flags[@]}" --data "$work/long.txt" --steps 5 \
+      --metrics "$out/llama-${n}gpu.jsonl" | tail -n 16
+    echo "llama-1b on $n GPU(s) exit ${PIPESTATUS[0]}"
+  done
+  for n in 2 4; do
+    echo "== 1.1B model, $n GPUs, 3 steps with --trace (exposed communication)"
+    CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((n - 1))) timeout 200 \
+      "$run/llama-1b-r$n" --gpus $n --data "$work/long.txt" --steps 3 \
+      --metrics "$out/llama-${n}gpu-trace.jsonl" \
+      --trace "$work/llama-${n}gpu-trace.json" | tail -n 16
+    echo "llama-1b-r$n --trace exit ${PIPESTATUS[0]}"
+    python3 "$root/scripts/trace-summary.py" "$work/llama-${n}gpu-trace.json"
+  done
+  cp "$work/llama-4gpu-trace.json" "$out/" 2>/dev/null
+
+  echo "== PyTorch FSDP2 without DP (bench/fsdp2-llama.py), 1, 2 and 4 GPUs"
+  for n in 1 2 4; do
+    CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((n - 1))) timeout 200 \
+      torchrun --standalone --nproc_per_node $n "$root/bench/fsdp2-llama.py" \
+      --steps 10 --warmup 3 --json "$work/fsdp2-${n}gpu.json" 2>&1 |
+      grep -v "^W.*OMP_NUM_THREADS\|^\*\*\*" | tail -n 14
+    cat "$work/fsdp2-${n}gpu.json" >> "$out/fsdp2.jsonl" && echo >> "$out/fsdp2.jsonl"
+  done
+  ;;
 *)
-  echo "usage: gpu-session.sh one|two|attention" >&2
+  echo "usage: gpu-session.sh one|two|attention|four" >&2
   exit 2
   ;;
 esac

@@ -52,7 +52,15 @@ std::vector<Event> &threadBuffer() {
 }
 
 const char *trackName(Track track) {
-  return track == Track::Communication ? "communication" : "compute";
+  switch (track) {
+  case Track::Compute:
+    return "compute";
+  case Track::Communication:
+    return "communication";
+  case Track::ExposedCommunication:
+    return "compute waits for communication";
+  }
+  return "unknown";
 }
 
 void writeEscaped(std::FILE *out, const char *text) {

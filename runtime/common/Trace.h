@@ -23,7 +23,14 @@
 namespace dprt::trace {
 
 /// The track of a span: the Chrome trace's thread id within the rank.
-enum class Track : int32_t { Compute = 0, Communication = 1 };
+/// `ExposedCommunication` holds the GPU intervals in which the compute
+/// stream waited for the communication stream (Rank::measureExposedComm),
+/// placed on the host clock.
+enum class Track : int32_t {
+  Compute = 0,
+  Communication = 1,
+  ExposedCommunication = 2
+};
 
 /// Turns recording on for the rest of the process.
 void enable();

@@ -16,11 +16,23 @@
 // synchronous copy) fail; thread-local mode still rejects such calls from
 // the capturing thread itself.
 //
+// Exposed communication. With Rank::measureExposedComm set, every wait of
+// the compute stream for an event (the program's wait_event, the join at the
+// end of a step) is bracketed by two timing events (a WaitProbe): the time
+// between them is how long compute stood still for communication. Inside a
+// capture the events are recorded as external event-record nodes, so that
+// each launch of the graph records them again. The probes are counted in
+// `synchronize`, when they are complete, into Rank::exposedCommSeconds and,
+// with tracing on, into spans of the trace's third track. Probe events are
+// created outside captures only: a step's warm-up run creates as many as its
+// capture will use.
+//
 //===----------------------------------------------------------------------===//
 
 #include "DeviceState.h"
 #include "Gemm.h"
 
+#include "common/Trace.h"
 #include "dprt/backend.h"
 
 #include <algorithm>
@@ -143,6 +155,100 @@ unsigned gridFor(Rank *rank, int64_t items, int threads) {
   return unsigned(std::max<int64_t>(1, std::min(blocks, cap)));
 }
 
+//===----------------------------------------------------------------------===//
+// Exposed-communication probes
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// A free probe; creates one outside captures. Inside a capture the step's
+/// warm-up run must have left enough free probes (prepareCaptureProbes).
+int takeProbe(DeviceState &st) {
+  if (!st.freeProbes.empty()) {
+    int id = st.freeProbes.back();
+    st.freeProbes.pop_back();
+    return id;
+  }
+  if (st.capturingProbes)
+    fail("a step waits more often while captured than in its warm-up run; "
+         "no probe events are left to time the waits");
+  WaitProbe probe;
+  checkCuda(cudaEventCreateWithFlags(&probe.before, cudaEventDefault),
+            "cudaEventCreateWithFlags(probe)");
+  checkCuda(cudaEventCreateWithFlags(&probe.after, cudaEventDefault),
+            "cudaEventCreateWithFlags(probe)");
+  st.probes.push_back(probe);
+  return int(st.probes.size()) - 1;
+}
+
+/// Counts the recorded probes (complete: the caller synchronized) into
+/// rank->exposedCommSeconds and, with tracing on, the trace. A `clock` event
+/// recorded now stands for the host time now, which places the GPU
+/// intervals on the host clock of the other spans.
+void countProbes(Rank *rank, DeviceState &st) {
+  if (st.pendingProbes.empty())
+    return;
+  const bool tracing = trace::enabled();
+  double hostNow = 0;
+  if (tracing) {
+    if (!st.clock)
+      checkCuda(cudaEventCreateWithFlags(&st.clock, cudaEventDefault),
+                "cudaEventCreateWithFlags(clock)");
+    checkCuda(cudaEventRecord(st.clock, st.streams[kComputeStream]),
+              "cudaEventRecord(clock)");
+    checkCuda(cudaEventSynchronize(st.clock), "cudaEventSynchronize(clock)");
+    hostNow = trace::nowMicros();
+  }
+  for (int id : st.pendingProbes) {
+    WaitProbe &probe = st.probes[size_t(id)];
+    float waitMs = 0;
+    checkCuda(cudaEventElapsedTime(&waitMs, probe.before, probe.after),
+              "cudaEventElapsedTime(probe)");
+    rank->exposedCommSeconds += double(waitMs) * 1e-3;
+    // Waits under a microsecond are event overhead, not communication.
+    if (tracing && waitMs >= 1e-3f) {
+      float sinceMs = 0;
+      checkCuda(cudaEventElapsedTime(&sinceMs, probe.before, st.clock),
+                "cudaEventElapsedTime(clock)");
+      const double begin = hostNow - double(sinceMs) * 1e3;
+      trace::record(rank->rank, trace::Track::ExposedCommunication,
+                    "wait_for_communication", begin,
+                    begin + double(waitMs) * 1e3);
+    }
+    if (!probe.captured)
+      st.freeProbes.push_back(id);
+  }
+  st.pendingProbes.clear();
+  for (auto &entry : st.steps)
+    entry.second.probesPending = false;
+}
+
+} // namespace
+
+void streamWait(Rank *rank, DeviceState &st, int32_t stream,
+                cudaEvent_t event) {
+  cudaStream_t s = st.streams[stream];
+  if (!rank->measureExposedComm || stream != kComputeStream) {
+    checkCuda(cudaStreamWaitEvent(s, event, 0), "cudaStreamWaitEvent");
+    return;
+  }
+  const int id = takeProbe(st);
+  WaitProbe &probe = st.probes[size_t(id)];
+  const unsigned flags =
+      st.capturingProbes ? cudaEventRecordExternal : cudaEventRecordDefault;
+  checkCuda(cudaEventRecordWithFlags(probe.before, s, flags),
+            "cudaEventRecordWithFlags(probe)");
+  checkCuda(cudaStreamWaitEvent(s, event, 0), "cudaStreamWaitEvent");
+  checkCuda(cudaEventRecordWithFlags(probe.after, s, flags),
+            "cudaEventRecordWithFlags(probe)");
+  if (st.capturingProbes) {
+    probe.captured = true;
+    st.capturingProbes->push_back(id);
+  } else {
+    st.pendingProbes.push_back(id);
+  }
+}
+
 namespace {
 
 bool envFlag(const char *name, bool fallback) {
@@ -181,20 +287,32 @@ void runForked(Rank *rank, DeviceState &st, void (*step)(Rank *)) {
   step(rank);
   checkCuda(cudaEventRecord(st.joinEvent, st.streams[kCommStream]),
             "cudaEventRecord(join)");
-  checkCuda(cudaStreamWaitEvent(st.streams[kComputeStream], st.joinEvent, 0),
-            "cudaStreamWaitEvent(join)");
+  streamWait(rank, st, kComputeStream, st.joinEvent);
 }
 
 /// Captures `step` into a graph on the compute stream.
 void capture(Rank *rank, DeviceState &st, CapturedStep &slot,
              void (*step)(Rank *)) {
   cudaStream_t compute = st.streams[kComputeStream];
+  if (rank->measureExposedComm) {
+    // The warm-up run's probes become free once counted; the capture takes
+    // them (it may not create events).
+    synchronize(rank);
+    for (int id : slot.probes) { // of a failed earlier capture
+      st.probes[size_t(id)].captured = false;
+      st.freeProbes.push_back(id);
+    }
+    slot.probes.clear();
+  }
   checkCuda(cudaStreamBeginCapture(compute, cudaStreamCaptureModeThreadLocal),
             "cudaStreamBeginCapture");
   cudaGraph_t graph = nullptr;
+  st.capturingProbes = &slot.probes;
   try {
     runForked(rank, st, step);
+    st.capturingProbes = nullptr;
   } catch (...) {
+    st.capturingProbes = nullptr;
     // Leave the stream usable; the graph is invalid anyway.
     cudaStreamEndCapture(compute, &graph);
     if (graph)
@@ -302,6 +420,12 @@ void shutdownRank(Rank *rank) {
   for (cudaEvent_t e : st->events)
     if (e)
       cudaEventDestroy(e);
+  for (const WaitProbe &probe : st->probes) {
+    cudaEventDestroy(probe.before);
+    cudaEventDestroy(probe.after);
+  }
+  if (st->clock)
+    cudaEventDestroy(st->clock);
   cudaEventDestroy(st->forkEvent);
   cudaEventDestroy(st->joinEvent);
   for (cudaStream_t s : st->streams)
@@ -376,6 +500,7 @@ void synchronize(Rank *rank) {
   DeviceState &st = enter(rank);
   for (cudaStream_t s : st.streams)
     checkCuda(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  countProbes(rank, st);
 }
 
 void runCaptured(Rank *rank, int slot, void (*step)(Rank *)) {
@@ -388,9 +513,18 @@ void runCaptured(Rank *rank, int slot, void (*step)(Rank *)) {
   }
   if (!captured.exec)
     capture(rank, st, captured, step);
+  // A second launch would record the graph's probes again before the first
+  // launch's were counted.
+  if (captured.probesPending)
+    synchronize(rank);
   ++captured.calls;
   checkCuda(cudaGraphLaunch(captured.exec, st.streams[kComputeStream]),
             "cudaGraphLaunch");
+  if (!captured.probes.empty()) {
+    st.pendingProbes.insert(st.pendingProbes.end(), captured.probes.begin(),
+                            captured.probes.end());
+    captured.probesPending = true;
+  }
 }
 
 int64_t peakMemoryBytes(Rank *rank) {

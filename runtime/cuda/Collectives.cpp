@@ -74,9 +74,8 @@ void record_event(Rank *rank, int32_t stream, int32_t event) {
 }
 
 void wait_event(Rank *rank, int32_t stream, int32_t event) {
-  checkCuda(
-      cudaStreamWaitEvent(streamOf(rank, stream), eventOf(rank, event), 0),
-      "cudaStreamWaitEvent");
+  streamOf(rank, stream); // checks the index
+  streamWait(rank, deviceState(rank), stream, eventOf(rank, event));
 }
 
 } // namespace dprt::cuda

@@ -63,6 +63,20 @@ struct CapturedStep {
   int calls = 0;
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
+  /// The exposed-communication probes the graph records (indices into
+  /// DeviceState::probes), and whether its last launch is still uncounted.
+  std::vector<int> probes;
+  bool probesPending = false;
+};
+
+/// Two timing events around one wait of the compute stream for the
+/// communication stream (Rank::measureExposedComm): their distance is the
+/// time compute stood still for communication.
+struct WaitProbe {
+  cudaEvent_t before = nullptr;
+  cudaEvent_t after = nullptr;
+  /// Recorded by a captured graph: owned by it, reused at each launch.
+  bool captured = false;
 };
 
 struct DeviceState {
@@ -100,6 +114,16 @@ struct DeviceState {
 
   std::map<int, CapturedStep> steps;
 
+  /// Exposed-communication probes: all of them, those free for reuse (not
+  /// captured), those recorded and not yet counted, and the list the step
+  /// being captured adds its probes to (null outside a capture). `clock` is
+  /// recorded when probes are counted, to place them on the host clock.
+  std::vector<WaitProbe> probes;
+  std::vector<int> freeProbes;
+  std::vector<int> pendingProbes;
+  std::vector<int> *capturingProbes = nullptr;
+  cudaEvent_t clock = nullptr;
+
   /// Bytes allocated through `deviceAlloc` (arena, workspace, scratch).
   int64_t liveBytes = 0;
   int64_t peakBytes = 0;
@@ -116,6 +140,11 @@ cudaStream_t streamOf(Rank *rank, int32_t index);
 inline cudaStream_t computeStream(Rank *rank) {
   return streamOf(rank, kComputeStream);
 }
+
+/// Makes stream `stream` wait for `event`. A wait of the compute stream is
+/// timed with a WaitProbe when the rank measures exposed communication.
+void streamWait(Rank *rank, DeviceState &st, int32_t stream,
+                cudaEvent_t event);
 
 /// cudaMalloc with bookkeeping for peakMemoryBytes.
 void *deviceAlloc(DeviceState &st, size_t bytes, const char *what);

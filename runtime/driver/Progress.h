@@ -3,6 +3,7 @@
 #ifndef DPRT_DRIVER_PROGRESS_H
 #define DPRT_DRIVER_PROGRESS_H
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -20,6 +21,9 @@ struct StepMetrics {
   double stepSeconds = 0;
   double wallSeconds = 0;  ///< since the start of the program
   int64_t memoryBytes = 0; ///< rank 0's peak
+  /// Time compute waited for communication in this step, mean over the
+  /// ranks (Rank::exposedCommSeconds); NaN when not measured (no --trace).
+  double exposedCommSeconds = std::nan("");
 };
 
 /// One JSON object on one line (no newline).

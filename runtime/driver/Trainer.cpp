@@ -342,6 +342,7 @@ struct StepTotals {
   double loss = 0;
   double samples = 0;
   double tokens = 0;
+  double exposedCommSeconds = 0; ///< summed over the ranks
 };
 
 class Trainer {
@@ -424,6 +425,9 @@ private:
 
   // Statistics.
   double trainSeconds_ = 0;
+  /// Communication compute waited for, mean over the ranks, summed over the
+  /// steps (measured with --trace only).
+  double exposedCommSeconds_ = 0;
   int64_t trainedSamples_ = 0;
   int64_t trainedTokens_ = 0;
   int64_t stepsRun_ = 0;
@@ -665,6 +669,9 @@ void Trainer::initRanks() {
     uploadStepState(&rank);
     dp_init(&rank);
     synchronize(&rank);
+    // What compute waits for communication in the steps is part of the
+    // trace.
+    rank.measureExposedComm = !o_.trace.empty();
   });
 }
 
@@ -713,7 +720,8 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
     Rank &rank = slot.rank;
     rank.hostState = state;
     uploadStepState(&rank);
-    double sums[3] = {0, 0, 0}; // loss, samples, tokens
+    rank.exposedCommSeconds = 0;
+    double sums[4] = {0, 0, 0, 0}; // loss, samples, tokens, exposed comm
     for (int64_t m = 0; m < plan.microSteps; ++m) {
       const privacy::PhysicalBatchPlan::Slice part = plan.slice(m, rank.rank);
       {
@@ -756,9 +764,10 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
       runCaptured(&rank, kApplySlot, dp_apply);
     }
     synchronize(&rank);
-    rank.comm->allReduceHost(sums, 3);
+    sums[3] = rank.exposedCommSeconds;
+    rank.comm->allReduceHost(sums, 4);
     if (i == 0) {
-      totals = StepTotals{sums[0], sums[1], sums[2]};
+      totals = StepTotals{sums[0], sums[1], sums[2], sums[3]};
       peak = peakMemoryBytes(&rank);
     }
   });
@@ -785,6 +794,11 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
   metrics.stepSeconds = seconds;
   metrics.wallSeconds = secondsSince(start_);
   metrics.memoryBytes = peak;
+  metrics.exposedCommSeconds = std::nan("");
+  if (!o_.trace.empty()) {
+    metrics.exposedCommSeconds = totals.exposedCommSeconds / launch_.world;
+    exposedCommSeconds_ += metrics.exposedCommSeconds;
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -1181,6 +1195,14 @@ void Trainer::report(bool stoppedByBudget) const {
     os << line;
   }
   os << "; arena " << formatBytes(spec_.arenaBytes) << "\n";
+  if (!o_.trace.empty() && launch_.world > 1) {
+    std::snprintf(line, sizeof(line),
+                  "  exposed comm      %.3f s (%.1f %% of the training time): "
+                  "compute waiting for communication, mean over ranks\n",
+                  exposedCommSeconds_,
+                  seconds > 0 ? 100.0 * exposedCommSeconds_ / seconds : 0.0);
+    os << line;
+  }
   privacy::printPrivacyReport(os, privacy);
   os << "  noise source      sigma " << sigmaSource_ << "\n";
   if (!noiseKeySource_.empty())

@@ -452,6 +452,44 @@ TEST_F(TrainingProgram, TraceIsAChromeTraceOfBothTracks) {
   EXPECT_GE(gathers, 2 * 2 * 3);
 }
 
+TEST_F(TrainingProgram, TraceMeasuresTheCommunicationComputeWaitsFor) {
+  // Without --trace nothing is measured: the key is absent.
+  ASSERT_EQ(train(kClassifier2, {"--data", csv_, "--steps", "2", "--metrics",
+                                 dir_ / "plain.jsonl"})
+                .status,
+            0);
+  for (const JsonValue &line : readJsonLines(dir_ / "plain.jsonl"))
+    EXPECT_EQ(line.find("exposed_comm_s"), nullptr);
+
+  RunResult r = train(kClassifier2, {"--data", csv_, "--steps", "3", "--trace",
+                                     dir_ / "trace.json", "--metrics",
+                                     dir_ / "m.jsonl"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto lines = readJsonLines(dir_ / "m.jsonl");
+  ASSERT_EQ(lines.size(), 3u);
+  for (const JsonValue &line : lines) {
+    // On the CPU every collective blocks: each step waits for its
+    // all-gathers and reduce-scatters, within the step's time.
+    double exposed = line.at("exposed_comm_s").number();
+    EXPECT_GT(exposed, 0);
+    EXPECT_LT(exposed, line.at("step_time_s").number());
+  }
+  EXPECT_NE(r.out.find("exposed comm      "), std::string::npos) << r.out;
+  // The trace holds the same waits on each rank's third track.
+  JsonValue trace = JsonValue::parse(readFile(dir_ / "trace.json"));
+  double waited = 0;
+  for (const JsonValue &e : trace.at("traceEvents").array())
+    if (e.at("ph").string() == "X" &&
+        e.at("name").string() == "wait_for_communication") {
+      EXPECT_EQ(e.at("tid").integer(), 2);
+      waited += e.at("dur").number() * 1e-6;
+    }
+  double measured = 0;
+  for (const JsonValue &line : lines)
+    measured += line.at("exposed_comm_s").number() * 2; // mean of 2 ranks
+  EXPECT_NEAR(waited, measured, 1e-3 * measured + 1e-5);
+}
+
 TEST_F(TrainingProgram, AFailingRankStopsEveryRank) {
   // The other rank waits in a collective for the failed one: it must be
   // woken, and the program must report the root cause, not hang.

@@ -4,8 +4,9 @@
 //                 [--device D] [--timeout S]
 //       every CUDA kernel against the CPU backend's on random inputs, the
 //       captured-step check, then kernel timings at the 1.1B Llama sizes;
-//   dpc-gpu-check --nccl [--no-timing]
-//       the NCCL checks on 2 GPUs of this process (one thread each);
+//   dpc-gpu-check --nccl [--nccl-ranks N] [--no-timing]
+//       the NCCL checks on N GPUs (default 2) of this process, one thread
+//       each;
 //   dpc-gpu-check --nccl-env [--no-timing]
 //       the NCCL checks as one rank of a job whose processes were started
 //       with RANK/WORLD_SIZE/LOCAL_RANK (or mpirun, srun) and NCCL_COMM_ID.
@@ -43,6 +44,7 @@ struct Options {
   bool timing = true;
   bool nccl = false;
   bool ncclEnv = false;
+  int ncclRanks = 2;
   int device = 0;
   double timeout = 540;
 };
@@ -51,8 +53,8 @@ struct Options {
   std::fprintf(stderr,
                "dpc-gpu-check: %s\n"
                "usage: dpc-gpu-check [--seed N] [--filter NAME] [--no-timing] "
-               "[--only-timing] [--device D] [--timeout S] [--nccl | "
-               "--nccl-env]\n",
+               "[--only-timing] [--device D] [--timeout S] [--nccl "
+               "[--nccl-ranks N] | --nccl-env]\n",
                message);
   std::exit(2);
 }
@@ -81,6 +83,10 @@ Options parse(int argc, char **argv) {
       o.timeout = std::atof(next());
     } else if (a == "--nccl") {
       o.nccl = true;
+    } else if (a == "--nccl-ranks") {
+      o.ncclRanks = std::atoi(next());
+      if (o.ncclRanks < 2)
+        usage("--nccl-ranks needs at least 2");
     } else if (a == "--nccl-env") {
       o.ncclEnv = true;
     } else {
@@ -149,7 +155,7 @@ int singleGpu(const Options &o, Report &report) {
 }
 
 int ncclThreads(const Options &o, Report &report) {
-  const int world = 2;
+  const int world = o.ncclRanks;
   int count = gpu::availableDevices();
   if (count < world) {
     std::fprintf(stderr, "dpc-gpu-check --nccl: needs %d GPUs, %d visible\n",

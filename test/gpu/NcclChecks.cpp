@@ -18,6 +18,7 @@
 #include "dprt/kernels.h"
 
 #include <algorithm>
+#include <chrono>
 #include <tuple>
 
 namespace dpc::gpucheck {
@@ -118,11 +119,21 @@ void capturedCheck(dprt::Rank *rank, Report &report) {
       c(kStepShard, 0.0f), d(kStepShard, 0.0f), got(kStepShard);
   gpu::copyToArena(rank, kC, zeros.data(), int64_t(bytes));
   gpu::copyToArena(rank, kD, zeros.data(), int64_t(bytes));
+  // The exposed-communication probes (the driver's --trace) must change
+  // nothing, and must see the compute stream wait: here it has nothing to
+  // do but wait for the collectives.
+  rank->measureExposedComm = true;
   for (int call = 1; call <= 4; ++call) {
     for (int64_t i = 0; i < kStepShard; ++i)
       shard[i] = float(value(r, i, 10 + call));
     gpu::copyToArena(rank, kA, shard.data(), int64_t(bytes));
+    rank->exposedCommSeconds = 0;
+    const auto begin = std::chrono::steady_clock::now();
     gpu::runCaptured(rank, 3, ncclStep);
+    gpu::synchronize(rank);
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
+            .count();
     // Every rank gathers the same B; slice r of it is rank r's shard, so
     // the reduce-scatter adds w times this rank's shard.
     for (int64_t i = 0; i < kStepShard; ++i) {
@@ -141,7 +152,14 @@ void capturedCheck(dprt::Rank *rank, Report &report) {
              compareValues(std::vector<double>(got.begin(), got.end()),
                            std::vector<double>(want->begin(), want->end()), 0));
     }
+    Row exposed;
+    exposed.pass =
+        rank->exposedCommSeconds > 0 && rank->exposedCommSeconds <= wall;
+    exposed.note = "waited " + std::to_string(rank->exposedCommSeconds * 1e6) +
+                   " us of " + std::to_string(wall * 1e6) + " us";
+    addRow(report, rank, "nccl.exposedComm", "-", shape, exposed);
   }
+  rank->measureExposedComm = false;
 }
 
 /// Median microseconds of `launch` on the communication stream.

@@ -66,6 +66,15 @@ struct Rank {
   StepState hostState{};
   Communicator *comm = nullptr;
   BackendState *backend = nullptr;
+  /// Communication that compute waited for ("exposed"), measured by the
+  /// backend while `measureExposedComm` is set (the driver sets it with
+  /// `--trace`) and added to `exposedCommSeconds` when the backend learns it:
+  /// on the CPU each collective blocks the rank's thread, so its whole
+  /// duration counts; on CUDA, each wait of the compute stream for an event
+  /// of the communication stream is timed with a pair of GPU events and
+  /// counted at the next `synchronize`. The driver reads and resets it.
+  bool measureExposedComm = false;
+  double exposedCommSeconds = 0;
 };
 
 /// Base address of the rank's arena, for the emitted code.
