@@ -118,9 +118,14 @@ attention)
 four)
   nvidia-smi topo -m
   echo "== dpc-gpu-check --nccl --nccl-ranks 4"
-  timeout 150 "$run/dpc-gpu-check" --nccl --nccl-ranks 4 --timeout 140 |
-    grep -v " ok " | tail -n 40
+  # OUT unset: every row to stdout (not a table file under $OUT).
+  OUT= timeout 150 "$run/dpc-gpu-check" --nccl --nccl-ranks 4 --timeout 140 |
+    grep -E "exposedComm|FAIL|checks, |GB/s" 
   echo "dpc-gpu-check --nccl exit ${PIPESTATUS[0]}"
+  echo "== dpc-gpu-check --launch 4 (one process per GPU, NCCL_COMM_ID)"
+  OUT=$work DPC_GPU_CHECK=$run/dpc-gpu-check timeout 120 \
+    "$root/scripts/gpu-check.sh" --launch 4 --no-timing --timeout 100 2>&1 |
+    grep -E "^=== rank|checks, |FAIL"
 
   echo "== tiny LM: 5 steps without noise on 4 GPUs and on 1"
   for r in 1 4; do
@@ -148,12 +153,15 @@ four)
   done
   for n in 2 4; do
     echo "== 1.1B model, $n GPUs, 3 steps with --trace (exposed communication)"
+    metrics=$work/llama-${n}gpu-trace.jsonl
+    [[ $n == 4 ]] && metrics=$out/llama-4gpu-trace.jsonl
     CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((n - 1))) timeout 200 \
       "$run/llama-1b-r$n" --gpus $n --data "$work/long.txt" --steps 3 \
-      --metrics "$out/llama-${n}gpu-trace.jsonl" \
+      --metrics "$metrics" \
       --trace "$work/llama-${n}gpu-trace.json" | tail -n 16
     echo "llama-1b-r$n --trace exit ${PIPESTATUS[0]}"
     python3 "$root/scripts/trace-summary.py" "$work/llama-${n}gpu-trace.json"
+    cat "$metrics"
   done
   cp "$work/llama-4gpu-trace.json" "$out/" 2>/dev/null
 
@@ -163,7 +171,8 @@ four)
       torchrun --standalone --nproc_per_node $n "$root/bench/fsdp2-llama.py" \
       --steps 10 --warmup 3 --json "$work/fsdp2-${n}gpu.json" 2>&1 |
       grep -v "^W.*OMP_NUM_THREADS\|^\*\*\*" | tail -n 14
-    cat "$work/fsdp2-${n}gpu.json" >> "$out/fsdp2.jsonl" && echo >> "$out/fsdp2.jsonl"
+    python3 -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))))' \
+      "$work/fsdp2-${n}gpu.json" >> "$out/fsdp2.jsonl"
   done
   ;;
 *)
