@@ -55,6 +55,25 @@ one_step() {
       "$out/$name.safetensors" && echo "$name: saved"
 }
 
+# The tiny LM, 5 steps without noise from seed 11, on N GPUs (tinylm-rN)
+# and on 1; compares the parameters. They are kept in DIR.
+tinylm_against_one_gpu() {
+  local n=$1 dir=$2 r prog flags
+  echo "== tiny LM: 5 steps without noise on $n GPUs and on 1"
+  for r in 1 "$n"; do
+    prog=$run/tinylm
+    flags=()
+    [[ $r != 1 ]] && prog=$run/tinylm-r$r && flags=(--gpus "$r")
+    rm -rf "$work/lm$r"
+    "$prog" --data "$run/corpus.txt" --steps 5 --sigma 0 --seed 11 \
+      --save "$work/lm$r" --quiet "${flags[@]}" > /dev/null &&
+      cp "$work/lm$r"/step-00000005/params.safetensors \
+        "$dir/tinylm-gpu$r.safetensors"
+  done
+  python3 "$root/scripts/compare-safetensors.py" \
+    "$dir/tinylm-gpu$n.safetensors" "$dir/tinylm-gpu1.safetensors" --quiet
+}
+
 case $mode in
 one)
   echo "== dpc-gpu-check (kernels against the CPU backend, timings)"
@@ -83,18 +102,7 @@ two)
   DPC_GPU_CHECK=$run/dpc-gpu-check timeout 120 "$root/scripts/gpu-check.sh" \
     --launch 2 --no-timing --timeout 100 2>&1 | tail -n 12
 
-  echo "== tiny LM: 5 steps without noise on 2 GPUs and on 1"
-  for r in 1 2; do
-    prog=$run/tinylm
-    flags=()
-    [[ $r == 2 ]] && prog=$run/tinylm-r2 && flags=(--gpus 2)
-    rm -rf "$work/lm$r"
-    "$prog" --data "$run/corpus.txt" --steps 5 --sigma 0 --seed 11 \
-      --save "$work/lm$r" --quiet "${flags[@]}" > /dev/null &&
-      cp "$work/lm$r"/step-00000005/params.safetensors "$out/tinylm-gpu$r.safetensors"
-  done
-  python3 "$root/scripts/compare-safetensors.py" "$out/tinylm-gpu2.safetensors" \
-    "$out/tinylm-gpu1.safetensors" --quiet
+  tinylm_against_one_gpu 2 "$out"
 
   echo "== 1.1B model, two GPUs, 3 steps of 256 sequences x 1024 tokens"
   timeout 300 "$run/llama-1b-r2" --gpus 2 --data "$work/long.txt" --steps 3 \
@@ -127,18 +135,7 @@ four)
     "$root/scripts/gpu-check.sh" --launch 4 --no-timing --timeout 100 2>&1 |
     grep -E "^=== rank|checks, |FAIL"
 
-  echo "== tiny LM: 5 steps without noise on 4 GPUs and on 1"
-  for r in 1 4; do
-    prog=$run/tinylm
-    flags=()
-    [[ $r == 4 ]] && prog=$run/tinylm-r4 && flags=(--gpus 4)
-    rm -rf "$work/lm$r"
-    "$prog" --data "$run/corpus.txt" --steps 5 --sigma 0 --seed 11 \
-      --save "$work/lm$r" --quiet "${flags[@]}" > /dev/null &&
-      cp "$work/lm$r"/step-00000005/params.safetensors "$work/tinylm-gpu$r.st"
-  done
-  python3 "$root/scripts/compare-safetensors.py" "$work/tinylm-gpu4.st" \
-    "$work/tinylm-gpu1.st" --quiet
+  tinylm_against_one_gpu 4 "$work"
 
   # The same machine for every count: GPUs 0..n-1.
   for n in 1 2 4; do
