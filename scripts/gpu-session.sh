@@ -23,6 +23,10 @@
 #                                4 GPUs, with --trace (exposed communication)
 #                                on 2 and 4, and PyTorch FSDP2 without DP on
 #                                1, 2 and 4 (bench/fsdp2-llama.py)
+#   scripts/gpu-session.sh channels
+#                                four GPUs: the 1.1B model on 2 and 4 GPUs
+#                                with --trace under NCCL_MAX_NCHANNELS 2 to 32
+#                                (do fewer SMs for NCCL speed compute up?)
 #
 # What comes back is written to $OUT (at most 8 files).
 set -u
@@ -33,7 +37,7 @@ mkdir -p "$out"
 source "$root/scripts/gpu-env.sh" || exit 2
 export PYTHONUNBUFFERED=1
 
-mode=${1:?usage: gpu-session.sh one|two|attention|four}
+mode=${1:?usage: gpu-session.sh one|two|attention|four|channels}
 log=$out/session-$mode.log
 exec > >(tee "$log") 2>&1
 date -u +"%Y-%m-%dT%H:%M:%SZ"
@@ -172,8 +176,30 @@ four)
       "$work/fsdp2-${n}gpu.json" >> "$out/fsdp2.jsonl"
   done
   ;;
+channels)
+  for n in 2 4; do
+    for ch in default 2 4 8 16 32; do
+      unset NCCL_MAX_NCHANNELS
+      [[ $ch != default ]] && export NCCL_MAX_NCHANNELS=$ch
+      echo "== 1.1B model, $n GPUs, NCCL_MAX_NCHANNELS $ch, 4 steps, --trace"
+      CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((n - 1))) timeout 120 \
+        "$run/llama-1b-r$n" --gpus $n --data "$work/long.txt" --steps 4 \
+        --quiet --metrics "$work/m.jsonl" --trace "$work/t.json" |
+        grep -E "throughput|exposed comm"
+      # Steps 2 to 4: without the captures of step 1.
+      python3 -c 'import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])][1:]
+t = sum(r["step_time_s"] for r in rows)
+print("steady: %.0f tokens/s, %.1f ms per micro-step, exposed %.1f %%" % (
+    sum(r["tokens"] for r in rows) / t,
+    1e3 * t / sum(r["micro_steps"] for r in rows),
+    100 * sum(r["exposed_comm_s"] for r in rows) / t))' "$work/m.jsonl"
+    done
+  done
+  unset NCCL_MAX_NCHANNELS
+  ;;
 *)
-  echo "usage: gpu-session.sh one|two|attention|four" >&2
+  echo "usage: gpu-session.sh one|two|attention|four|channels" >&2
   exit 2
   ;;
 esac
