@@ -53,6 +53,12 @@ void capturedStepCheck(Context &ctx);
 void capturedAttentionCheck(Context &ctx);
 void timings(Context &ctx);
 
+/// Median microseconds of `launch` on stream `stream` of a CUDA rank (0
+/// compute, 1 communication): `warmups` untimed calls, then 10 timed with
+/// CUDA events.
+double medianMicrosOnStream(dprt::Rank *rank, int32_t stream, int warmups,
+                            const std::function<void()> &launch);
+
 /// The NCCL checks of rank `rank` (initialized, with an arena of at least
 /// ncclArenaBytes and its communicator); `timing` adds bandwidth rows.
 void ncclChecks(dprt::Rank *rank, Report &report, bool timing);

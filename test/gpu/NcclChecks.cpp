@@ -162,30 +162,6 @@ void capturedCheck(dprt::Rank *rank, Report &report) {
   rank->measureExposedComm = false;
 }
 
-/// Median microseconds of `launch` on the communication stream.
-double medianOnStream(dprt::Rank *rank, const std::function<void()> &launch) {
-  launch();
-  gpu::synchronize(rank);
-  cudaStream_t stream = gpu::streamOf(rank, 1);
-  cudaEvent_t start, stop;
-  cudaCheck(cudaEventCreate(&start), "cudaEventCreate");
-  cudaCheck(cudaEventCreate(&stop), "cudaEventCreate");
-  std::vector<float> times;
-  for (int rep = 0; rep < 10; ++rep) {
-    cudaCheck(cudaEventRecord(start, stream), "cudaEventRecord");
-    launch();
-    cudaCheck(cudaEventRecord(stop, stream), "cudaEventRecord");
-    cudaCheck(cudaEventSynchronize(stop), "cudaEventSynchronize");
-    float ms = 0;
-    cudaCheck(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-    times.push_back(ms);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(times.begin(), times.end());
-  return 1000.0 * double(times[times.size() / 2]);
-}
-
 void ncclTimings(dprt::Rank *rank, Report &report) {
   int w = rank->world;
   // A 64 MiB bf16 shard (the 1.1B model over 2 ranks is ~1.1 GB a rank).
@@ -202,15 +178,15 @@ void ncclTimings(dprt::Rank *rank, Report &report) {
   t.kernel = "nccl.all_gather";
   t.dtype = "bf16";
   t.shape = "shard 32M" + who;
-  t.microseconds = medianOnStream(
-      rank, [&] { gpu::all_gather(rank, BF16, a, b, shard, 1); });
+  t.microseconds = medianMicrosOnStream(
+      rank, 1, 1, [&] { gpu::all_gather(rank, BF16, a, b, shard, 1); });
   t.rate = double(shard) * 2 * w / (t.microseconds * 1e3);
   t.unit = "GB/s (gathered bytes)";
   report.addTiming(t);
   t.kernel = "nccl.reduce_scatter";
   t.dtype = "f32";
-  t.microseconds = medianOnStream(
-      rank, [&] { gpu::reduce_scatter(rank, F32, b, a, shard, false, 1); });
+  t.microseconds = medianMicrosOnStream(
+      rank, 1, 1, [&] { gpu::reduce_scatter(rank, F32, b, a, shard, false, 1); });
   t.rate = double(shard) * 4 * w / (t.microseconds * 1e3);
   t.unit = "GB/s (reduced bytes)";
   report.addTiming(t);

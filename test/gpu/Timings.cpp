@@ -70,31 +70,6 @@ private:
   int32_t *p_ = nullptr;
 };
 
-/// Median microseconds of `launch` on the rank's compute stream.
-double medianMicros(Context &ctx, const std::function<void()> &launch) {
-  launch();
-  launch();
-  gpu::synchronize(ctx.gpu);
-  cudaStream_t stream = gpu::computeStream(ctx.gpu);
-  cudaEvent_t start, stop;
-  cudaCheck(cudaEventCreate(&start), "cudaEventCreate");
-  cudaCheck(cudaEventCreate(&stop), "cudaEventCreate");
-  std::vector<float> times;
-  for (int rep = 0; rep < 10; ++rep) {
-    cudaCheck(cudaEventRecord(start, stream), "cudaEventRecord");
-    launch();
-    cudaCheck(cudaEventRecord(stop, stream), "cudaEventRecord");
-    cudaCheck(cudaEventSynchronize(stop), "cudaEventSynchronize");
-    float ms = 0;
-    cudaCheck(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-    times.push_back(ms);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(times.begin(), times.end());
-  return 1000.0 * double(times[times.size() / 2]);
-}
-
 /// Times `launch` and adds a row; `work` is FLOPs when `flops`, else bytes.
 void timeKernel(Context &ctx, const std::string &kernel, DType dt,
                 const std::string &shape, double work, bool flops,
@@ -102,7 +77,7 @@ void timeKernel(Context &ctx, const std::string &kernel, DType dt,
   if (!ctx.begin(kernel, dprt::nameOf(dt), shape))
     return;
   try {
-    double us = medianMicros(ctx, launch);
+    double us = medianMicrosOnStream(ctx.gpu, 0, 2, launch);
     Timing t;
     t.kernel = kernel;
     t.dtype = dprt::nameOf(dt);
@@ -403,6 +378,31 @@ void timings(Context &ctx) {
   normTimings(ctx);
   layerTimings(ctx);
   lossAndParameterTimings(ctx);
+}
+
+double medianMicrosOnStream(dprt::Rank *rank, int32_t stream, int warmups,
+                            const std::function<void()> &launch) {
+  for (int i = 0; i < warmups; ++i)
+    launch();
+  gpu::synchronize(rank);
+  cudaStream_t s = gpu::streamOf(rank, stream);
+  cudaEvent_t start, stop;
+  cudaCheck(cudaEventCreate(&start), "cudaEventCreate");
+  cudaCheck(cudaEventCreate(&stop), "cudaEventCreate");
+  std::vector<float> times;
+  for (int rep = 0; rep < 10; ++rep) {
+    cudaCheck(cudaEventRecord(start, s), "cudaEventRecord");
+    launch();
+    cudaCheck(cudaEventRecord(stop, s), "cudaEventRecord");
+    cudaCheck(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float ms = 0;
+    cudaCheck(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    times.push_back(ms);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(times.begin(), times.end());
+  return 1000.0 * double(times[times.size() / 2]);
 }
 
 } // namespace dpc::gpucheck
