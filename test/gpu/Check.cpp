@@ -207,6 +207,13 @@ int Report::print() {
   return failed;
 }
 
+std::string capturedCallLabel(int call) {
+  return "call " + std::to_string(call) +
+         (call == 1   ? " (warm-up)"
+          : call == 2 ? " (capture)"
+                      : " (replay)");
+}
+
 Row compareValues(const std::vector<double> &gpu,
                   const std::vector<double> &cpu, double tol) {
   Row row;

@@ -135,6 +135,10 @@ private:
 
 /// Compares a GPU output with the CPU's: max |g - c| and ||g - c|| / ||c||;
 /// a NaN or infinity where the CPU has a finite value fails; NaN == NaN.
+/// "call N (warm-up)", "(capture)" or "(replay)": what runCaptured does on
+/// its Nth call of a step function (docs/cuda-backend.md).
+std::string capturedCallLabel(int call);
+
 Row compareValues(const std::vector<double> &gpu,
                   const std::vector<double> &cpu, double tol);
 

@@ -1217,10 +1217,7 @@ void capturedStepCheck(Context &ctx) {
                                 tolerance);
         row.kernel = "runCaptured." + std::string(name);
         row.dtype = "f32";
-        row.shape = "call " + std::to_string(call) +
-                    (call == 1   ? " (warm-up)"
-                     : call == 2 ? " (capture)"
-                                 : " (replay)");
+        row.shape = capturedCallLabel(call);
         row.seed = ctx.seed;
         ctx.report->add(row);
       };
@@ -1319,10 +1316,7 @@ void capturedAttentionCheck(Context &ctx) {
         row.kernel = std::string("runCaptured.attention.") + name;
         row.dtype = "bf16";
         row.shape = std::string(fused ? "fused" : "materialized") +
-                    ", call " + std::to_string(call) +
-                    (call == 1   ? " (warm-up)"
-                     : call == 2 ? " (capture)"
-                                 : " (replay)");
+                    ", " + capturedCallLabel(call);
         row.seed = ctx.seed;
         ctx.report->add(row);
       };

@@ -140,10 +140,7 @@ void capturedCheck(dprt::Rank *rank, Report &report) {
       c[i] += float(w) * shard[i];
       d[i] += c[i];
     }
-    std::string shape = "call " + std::to_string(call) +
-                        (call == 1   ? " (warm-up)"
-                         : call == 2 ? " (capture)"
-                                     : " (replay)");
+    std::string shape = capturedCallLabel(call);
     for (auto [name, offset, want] :
          {std::make_tuple("C", kC, &c), std::make_tuple("D", kD, &d)}) {
       gpu::copyFromArena(rank, got.data(), offset, int64_t(bytes));
