@@ -378,6 +378,11 @@ private:
   CheckpointState checkpointState() const;
   std::vector<std::vector<char>>
   gatherUnit(const UnitSpec &unit, const std::vector<int64_t> &offsets);
+  /// Calls body(rank, lo, hi) on each local rank's thread for the elements
+  /// [lo, hi) of `unit` that rank's shard holds (none: not called).
+  void forEachLocalShard(
+      const UnitSpec &unit,
+      const std::function<void(Rank &, int64_t, int64_t)> &body);
   void scatterUnit(const UnitSpec &unit, const std::vector<int64_t> &offsets,
                    const std::vector<std::vector<char>> &fulls);
   std::vector<std::pair<std::string, int64_t>>
@@ -867,17 +872,24 @@ Trainer::optimizerTensors(const UnitSpec &unit) const {
   return {};
 }
 
+void Trainer::forEachLocalShard(
+    const UnitSpec &unit,
+    const std::function<void(Rank &, int64_t, int64_t)> &body) {
+  threads_->run([&](int i) {
+    Rank &rank = slots_[i]->rank;
+    const int64_t lo = rank.rank * unit.shardElems;
+    const int64_t hi = std::min(lo + unit.shardElems, unit.numel);
+    if (lo < hi)
+      body(rank, lo, hi);
+  });
+}
+
 std::vector<std::vector<char>>
 Trainer::gatherUnit(const UnitSpec &unit, const std::vector<int64_t> &offsets) {
   const int64_t accBytes = sizeOf(accOf(spec_.compute));
   std::vector<std::vector<char>> fulls(
       offsets.size(), std::vector<char>(unit.numel * accBytes));
-  threads_->run([&](int i) {
-    Rank &rank = slots_[i]->rank;
-    const int64_t lo = rank.rank * unit.shardElems;
-    const int64_t hi = std::min(lo + unit.shardElems, unit.numel);
-    if (lo >= hi)
-      return;
+  forEachLocalShard(unit, [&](Rank &rank, int64_t lo, int64_t hi) {
     for (size_t k = 0; k < offsets.size(); ++k)
       copyFromArena(&rank, fulls[k].data() + lo * accBytes, offsets[k],
                     (hi - lo) * accBytes);
@@ -889,12 +901,7 @@ void Trainer::scatterUnit(const UnitSpec &unit,
                           const std::vector<int64_t> &offsets,
                           const std::vector<std::vector<char>> &fulls) {
   const int64_t accBytes = sizeOf(accOf(spec_.compute));
-  threads_->run([&](int i) {
-    Rank &rank = slots_[i]->rank;
-    const int64_t lo = rank.rank * unit.shardElems;
-    const int64_t hi = std::min(lo + unit.shardElems, unit.numel);
-    if (lo >= hi)
-      return;
+  forEachLocalShard(unit, [&](Rank &rank, int64_t lo, int64_t hi) {
     for (size_t k = 0; k < offsets.size(); ++k)
       copyToArena(&rank, offsets[k], fulls[k].data() + lo * accBytes,
                   (hi - lo) * accBytes);
