@@ -799,8 +799,7 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
   metrics.stepSeconds = seconds;
   metrics.wallSeconds = secondsSince(start_);
   metrics.memoryBytes = peak;
-  metrics.exposedCommSeconds = std::nan("");
-  if (!o_.trace.empty()) {
+  if (!o_.trace.empty()) { // else it stays NaN: not measured
     metrics.exposedCommSeconds = totals.exposedCommSeconds / launch_.world;
     exposedCommSeconds_ += metrics.exposedCommSeconds;
   }
