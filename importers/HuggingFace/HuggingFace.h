@@ -48,9 +48,6 @@ mlir::OwningOpRef<mlir::ModuleOp> importConfig(mlir::MLIRContext &context,
 void printImportedModule(mlir::ModuleOp module, llvm::StringRef source,
                          llvm::raw_ostream &os);
 
-/// The architectures (config.json's `architectures`) that import.
-std::vector<std::string> supportedArchitectures();
-
 } // namespace dpc::hf
 
 #endif // DPC_IMPORTERS_HUGGINGFACE_HUGGINGFACE_H

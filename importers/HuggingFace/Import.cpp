@@ -183,13 +183,6 @@ void dpc::hf::markGenericHarmlessFields(ConfigReader &config) {
                    "_attn_implementation", "use_bfloat16"});
 }
 
-std::vector<std::string> dpc::hf::supportedArchitectures() {
-  std::vector<std::string> names;
-  for (const Architecture &a : architectures())
-    names.push_back(a.name.str());
-  return names;
-}
-
 OwningOpRef<ModuleOp> dpc::hf::importConfig(MLIRContext &context,
                                             const llvm::json::Value &json,
                                             const ImportOptions &options,
