@@ -7,11 +7,14 @@ DPC_SOURCE_DIR: the checkout), one test class per ctest test:
         .venv/bin/python -m unittest test/prepare/test_prepare.py
 """
 
+import contextlib
+import io
 import json
 import os
 import random
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -391,6 +394,40 @@ class Errors(PrepareCase):
         self.assertIn("no Python with the 'tokenizers' package", proc.stderr)
         self.assertIn("setup-venv.sh", proc.stderr)
         self.assertFalse(os.path.exists(out))
+
+
+class Progress(unittest.TestCase):
+    """Long runs report records and MB/s on stderr; short ones stay quiet."""
+
+    def setUp(self):
+        sys.path.insert(0, os.path.join(SOURCE, "tools", "dpc-prepare"))
+        import dpc_prepare
+        self.module = dpc_prepare
+
+    def tearDown(self):
+        sys.path.pop(0)
+
+    def report(self, progress, elapsed, records, bytes_read):
+        progress.start -= elapsed
+        progress.last -= elapsed
+        stderr = io.StringIO()
+        with contextlib.redirect_stderr(stderr):
+            progress.tty = False
+            progress.update(records, bytes_read)
+        return stderr.getvalue()
+
+    def test_a_line_after_the_first_seconds(self):
+        progress = self.module.Progress(quiet=False)
+        self.assertEqual(self.report(progress, 1.0, 10, 10_000_000), "")
+        line = self.report(progress, 11.0, 5000, 24_000_000)
+        self.assertRegex(line, r"^dpc-prepare: 5000 records, 24\.0 MB, "
+                         r"2\.0 MB/s\n$")
+        # Not again within the interval.
+        self.assertEqual(self.report(progress, 1.0, 6000, 26_000_000), "")
+
+    def test_quiet_reports_nothing(self):
+        progress = self.module.Progress(quiet=True)
+        self.assertEqual(self.report(progress, 30.0, 10, 10_000_000), "")
 
 
 if __name__ == "__main__":
