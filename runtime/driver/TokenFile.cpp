@@ -109,6 +109,9 @@ TokenFile::TokenFile(const std::string &path) : path_(path) {
                " exceeds the file's " + std::to_string(size_) + " bytes" +
                (headerBytes > kMaxHeaderBytes ? " (or the 1 MiB limit)" : ""));
     const uint64_t dataStart = 8 + headerBytes;
+    fingerprint_ = 0xcbf29ce484222325ull;
+    for (uint64_t i = 8; i < dataStart; ++i)
+      fingerprint_ = (fingerprint_ ^ base_[i]) * 0x100000001b3ull;
     JsonValue header;
     try {
       header = JsonValue::parse(
@@ -237,7 +240,7 @@ TokenFile::TokenFile(const std::string &path) : path_(path) {
     if (offsets_[0] != 0)
       fail(byteOf(offsets_),
            "offsets[0] is " + std::to_string(offsets_[0]) + ", not 0");
-    for (int64_t r = 1; r <= records_; ++r)
+    for (int64_t r = 1; r <= records_; ++r) {
       if (offsets_[r] < offsets_[r - 1] || offsets_[r] > tokens_)
         fail(byteOf(offsets_ + r),
              "offsets[" + std::to_string(r) +
@@ -246,6 +249,8 @@ TokenFile::TokenFile(const std::string &path) : path_(path) {
                       ? " is past the " + std::to_string(tokens_) + " tokens"
                       : " is below offsets[" + std::to_string(r - 1) +
                             "] = " + std::to_string(offsets_[r - 1])));
+      maxLength_ = std::max(maxLength_, offsets_[r] - offsets_[r - 1]);
+    }
     if (offsets_[records_] != tokens_)
       fail(byteOf(offsets_ + records_),
            "offsets[" + std::to_string(records_) +
@@ -296,6 +301,8 @@ TokenFile &TokenFile::operator=(TokenFile &&other) noexcept {
     vocab_ = other.vocab_;
     eos_ = other.eos_;
     users_ = other.users_;
+    maxLength_ = other.maxLength_;
+    fingerprint_ = other.fingerprint_;
     offsets_ = other.offsets_;
     userIndex_ = other.userIndex_;
     ids_ = other.ids_;

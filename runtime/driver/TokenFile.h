@@ -76,6 +76,14 @@ public:
     return metadata_;
   }
 
+  /// The longest record's tokens: a sample of T positions holds records of
+  /// up to T + 1 tokens.
+  int64_t maxLength() const { return maxLength_; }
+  /// FNV-1a of the header, whose metadata holds dpc-prepare's SHA-256 of the
+  /// data (content_sha256, not verified here): a resumed run checks that it
+  /// trains on the same data without reading the file.
+  uint64_t fingerprint() const { return fingerprint_; }
+
   /// Tokens of `record`: O(1).
   int64_t length(int64_t record) const {
     return offsets_[record + 1] - offsets_[record];
@@ -123,6 +131,8 @@ private:
   int64_t vocab_ = 0;
   int64_t eos_ = 0;
   int64_t users_ = 0;
+  int64_t maxLength_ = 0;
+  uint64_t fingerprint_ = 0;
   const int64_t *offsets_ = nullptr;
   const int64_t *userIndex_ = nullptr;
   const uint32_t *ids_ = nullptr;

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -171,6 +172,25 @@ TEST(TokenFile, ReadsWhatDpcPrepareWrote) {
     EXPECT_EQ(file.tokens(), tokens);
     file.verifyTokens();
   }
+}
+
+TEST(TokenFile, LongestRecordAndFingerprint) {
+  TokenFile records(tokenFile("records"));
+  size_t longest = 0;
+  for (const ExpectedRecord &e : readExpected("records"))
+    longest = std::max(longest, e.ids.size());
+  EXPECT_EQ(records.maxLength(), static_cast<int64_t>(longest));
+  // The fingerprint is the header's, which holds the data's digest: the
+  // same for the same file, another for other data; moves keep it.
+  TokenFile again(tokenFile("records"));
+  EXPECT_EQ(again.fingerprint(), records.fingerprint());
+  TokenFile lines(tokenFile("lines"));
+  EXPECT_NE(lines.fingerprint(), records.fingerprint());
+  const uint64_t fingerprint = records.fingerprint();
+  TokenFile moved(std::move(records));
+  EXPECT_EQ(moved.fingerprint(), fingerprint);
+  EXPECT_EQ(moved.maxLength(), static_cast<int64_t>(longest));
+  EXPECT_EQ(moved.length(0), again.length(0));
 }
 
 TEST(TokenFile, UsersAreDenseIndices) {

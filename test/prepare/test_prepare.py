@@ -8,6 +8,7 @@ DPC_SOURCE_DIR: the checkout), one test class per ctest test:
 """
 
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -116,6 +117,23 @@ class TokenIds(PrepareCase):
         self.assertEqual(meta["records"], str(len(lines)))
         self.assertEqual(meta["tokens"], str(sum(len(r[0]) for r in records)))
         self.assertEqual(meta["users"], "0")
+
+    def test_content_digest_covers_the_data(self):
+        path = os.path.join(INPUTS, "records.jsonl")
+        proc, out = self.prepare(path)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with open(out, "rb") as f:
+            header = int.from_bytes(f.read(8), "little")
+            f.seek(8 + header)
+            data = f.read()
+        with safe_open(out, "numpy") as f:
+            meta = f.metadata()
+        self.assertEqual(meta["content_sha256"],
+                         hashlib.sha256(data).hexdigest())
+        # offsets, users, tokens, mask and nothing else.
+        records, tokens = int(meta["records"]), int(meta["tokens"])
+        self.assertEqual(len(data), 8 * (records + 1) + 8 * records +
+                         5 * tokens)
 
     def test_many_batches_in_order(self):
         # More than one batch (1 MiB) of varied lines, with the end-of-text

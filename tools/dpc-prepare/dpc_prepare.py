@@ -19,7 +19,6 @@ import json
 import os
 import sys
 import time
-from array import array
 
 from tokenizers import Tokenizer
 
@@ -496,14 +495,13 @@ def prepare(args):
                     if first_user_state is None:
                         first_user_state = (has_user, where)
                     elif first_user_state[0] != has_user:
-                        raise InputError(
-                            f"{where}: " + ("has a 'user' but "
-                                            if has_user else "has no 'user' "
-                                            "but ") +
-                            f"{first_user_state[1]} (the first record) "
-                            + ("has none" if has_user else "has one") +
-                            ": either every record names its user or none "
-                            "does")
+                        first = f"{first_user_state[1]} (the first record)"
+                        if has_user:
+                            what = f"has a 'user' but {first} has none"
+                        else:
+                            what = f"has no 'user' but {first} has one"
+                        raise InputError(f"{where}: {what}: either every "
+                                         "record names its user or none does")
                     user = users.setdefault(record.user, len(users)) \
                         if has_user else None
                     writer.add(ids, mask, user)

@@ -5,7 +5,8 @@ The format (docs/data.md): a safetensors file with the tensors
   users      I64 [R]    dense user index of each record (only with users)
   tokens     U32 [N]    token ids
   loss_mask  U8  [N]    1 where the token is a loss target, else 0
-and string metadata (format, format_version, vocab_size, eos_id, ...).
+and string metadata (format, format_version, vocab_size, eos_id, ...,
+content_sha256: the SHA-256 of every byte after the header).
 
 The writer streams: records go to temporary files next to the output, so
 that memory does not grow with the data; finish() writes the header, copies
@@ -14,6 +15,7 @@ tensor starts aligned to its element size) and renames the result into
 place. A failed run leaves no output file behind.
 """
 
+import hashlib
 import json
 import os
 import shutil
@@ -103,6 +105,15 @@ class TokenFileWriter:
             tensors.append(("users", "I64", records, 8))
         tensors += [("tokens", "U32", self.tokens, 4),
                     ("loss_mask", "U8", self.tokens, 1)]
+        # The header carries a digest of the data, so that the header alone
+        # identifies the content (a resumed run checks it trains on the same
+        # data without reading the file).
+        digest = hashlib.sha256()
+        for name, _, _, _ in tensors:
+            with open(os.path.join(self._tmp.name, name), "rb") as f:
+                while chunk := f.read(16 << 20):
+                    digest.update(chunk)
+        meta["content_sha256"] = digest.hexdigest()
         header = {"__metadata__": meta}
         begin = 0
         for name, dtype, count, size in tensors:
