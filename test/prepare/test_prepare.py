@@ -249,6 +249,42 @@ class LossMask(PrepareCase):
                                          skip_special_tokens=False),
                          "Hello<|im_end|>\n")
 
+    def test_chat_template_jinja_file_comes_first(self):
+        # Newer transformers save the template as chat_template.jinja.
+        folder = self.copy_tokenizer()
+        with open(os.path.join(folder, "chat_template.jinja"), "w") as f:
+            f.write("{% for m in messages %}[{{ m['role'] }}] "
+                    "{{ m['content'] }}\n{% endfor %}"
+                    "{% if add_generation_prompt %}[assistant] {% endif %}")
+        messages = [{"role": "user", "content": "Hi"},
+                    {"role": "assistant", "content": "Hello"}]
+        path = self.write_jsonl("chat.jsonl", [{"messages": messages}])
+        _, [(ids, mask, _)] = self.prepare_ok(path, tokenizer_dir=folder)
+        self.assertEqual(ids, self.tok.encode(
+            "[user] Hi\n[assistant] Hello\n").ids + [self.eos])
+        # The generation prompt's space and "Hello" are one token: in the
+        # loss, since the model writes it.
+        self.assertEqual(self.tok.decode([i for i, m in zip(ids, mask) if m],
+                                         skip_special_tokens=False),
+                         " Hello\n" + EOS)
+
+    def test_chat_template_that_is_not_prefix_stable(self):
+        # A template that writes the number of turns first cannot say where
+        # an assistant turn lies in the whole conversation.
+        folder = self.copy_tokenizer()
+        with open(os.path.join(folder, "chat_template.jinja"), "w") as f:
+            f.write("{{ messages | length }}{% for m in messages %}"
+                    "{{ m['content'] }}{% endfor %}")
+        path = self.write_jsonl("chat.jsonl", [{"messages": [
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Hello"}]}])
+        proc, out = self.prepare(path, tokenizer_dir=folder)
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertIn(f"{path}:1: the chat template does not render the "
+                      "conversation up to messages[1] as a prefix",
+                      proc.stderr)
+        self.assertFalse(os.path.exists(out))
+
     def test_empty_completion_is_an_error_or_skipped_and_counted(self):
         path = self.write_jsonl("pc.jsonl", [
             {"prompt": "Q1", "completion": " A1"},

@@ -380,8 +380,11 @@ def _tokenize_chat(tokenizer, record):
     encoding = tokenizer.tokenizer.encode(full, add_special_tokens=False)
     ids = encoding.ids
     mask = bytearray(len(ids))
-    for t, (start, _) in enumerate(encoding.offsets):
-        if any(b <= start < e for b, e in spans):
+    # A token with any character in an assistant span is one the model must
+    # write: the template's trailing space merged with the answer's first
+    # word (" Hello" after "[assistant] ") is produced as one token.
+    for t, (start, end) in enumerate(encoding.offsets):
+        if any(start < e and end > b for b, e in spans):
             mask[t] = 1
     if not ids or ids[-1] != tokenizer.eos_id:
         ids.append(tokenizer.eos_id)
