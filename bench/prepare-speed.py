@@ -26,7 +26,6 @@ import importlib.util
 import json
 import os
 import random
-import resource
 import shutil
 import subprocess
 import sys
@@ -74,15 +73,15 @@ def token_count(path):
 
 
 def timed(command, env):
-    """(wall s, CPU s) of a child process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    """(wall s, CPU s, peak resident MB) of a child process."""
     start = time.perf_counter()
-    subprocess.run(command, env=env, check=True)
+    child = subprocess.Popen(command, env=env)
+    _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime -
-                                                before.ru_stime)
-    return wall, cpu
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise subprocess.CalledProcessError(child.returncode, command)
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 RAW_ENCODE = """
@@ -109,10 +108,10 @@ def bench_tokenize(args, work):
         for threads in (1, cores):
             env = dict(os.environ, RAYON_NUM_THREADS=str(threads))
             out = os.path.join(work, "out.tokens")
-            wall, cpu = timed([prepare, "--quiet", "--tokenizer",
-                               args.tokenizer, path, "-o", out], env)
+            wall, cpu, peak = timed([prepare, "--quiet", "--tokenizer",
+                                     args.tokenizer, path, "-o", out], env)
             rows.append((f"dpc-prepare, {name}", threads, size, wall, cpu,
-                         token_count(out)))
+                         token_count(out), f"{peak:.0f}"))
     size = os.path.getsize(text)
     for threads in (1, cores):
         env = dict(os.environ, RAYON_NUM_THREADS=str(threads))
@@ -122,16 +121,16 @@ def bench_tokenize(args, work):
             env=env, check=True, capture_output=True, text=True)
         wall, cpu, tokens = map(float, raw.stdout.split())
         rows.append(("tokenizers alone (encode only), text lines", threads,
-                     size, wall, cpu, tokens))
+                     size, wall, cpu, tokens, "-"))
     print(f"Tokenization: {args.mb:g} MB of generated text, tokenizer "
           f"{args.tokenizer}, {cores} cores\n")
     print("| what | threads | MB | wall s | MB/s | CPU s | MB per CPU-s |"
-          " tokens/s |")
-    print("|---|---|---|---|---|---|---|---|")
-    for what, threads, size, wall, cpu, tokens in rows:
+          " tokens/s | peak RSS MB |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for what, threads, size, wall, cpu, tokens, peak in rows:
         print(f"| {what} | {threads} | {size / 1e6:.1f} | {wall:.1f} | "
               f"{size / 1e6 / wall:.2f} | {cpu:.1f} | {size / 1e6 / cpu:.2f} "
-              f"| {tokens / wall:,.0f} |")
+              f"| {tokens / wall:,.0f} | {peak} |")
     print()
 
 
