@@ -1,28 +1,46 @@
 #!/usr/bin/env bash
 # Creates the project's Python environment in .venv (or $1) with the packages the
-# tests compare against, and only installs what is missing: a second run only
-# checks the installed version and returns.
+# tests compare against and dpc-prepare runs on, and only installs what is
+# missing: a second run only checks the installed versions and returns.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${1:-$root/.venv}"
 
-# Pinned: the accountant tests mirror this version's orders and formulas.
-dp_accounting_version="0.6.0"
+# Pinned: the accountant tests mirror dp-accounting's orders and formulas;
+# the committed test tokenizer and the token-id tests were made with this
+# tokenizers version; safetensors reads dpc-prepare's files in the tests
+# (through numpy); jinja2 renders chat templates.
+packages=(
+  "dp-accounting==0.6.0"
+  "tokenizers==0.23.3"
+  "safetensors==0.8.0"
+  "jinja2==3.1.6"
+  "numpy==2.4.6"
+)
 
 if [[ ! -x "$venv/bin/python" ]]; then
   python3 -m venv "$venv"
 fi
 
-installed=$("$venv/bin/python" - <<'PY' 2>/dev/null || true
+# The pins that are not installed at their version, one a line.
+missing=$("$venv/bin/python" - "${packages[@]}" <<'PY' 2>/dev/null || true
+import sys
 from importlib import metadata
-print(metadata.version("dp-accounting"))
+for pin in sys.argv[1:]:
+    name, version = pin.split("==")
+    try:
+        installed = metadata.version(name)
+    except metadata.PackageNotFoundError:
+        installed = None
+    if installed != version:
+        print(pin)
 PY
 )
-if [[ "$installed" == "$dp_accounting_version" ]]; then
+if [[ -z "$missing" ]]; then
   exit 0
 fi
 
-echo "installing dp-accounting==$dp_accounting_version into $venv"
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-  "dp-accounting==$dp_accounting_version"
+echo "installing into $venv:" $missing
+# shellcheck disable=SC2086 # one pin a word
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check $missing
