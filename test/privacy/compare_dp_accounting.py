@@ -2,13 +2,13 @@
 
 Usage: compare_dp_accounting.py PATH/TO/dpc-privacy
 
-For a grid of (q, sigma, steps, delta) it asks `dpc-privacy epsilon --json`
-and dp_accounting.rdp.RdpAccountant with PoissonSampledDpEvent(q,
-GaussianDpEvent(sigma)) composed `steps` times for epsilon; then for a set of
-targets it asks `dpc-privacy sigma --json` and dp_accounting's
-calibrate_dp_mechanism for the noise multiplier. Fails if any relative
-difference exceeds the tolerance. Run by ctest (test `privacy-vs-dp-accounting`)
-with the interpreter of the project's .venv.
+For a grid of (q, sigma, steps, delta) it asks `dpc-privacy epsilon
+--accountant rdp --json` and dp_accounting.rdp.RdpAccountant with
+PoissonSampledDpEvent(q, GaussianDpEvent(sigma)) composed `steps` times for
+epsilon; then for a set of targets it asks `dpc-privacy sigma --accountant rdp
+--json` and dp_accounting's calibrate_dp_mechanism for the noise multiplier.
+Fails if any relative difference exceeds the tolerance. Run by ctest (test
+`privacy-vs-dp-accounting`) with the interpreter of the project's .venv.
 """
 
 import itertools
@@ -104,8 +104,9 @@ def main():
   worst_epsilon = 0.0
   count = 0
   for q, sigma, steps, delta in epsilon_cases():
-    ours = run_tool(tool, "epsilon", "--q", repr(q), "--sigma", repr(sigma),
-                    "--steps", str(steps), "--delta", repr(delta))
+    ours = run_tool(tool, "epsilon", "--accountant", "rdp", "--q", repr(q),
+                    "--sigma", repr(sigma), "--steps", str(steps), "--delta",
+                    repr(delta))
     eps, order = reference_epsilon(q, sigma, steps, delta)
     diff = relative_difference(ours["epsilon"], eps)
     worst_epsilon = max(worst_epsilon, diff)
@@ -120,8 +121,9 @@ def main():
 
   worst_sigma = 0.0
   for target, delta, q, steps in CALIBRATION_CASES:
-    ours = run_tool(tool, "sigma", "--q", repr(q), "--epsilon", repr(target),
-                    "--steps", str(steps), "--delta", repr(delta))
+    ours = run_tool(tool, "sigma", "--accountant", "rdp", "--q", repr(q),
+                    "--epsilon", repr(target), "--steps", str(steps),
+                    "--delta", repr(delta))
     sigma = reference_sigma(target, delta, q, steps, ours["sigma"])
     diff = relative_difference(ours["sigma"], sigma)
     worst_sigma = max(worst_sigma, diff)
