@@ -36,7 +36,7 @@
 // follow Google's dp-accounting 0.6.0 (PLDAccountant,
 // value_discretization_interval 1e-4), whose epsilon this one matches to
 // 6e-7 relative at delta >= 1e-5 and to 3.3e-4 at delta = 1e-8, where the
-// FFT's rounding shows.
+// FFT's rounding shows (test/privacy/pld_reference.tsv, docs/privacy.md).
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,7 +1,9 @@
 //===- PldAccountantTest.cpp - PLD of the sampled Gaussian ----------------===//
 //
 // The discretization against quadrature of the mechanism, the composition
-// against the analytic Gaussian and a direct convolution.
+// against the analytic Gaussian and a direct convolution, and the epsilons
+// against dp-accounting's PLDAccountant (a committed table written by
+// test/privacy/generate_pld_table.py).
 //
 //===----------------------------------------------------------------------===//
 
@@ -318,6 +320,94 @@ TEST(PldEpsilon, DeltaAndEpsilonAreInverse) {
     EXPECT_NEAR(accountant.delta(eps), delta, 1e-9 * delta);
     EXPECT_GT(accountant.delta(eps * 0.99), delta);
   }
+}
+
+struct ReferenceRow {
+  std::string query;
+  std::vector<SampledGaussianSegment> segments;
+  double interval, given, expected;
+};
+
+std::vector<ReferenceRow> readReferenceTable() {
+  std::ifstream in(DPC_PLD_REFERENCE_TABLE);
+  std::vector<ReferenceRow> rows;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#')
+      continue;
+    std::istringstream fields(line);
+    ReferenceRow row;
+    std::string segments;
+    fields >> row.query >> segments >> row.interval >> row.given >>
+        row.expected;
+    std::istringstream list(segments);
+    std::string segment;
+    while (std::getline(list, segment, ',')) {
+      SampledGaussianSegment s;
+      char slash;
+      std::istringstream parts(segment);
+      parts >> s.q >> slash >> s.sigma >> slash >> s.steps;
+      row.segments.push_back(s);
+    }
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+// Within 1 % of dp-accounting's PLDAccountant on the same grid, for q in
+// [1e-4, 0.1], sigma in [0.5, 5], steps in [1, 1e5], delta in [1e-8, 1e-3]
+// and a few schedules of several segments.
+TEST(PldEpsilon, MatchesDpAccountingTable) {
+  std::vector<ReferenceRow> rows = readReferenceTable();
+  ASSERT_GE(rows.size(), 390u) << DPC_PLD_REFERENCE_TABLE;
+  const double tolerance = 1e-2;
+  double worstEpsilon = 0, worstDelta = 0;
+  // Consecutive rows of one composition share one accountant.
+  std::unique_ptr<PldAccountant> accountant;
+  const ReferenceRow *composed = nullptr;
+  for (const ReferenceRow &row : rows) {
+    std::ostringstream where;
+    for (const SampledGaussianSegment &s : row.segments)
+      where << s.q << "/" << s.sigma << "/" << s.steps << " ";
+    where << row.query << "(" << row.given << ")";
+    if (!composed || composed->interval != row.interval ||
+        composed->segments.size() != row.segments.size() ||
+        !std::equal(row.segments.begin(), row.segments.end(),
+                    composed->segments.begin(),
+                    [](const SampledGaussianSegment &a,
+                       const SampledGaussianSegment &b) {
+                      return a.q == b.q && a.sigma == b.sigma &&
+                             a.steps == b.steps;
+                    })) {
+      PldOptions options;
+      options.interval = row.interval;
+      accountant = std::make_unique<PldAccountant>(options);
+      for (const SampledGaussianSegment &s : row.segments)
+        accountant->compose(s.q, s.sigma, s.steps);
+      composed = &row;
+      // Same grid as dp-accounting, or finer.
+      EXPECT_LE(accountant->epsilon(0.5).interval, row.interval) << where.str();
+    }
+    if (row.query == "epsilon") {
+      double ours = accountant->epsilon(row.given).epsilon;
+      double difference = std::fabs(ours - row.expected);
+      EXPECT_LE(difference, tolerance * row.expected)
+          << where.str() << ": " << ours << " vs " << row.expected;
+      if (row.expected > 0)
+        worstEpsilon = std::max(worstEpsilon, difference / row.expected);
+    } else {
+      ASSERT_EQ(row.query, "delta");
+      double ours = accountant->delta(row.given);
+      double difference = std::fabs(ours - row.expected);
+      EXPECT_LE(difference, tolerance * row.expected + 1e-15)
+          << where.str() << ": " << ours << " vs " << row.expected;
+      if (row.expected > 0)
+        worstDelta = std::max(worstDelta, difference / row.expected);
+    }
+  }
+  std::printf("%zu rows: worst relative difference %.3g (epsilon), %.3g "
+              "(delta)\n",
+              rows.size(), worstEpsilon, worstDelta);
 }
 
 } // namespace
