@@ -595,10 +595,19 @@ composeSampledGaussian(const std::vector<SampledGaussianSegment> &segments,
   if (totalSteps > static_cast<double>(kMaxPldSteps))
     return nonPrivatePld(options.interval);
   double interval = options.interval;
-  if (options.refineAbove > 0 &&
-      totalSteps > static_cast<double>(options.refineAbove))
-    interval *=
-        std::sqrt(static_cast<double>(options.refineAbove) / totalSteps);
+  if (options.refine) {
+    constexpr double kRefineAbove = 100000;
+    if (totalSteps > kRefineAbove)
+      interval *= std::sqrt(kRefineAbove / totalSteps);
+    for (const auto &[mechanism, steps] : mechanisms) {
+      auto [q, sigma] = mechanism;
+      // 0.1 Var(L) / E|L| ~ 0.1 q (e^(1/sigma^2) - 1) / (2 TV); +inf (no
+      // limit) where e^(1/sigma^2) overflows.
+      double lossScale = q * std::expm1(1 / (sigma * sigma)) /
+                         (2 * std::erf(1 / (2 * M_SQRT2 * sigma)));
+      interval = std::min(interval, 0.1 * lossScale);
+    }
+  }
   const double maxPoints = static_cast<double>(options.maxPoints);
   // The factor, a power of two, by which the grid is coarsened so that
   // `points` grid points become at most maxPoints.

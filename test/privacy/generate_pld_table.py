@@ -9,9 +9,10 @@ Grid: every (q, sigma, steps) with q in {1e-4, 1e-3, 1e-2, 0.1}, sigma in
 {1e-8, 1e-5, 1e-3}, plus compositions of several (q, sigma) segments. For
 each, dp-accounting's PLDAccountant (add-or-remove neighbours, pessimistic
 connect-the-dots) is run at the loss grid interval that dpc-privacy uses by
-default for it (1e-4, coarser only where the composition would exceed the
-accountant's size limit; asked from the tool), so that the two compare on the
-same grid. Rows:
+default for it (asked from the tool: 1e-4, finer where one step's losses are
+small next to it, coarser where the composition would exceed the
+accountant's size limit; for several segments the finest of theirs), and the
+test runs on the same grid. Rows:
 
   epsilon  SEGMENTS  INTERVAL  DELTA    dp-accounting's epsilon for DELTA
   delta    SEGMENTS  INTERVAL  EPSILON  dp-accounting's delta for EPSILON
@@ -49,9 +50,8 @@ MULTI_SEGMENT_CASES = [
 
 
 def tool_interval(tool, segments):
-  """The loss grid dpc-privacy uses by default for the composition: the
-  interval of its own answer for the dominant segment (the grid is one for
-  all segments and depends on the widest)."""
+  """The loss grid dpc-privacy uses by default for one segment, or the finest
+  of the segments' grids."""
   intervals = []
   for q, sigma, steps in segments:
     result = subprocess.run(
@@ -59,7 +59,7 @@ def tool_interval(tool, segments):
          repr(sigma), "--steps", str(steps), "--delta", "1e-5", "--json"],
         capture_output=True, text=True, check=True)
     intervals.append(json.loads(result.stdout)["interval"])
-  return max(intervals)
+  return min(intervals)
 
 
 def reference_accountant(segments, interval):
