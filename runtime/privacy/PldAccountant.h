@@ -34,9 +34,11 @@
 // The grid, the Gaussian tails cut at mass exp(-50) and the composition's
 // tails cut by a Chernoff bound at total mass 1e-15 (added to P[L = inf])
 // follow Google's dp-accounting 0.6.0 (PLDAccountant,
-// value_discretization_interval 1e-4), whose epsilon this one matches to
-// 6e-7 relative at delta >= 1e-5 and to 3.3e-4 at delta = 1e-8, where the
-// FFT's rounding shows (test/privacy/pld_reference.tsv, docs/privacy.md).
+// value_discretization_interval 1e-4), whose epsilon this one matches on
+// the same grid to 1e-5 relative at delta >= 1e-5 and to 3.3e-4 at delta =
+// 1e-8, where the FFT's rounding shows (test/privacy/pld_reference.tsv,
+// docs/privacy.md). PldOptions::refine makes the grid finer where 1e-4 is
+// needlessly loose.
 //
 //===----------------------------------------------------------------------===//
 
