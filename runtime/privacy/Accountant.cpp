@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "privacy/Accountant.h"
+#include "privacy/PldAccountant.h"
 
 #include <algorithm>
 #include <cassert>
@@ -196,6 +197,23 @@ EpsilonAndOrder epsilonFromRdp(const std::vector<double> &orders,
   return {std::max(0.0, bestEpsilon), bestOrder};
 }
 
+double deltaFromRdp(const std::vector<double> &orders,
+                    const std::vector<double> &rdp, double epsilon) {
+  assert(epsilon >= 0 && "epsilon must be non-negative");
+  assert(orders.size() == rdp.size() && !orders.empty());
+  double bestLogDelta = kInf;
+  for (size_t k = 0; k < orders.size(); ++k) {
+    double a = orders[k], r = rdp[k];
+    // Negative RDP comes only from rounding; dp-accounting returns 0 too.
+    double logDelta = r <= 0 ? -kInf : 0.5 * std::log1p(-std::exp(-r));
+    if (a > 1.01)
+      logDelta = std::min(
+          logDelta, (a - 1) * (r - epsilon + std::log1p(-1 / a)) - std::log(a));
+    bestLogDelta = std::min(bestLogDelta, logDelta);
+  }
+  return std::min(std::exp(bestLogDelta), 1.0);
+}
+
 EpsilonAndOrder epsilon(double q, double sigma, int64_t steps, double delta) {
   return epsilon(std::vector<SampledGaussianSegment>{{q, sigma, steps}}, delta);
 }
@@ -220,8 +238,40 @@ std::string checkEpsilonRequest(double q, double sigma, double steps,
   return os.str();
 }
 
-SigmaCalibration calibrateSigma(double targetEpsilon, double delta, double q,
-                                int64_t steps, double relativeTolerance) {
+const char *accountantName(AccountantKind kind) {
+  switch (kind) {
+  case AccountantKind::Rdp:
+    return "rdp";
+  case AccountantKind::Pld:
+    return "pld";
+  }
+  return "unknown";
+}
+
+std::optional<AccountantKind> parseAccountantKind(const std::string &name) {
+  for (AccountantKind kind : {AccountantKind::Rdp, AccountantKind::Pld})
+    if (name == accountantName(kind))
+      return kind;
+  return std::nullopt;
+}
+
+EpsilonAndOrder epsilon(AccountantKind kind,
+                        const std::vector<SampledGaussianSegment> &segments,
+                        double delta) {
+  if (kind == AccountantKind::Pld)
+    return pldEpsilon(segments, delta);
+  return epsilon(segments, delta);
+}
+
+EpsilonAndOrder epsilon(AccountantKind kind, double q, double sigma,
+                        int64_t steps, double delta) {
+  return epsilon(kind, std::vector<SampledGaussianSegment>{{q, sigma, steps}},
+                 delta);
+}
+
+SigmaCalibration calibrateSigma(AccountantKind kind, double targetEpsilon,
+                                double delta, double q, int64_t steps,
+                                double relativeTolerance) {
   SigmaCalibration result;
   std::ostringstream error;
   if (!std::isfinite(targetEpsilon) || targetEpsilon <= 0)
@@ -232,6 +282,9 @@ SigmaCalibration calibrateSigma(double targetEpsilon, double delta, double q,
     error << "sampling rate q must be in (0, 1], got " << q;
   else if (steps < 1)
     error << "steps must be >= 1, got " << steps;
+  else if (kind == AccountantKind::Pld && steps > kMaxPldSteps)
+    error << "the PLD accountant composes at most " << kMaxPldSteps
+          << " steps, got " << steps;
   else if (!(relativeTolerance > 0 && relativeTolerance < 0.5))
     error << "relative tolerance must be in (0, 0.5), got "
           << relativeTolerance;
@@ -240,13 +293,25 @@ SigmaCalibration calibrateSigma(double targetEpsilon, double delta, double q,
     return result;
   }
 
-  // Epsilon does not increase with sigma (each order's RDP does not), so the
-  // feasible set is [sigma*, inf). Bracket sigma* in [lo, hi] with
-  // epsilon(lo) > target >= epsilon(hi), then bisect geometrically.
+  // Epsilon does not increase with sigma (each order's RDP does not, nor
+  // does the hockey-stick divergence of the PLD), so the feasible set is
+  // [sigma*, inf). Bracket sigma* in [lo, hi] with epsilon(lo) > target >=
+  // epsilon(hi), then bisect geometrically.
   auto epsilonAt = [&](double sigma) {
-    return epsilon(q, sigma, steps, delta);
+    return epsilon(kind, q, sigma, steps, delta);
   };
+  // The bracket search starts at 1, or for PLD at the RDP answer: a PLD
+  // epsilon costs a composition (tens of milliseconds), an RDP one a
+  // fraction, and RDP's bound is looser, so its sigma is just above the PLD
+  // one. The noise levels probed on the way then stay near the answer,
+  // where the composed distribution is narrow (cheap).
   double hi = 1.0;
+  if (kind == AccountantKind::Pld) {
+    SigmaCalibration rdp = calibrateSigma(AccountantKind::Rdp, targetEpsilon,
+                                          delta, q, steps, 1e-3);
+    if (rdp.ok())
+      hi = rdp.sigma;
+  }
   EpsilonAndOrder atHi = epsilonAt(hi);
   double lo;
   if (atHi.epsilon > targetEpsilon) {
@@ -308,7 +373,14 @@ SigmaCalibration calibrateSigma(double targetEpsilon, double delta, double q,
   result.sigma = hi;
   result.epsilon = atHi.epsilon;
   result.order = atHi.order;
+  result.interval = atHi.interval;
   return result;
+}
+
+SigmaCalibration calibrateSigma(double targetEpsilon, double delta, double q,
+                                int64_t steps, double relativeTolerance) {
+  return calibrateSigma(AccountantKind::Rdp, targetEpsilon, delta, q, steps,
+                        relativeTolerance);
 }
 
 RdpAccountant::RdpAccountant(std::vector<double> orders)
@@ -336,11 +408,25 @@ EpsilonAndOrder RdpAccountant::epsilon(double delta) const {
   return epsilonFromRdp(orders_, rdp_, delta);
 }
 
-int64_t RdpAccountant::steps() const {
+double RdpAccountant::delta(double epsilon) const {
+  return deltaFromRdp(orders_, rdp_, epsilon);
+}
+
+std::unique_ptr<PrivacyAccountant> RdpAccountant::clone() const {
+  return std::make_unique<RdpAccountant>(*this);
+}
+
+int64_t PrivacyAccountant::steps() const {
   int64_t total = 0;
-  for (const SampledGaussianSegment &segment : segments_)
+  for (const SampledGaussianSegment &segment : segments())
     total += segment.steps;
   return total;
+}
+
+std::unique_ptr<PrivacyAccountant> makeAccountant(AccountantKind kind) {
+  if (kind == AccountantKind::Pld)
+    return std::make_unique<PldAccountant>();
+  return std::make_unique<RdpAccountant>();
 }
 
 } // namespace dprt::privacy

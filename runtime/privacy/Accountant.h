@@ -19,7 +19,14 @@
 //    Proposition 12, as in compute_epsilon.
 //
 // The neighbouring relation is add-or-remove-one record (the record is the
-// privacy unit), which is what Poisson sampling amplification assumes.
+// privacy unit), which is what Poisson sampling amplification assumes; as in
+// dp-accounting (NeighboringRelation.ADD_OR_REMOVE_ONE), the RDP of the
+// remove direction is used, which bounds the add direction too (MTZ19,
+// Section 3).
+//
+// PrivacyAccountant is the interface that both this accountant and the
+// tighter PLD accountant (PldAccountant.h) implement; makeAccountant and the
+// AccountantKind overloads of epsilon and calibrateSigma select one by kind.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,6 +34,8 @@
 #define DPRT_PRIVACY_ACCOUNTANT_H
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,8 +88,11 @@ composeRdp(const std::vector<SampledGaussianSegment> &segments,
 
 struct EpsilonAndOrder {
   double epsilon;
-  /// The RDP order at which the minimum is attained.
+  /// The RDP order at which the minimum is attained (0 from the PLD
+  /// accountant, which has no orders).
   double order;
+  /// The PLD accountant's loss grid spacing (0 from the RDP accountant).
+  double interval = 0;
 };
 
 /// The smallest epsilon over the orders for which the RDP curve gives
@@ -99,19 +111,59 @@ EpsilonAndOrder epsilon(double q, double sigma, int64_t steps, double delta);
 EpsilonAndOrder epsilon(const std::vector<SampledGaussianSegment> &segments,
                         double delta);
 
+/// The smallest delta over the orders for which the RDP curve gives
+/// (epsilon, delta)-DP: the inverse of epsilonFromRdp's conversion,
+///   log delta = (a - 1)(rdp - epsilon + log1p(-1/a)) - log a   (a > 1.01),
+/// or the KL bound log delta = log(1 - exp(-rdp)) / 2, whichever is smaller
+/// (dp-accounting's compute_delta); at most 1. Requires epsilon >= 0.
+double deltaFromRdp(const std::vector<double> &orders,
+                    const std::vector<double> &rdp, double epsilon);
+
 /// Returns what is wrong with an (epsilon, delta) accounting request, or an
 /// empty string if it is valid: q in [0, 1], sigma >= 0, steps >= 0, delta in
 /// (0, 1), all finite.
 std::string checkEpsilonRequest(double q, double sigma, double steps,
                                 double delta);
 
+/// Which accountant turns the steps into (epsilon, delta).
+enum class AccountantKind {
+  /// Renyi DP over a grid of orders, converted by Balle et al.'s bound.
+  Rdp,
+  /// Privacy loss distributions (PldAccountant.h): no conversion loss, so a
+  /// smaller epsilon for the same noise.
+  Pld,
+};
+
+/// The accountant used when none is named: PLD, which matches dp-accounting's
+/// PLD accountant to 1 % on the test grid (test/privacy).
+constexpr AccountantKind kDefaultAccountant = AccountantKind::Pld;
+
+/// "rdp" or "pld".
+const char *accountantName(AccountantKind kind);
+
+/// The kind called `name` ("rdp" or "pld"), or nothing.
+std::optional<AccountantKind> parseAccountantKind(const std::string &name);
+
+/// Epsilon after the segments by the chosen accountant (the PLD one with its
+/// default grid). For PLD, `order` is 0 and `interval` the grid spacing.
+EpsilonAndOrder epsilon(AccountantKind kind,
+                        const std::vector<SampledGaussianSegment> &segments,
+                        double delta);
+
+/// Epsilon after `steps` steps with rate q and noise multiplier sigma by the
+/// chosen accountant.
+EpsilonAndOrder epsilon(AccountantKind kind, double q, double sigma,
+                        int64_t steps, double delta);
+
 /// Outcome of calibrateSigma: `sigma` and `epsilon` are meaningful only when
 /// `error` is empty.
 struct SigmaCalibration {
   double sigma = 0;
-  /// Epsilon reached at `sigma` (<= the target) and its order.
+  /// Epsilon reached at `sigma` (<= the target) and its order (RDP) or grid
+  /// interval (PLD), as in EpsilonAndOrder.
   double epsilon = 0;
   double order = 0;
+  double interval = 0;
   std::string error;
 
   bool ok() const { return error.empty(); }
@@ -121,38 +173,77 @@ struct SigmaCalibration {
 constexpr double kMinCalibratedSigma = 1e-2;
 constexpr double kMaxCalibratedSigma = 1e6;
 
-/// The smallest noise multiplier sigma with epsilon(q, sigma, steps, delta)
-/// <= targetEpsilon, by bisection on log sigma until the bracket's relative
-/// width is below `relativeTolerance`; the upper end of the bracket (which
-/// meets the target) is returned. Fails with a message when the inputs are
-/// invalid (targetEpsilon <= 0, delta outside (0, 1), q outside (0, 1],
-/// steps < 1) or when sigma would leave [kMinCalibratedSigma,
+/// The smallest noise multiplier sigma with epsilon(kind, q, sigma, steps,
+/// delta) <= targetEpsilon, by bisection on log sigma until the bracket's
+/// relative width is below `relativeTolerance`; the upper end of the bracket
+/// (which meets the target) is returned. Fails with a message when the
+/// inputs are invalid (targetEpsilon <= 0, delta outside (0, 1), q outside
+/// (0, 1], steps < 1) or when sigma would leave [kMinCalibratedSigma,
 /// kMaxCalibratedSigma].
+SigmaCalibration calibrateSigma(AccountantKind kind, double targetEpsilon,
+                                double delta, double q, int64_t steps,
+                                double relativeTolerance = 1e-7);
+
+/// calibrateSigma with the RDP accountant.
 SigmaCalibration calibrateSigma(double targetEpsilon, double delta, double q,
                                 int64_t steps, double relativeTolerance = 1e-7);
 
-/// Running accountant for a training loop: compose each step (or a run of
+/// A running accountant for a training loop: compose each step (or a run of
 /// steps) as it happens and ask for epsilon so far. The history is kept as
 /// segments so that a checkpoint can save it and a resumed run rebuild the
-/// same state with compose().
-class RdpAccountant {
+/// same state with compose(). makeAccountant(kind) gives one of either kind.
+class PrivacyAccountant {
 public:
-  explicit RdpAccountant(std::vector<double> orders = defaultRdpOrders());
+  virtual ~PrivacyAccountant() = default;
+
+  virtual AccountantKind kind() const = 0;
 
   /// Adds `steps` steps of the sampled Gaussian mechanism (rate q, noise
   /// multiplier sigma). Requires q in [0, 1], sigma >= 0, steps >= 0.
-  void compose(double q, double sigma, int64_t steps = 1);
+  virtual void compose(double q, double sigma, int64_t steps = 1) = 0;
 
-  EpsilonAndOrder epsilon(double delta) const;
+  /// The smallest epsilon for which the steps so far are (epsilon,
+  /// delta)-DP, as this accountant bounds it. Requires delta in (0, 1).
+  virtual EpsilonAndOrder epsilon(double delta) const = 0;
+
+  /// The smallest delta for which the steps so far are (epsilon, delta)-DP,
+  /// as this accountant bounds it. Requires epsilon >= 0.
+  virtual double delta(double epsilon) const = 0;
+
+  /// The composed history, consecutive steps with the same (q, sigma)
+  /// merged.
+  virtual const std::vector<SampledGaussianSegment> &segments() const = 0;
+
+  int64_t steps() const;
+
+  virtual std::unique_ptr<PrivacyAccountant> clone() const = 0;
+};
+
+/// A new accountant of the given kind with no steps (PLD with its default
+/// grid).
+std::unique_ptr<PrivacyAccountant> makeAccountant(AccountantKind kind);
+
+/// The RDP accountant.
+class RdpAccountant final : public PrivacyAccountant {
+public:
+  explicit RdpAccountant(std::vector<double> orders = defaultRdpOrders());
+
+  AccountantKind kind() const override { return AccountantKind::Rdp; }
+
+  /// Adds `steps` steps of the sampled Gaussian mechanism (rate q, noise
+  /// multiplier sigma). Requires q in [0, 1], sigma >= 0, steps >= 0.
+  void compose(double q, double sigma, int64_t steps = 1) override;
+
+  EpsilonAndOrder epsilon(double delta) const override;
+  double delta(double epsilon) const override;
 
   const std::vector<double> &orders() const { return orders_; }
   const std::vector<double> &rdp() const { return rdp_; }
-  /// The composed history, consecutive steps with the same (q, sigma)
-  /// merged.
-  const std::vector<SampledGaussianSegment> &segments() const {
+  const std::vector<SampledGaussianSegment> &segments() const override {
     return segments_;
   }
-  int64_t steps() const;
+
+  std::unique_ptr<PrivacyAccountant> clone() const override;
 
 private:
   std::vector<double> orders_;

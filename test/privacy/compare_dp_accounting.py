@@ -2,13 +2,22 @@
 
 Usage: compare_dp_accounting.py PATH/TO/dpc-privacy
 
-For a grid of (q, sigma, steps, delta) it asks `dpc-privacy epsilon --json`
-and dp_accounting.rdp.RdpAccountant with PoissonSampledDpEvent(q,
-GaussianDpEvent(sigma)) composed `steps` times for epsilon; then for a set of
-targets it asks `dpc-privacy sigma --json` and dp_accounting's
-calibrate_dp_mechanism for the noise multiplier. Fails if any relative
-difference exceeds the tolerance. Run by ctest (test `privacy-vs-dp-accounting`)
-with the interpreter of the project's .venv.
+RDP: for a grid of (q, sigma, steps, delta) it asks `dpc-privacy epsilon
+--accountant rdp --json` and dp_accounting.rdp.RdpAccountant with
+PoissonSampledDpEvent(q, GaussianDpEvent(sigma)) composed `steps` times for
+epsilon; then for a set of targets it asks `dpc-privacy sigma --accountant rdp
+--json` and dp_accounting's calibrate_dp_mechanism for the noise multiplier.
+
+PLD: for cases spread over q in [1e-4, 0.1], sigma in [0.5, 5], steps in
+[1, 1e5], delta in [1e-8, 1e-3] it asks `dpc-privacy epsilon` and `delta`
+(the default accountant, pld) and dp_accounting's PLDAccountant on the loss
+grid the tool reports; for calibrations it checks that the tool's sigma meets
+the target by dp-accounting's PLD accountant and that 0.1 % less noise does
+not. (test/unit/privacy checks a larger grid against a committed table of
+dp-accounting values, without Python.)
+
+Fails if any relative difference exceeds the tolerance. Run by ctest (test
+`privacy-vs-dp-accounting`) with the interpreter of the project's .venv.
 """
 
 import itertools
@@ -19,6 +28,7 @@ import sys
 
 import dp_accounting
 from dp_accounting import mechanism_calibration
+from dp_accounting.pld import pld_privacy_accountant
 
 # The accountant mirrors dp-accounting's orders and formulas, so the
 # agreement is to rounding (~1e-12); the brief's bound is 1 %.
@@ -31,6 +41,30 @@ Q_VALUES = [1e-4, 1e-3, 1e-2, 0.05, 0.2, 0.5]
 SIGMA_VALUES = [0.5, 0.8, 1.0, 2.0, 4.0, 10.0]
 STEP_VALUES = [1, 10, 1000, 10000, 100000]
 DELTA_VALUES = [1e-5, 1e-6, 1e-8]
+
+# (q, sigma, steps, delta) for the PLD accountant: each q and sigma, steps
+# and delta over their ranges, epsilon from ~0.01 to ~50.
+PLD_CASES = [
+    (1e-4, 0.5, 100000, 1e-8),
+    (1e-4, 5.0, 1, 1e-5),
+    (1e-3, 1.0, 100000, 1e-6),
+    (1e-3, 2.0, 1000, 1e-3),
+    (256 / 60000, 0.9, 2000, 1e-5),
+    (0.01, 1.1, 10000, 1e-5),
+    (0.01, 0.5, 100, 1e-8),
+    (0.01, 5.0, 100000, 1e-3),
+    (0.05, 2.0, 10, 1e-6),
+    (0.1, 0.5, 1, 1e-5),
+    (0.1, 1.0, 1000, 1e-3),
+    (0.1, 5.0, 10000, 1e-8),
+]
+
+# (target epsilon, delta, q, steps) for PLD calibrations.
+PLD_CALIBRATION_CASES = [
+    (3.0, 1e-5, 0.01, 10000),
+    (8.0, 1e-5, 256 / 60000, 2000),
+    (1.0, 1e-6, 1e-3, 100000),
+]
 
 # (target epsilon, delta, q, steps)
 CALIBRATION_CASES = [
@@ -60,6 +94,16 @@ def run_tool(tool, *args):
     raise RuntimeError(f"{tool} {' '.join(args)} failed "
                        f"({result.returncode}): {result.stderr}")
   return json.loads(result.stdout)
+
+
+def reference_pld(q, sigma, steps, interval):
+  accountant = pld_privacy_accountant.PLDAccountant(
+      value_discretization_interval=interval)
+  accountant.compose(
+      dp_accounting.PoissonSampledDpEvent(q,
+                                          dp_accounting.GaussianDpEvent(sigma)),
+      steps)
+  return accountant
 
 
 def reference_epsilon(q, sigma, steps, delta):
@@ -104,8 +148,9 @@ def main():
   worst_epsilon = 0.0
   count = 0
   for q, sigma, steps, delta in epsilon_cases():
-    ours = run_tool(tool, "epsilon", "--q", repr(q), "--sigma", repr(sigma),
-                    "--steps", str(steps), "--delta", repr(delta))
+    ours = run_tool(tool, "epsilon", "--accountant", "rdp", "--q", repr(q),
+                    "--sigma", repr(sigma), "--steps", str(steps), "--delta",
+                    repr(delta))
     eps, order = reference_epsilon(q, sigma, steps, delta)
     diff = relative_difference(ours["epsilon"], eps)
     worst_epsilon = max(worst_epsilon, diff)
@@ -120,8 +165,9 @@ def main():
 
   worst_sigma = 0.0
   for target, delta, q, steps in CALIBRATION_CASES:
-    ours = run_tool(tool, "sigma", "--q", repr(q), "--epsilon", repr(target),
-                    "--steps", str(steps), "--delta", repr(delta))
+    ours = run_tool(tool, "sigma", "--accountant", "rdp", "--q", repr(q),
+                    "--epsilon", repr(target), "--steps", str(steps),
+                    "--delta", repr(delta))
     sigma = reference_sigma(target, delta, q, steps, ours["sigma"])
     diff = relative_difference(ours["sigma"], sigma)
     worst_sigma = max(worst_sigma, diff)
@@ -135,10 +181,66 @@ def main():
     if not diff <= SIGMA_TOLERANCE or reached > target * (1 + 1e-12):
       failures.append(line)
 
+  worst_pld_epsilon = 0.0
+  worst_pld_delta = 0.0
+  for q, sigma, steps, delta in PLD_CASES:
+    flags = ["--q", repr(q), "--sigma", repr(sigma), "--steps", str(steps)]
+    ours = run_tool(tool, "epsilon", *flags, "--delta", repr(delta))
+    assert ours["accountant"] == "pld", ours
+    reference = reference_pld(q, sigma, steps, ours["interval"])
+    eps = reference.get_epsilon(delta)
+    diff = relative_difference(ours["epsilon"], eps)
+    worst_pld_epsilon = max(worst_pld_epsilon, diff)
+    line = (f"pld     q={q:<8g} sigma={sigma:<5g} steps={steps:<7d} "
+            f"delta={delta:<6g} ours={ours['epsilon']:.12g} "
+            f"(grid {ours['interval']:g})  dp-accounting={eps:.12g}  "
+            f"rel diff {diff:.2e}")
+    print(line)
+    # Within the tolerance, so in particular never more than it below.
+    if not diff <= EPSILON_TOLERANCE:
+      failures.append(line)
+    # delta for half that epsilon (where there is one).
+    probe = 0.5 * eps
+    if probe == 0:
+      continue
+    ours_delta = run_tool(tool, "delta", *flags, "--epsilon", repr(probe))
+    ref_delta = float(reference.get_delta(probe))
+    diff = relative_difference(ours_delta["delta"], ref_delta)
+    worst_pld_delta = max(worst_pld_delta, diff)
+    line = (f"pld     delta at epsilon={probe:<10.4g} ours="
+            f"{ours_delta['delta']:.12g}  dp-accounting={ref_delta:.12g}  "
+            f"rel diff {diff:.2e}")
+    print(line)
+    if not diff <= EPSILON_TOLERANCE:
+      failures.append(line)
+
+  for target, delta, q, steps in PLD_CALIBRATION_CASES:
+    flags = ["--q", repr(q), "--epsilon", repr(target), "--steps", str(steps),
+             "--delta", repr(delta)]
+    ours = run_tool(tool, "sigma", *flags)
+    rdp = run_tool(tool, "sigma", "--accountant", "rdp", *flags)
+    sigma = ours["sigma"]
+    reached = reference_pld(q, sigma, steps,
+                            ours["interval"]).get_epsilon(delta)
+    below = reference_pld(q, sigma * (1 - 1e-3), steps,
+                          ours["interval"]).get_epsilon(delta)
+    line = (f"pld     sigma for epsilon={target:<5g} delta={delta:<6g} "
+            f"q={q:<8g} steps={steps:<7d} ours={sigma:.10g} "
+            f"(rdp {rdp['sigma']:.10g}, {sigma / rdp['sigma']:.3f}x)  "
+            f"dp-accounting epsilon at ours {reached:.10g}, at 0.1 % less "
+            f"noise {below:.10g}")
+    print(line)
+    if not (reached <= target * (1 + 1e-4) and below > target and
+            sigma < rdp["sigma"]):
+      failures.append(line)
+
   print(f"{count} epsilon cases: max relative difference {worst_epsilon:.3e}"
         f" (tolerance {EPSILON_TOLERANCE:g})")
   print(f"{len(CALIBRATION_CASES)} calibrations: max relative sigma difference"
         f" {worst_sigma:.3e} (tolerance {SIGMA_TOLERANCE:g})")
+  print(f"{len(PLD_CASES)} pld cases: max relative difference "
+        f"{worst_pld_epsilon:.3e} (epsilon), {worst_pld_delta:.3e} (delta); "
+        f"{len(PLD_CALIBRATION_CASES)} pld calibrations")
   if failures:
     print("FAILED:")
     for line in failures:

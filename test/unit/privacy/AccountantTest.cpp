@@ -1,6 +1,7 @@
 //===- AccountantTest.cpp - RDP of the sampled Gaussian, calibration ------===//
 
 #include "privacy/Accountant.h"
+#include "privacy/PldAccountant.h"
 
 #include <gtest/gtest.h>
 
@@ -231,6 +232,64 @@ TEST(RdpAccountant, StepByStepMatchesTheClosedCount) {
   EXPECT_NEAR(resumed.epsilon(1e-5).epsilon, expected, 1e-12 * expected);
 }
 
+// dp-accounting 0.6.0's RdpAccountant.get_delta(epsilon) for the same
+// compositions (compute_delta).
+TEST(RdpDelta, MatchesDpAccountingAndInvertsEpsilon) {
+  struct Case {
+    double q, sigma;
+    int64_t steps;
+    double epsilon, delta;
+  };
+  const Case cases[] = {
+      {0.01, 1.1, 10000, 5.0, 9.012931613298095e-05},
+      {0.5, 0.5, 1, 10.0, 5.388179363393333e-06},
+      {0.001, 2.0, 50000, 0.5, 2.18300360864107e-06},
+  };
+  for (const Case &c : cases) {
+    RdpAccountant accountant;
+    accountant.compose(c.q, c.sigma, c.steps);
+    EXPECT_NEAR(accountant.delta(c.epsilon), c.delta, 1e-9 * c.delta)
+        << c.q << " " << c.sigma << " " << c.steps;
+    // At epsilon(delta) the best order gives delta back.
+    for (double delta : {1e-8, 1e-5, 1e-2}) {
+      double eps = accountant.epsilon(delta).epsilon;
+      if (eps > 0)
+        EXPECT_NEAR(accountant.delta(eps), delta, 1e-9 * delta);
+    }
+  }
+  RdpAccountant none;
+  EXPECT_EQ(none.delta(1.0), 0.0);
+  none.compose(0.5, 0.0, 1);
+  EXPECT_EQ(none.delta(1.0), 1.0);
+}
+
+TEST(PrivacyAccountant, MakesEitherKindBehindOneInterface) {
+  EXPECT_STREQ(accountantName(AccountantKind::Rdp), "rdp");
+  EXPECT_STREQ(accountantName(AccountantKind::Pld), "pld");
+  EXPECT_EQ(parseAccountantKind("pld"), AccountantKind::Pld);
+  EXPECT_EQ(parseAccountantKind("rdp"), AccountantKind::Rdp);
+  EXPECT_FALSE(parseAccountantKind("PLD").has_value());
+  EXPECT_FALSE(parseAccountantKind("").has_value());
+  EXPECT_EQ(kDefaultAccountant, AccountantKind::Pld);
+  for (AccountantKind kind : {AccountantKind::Rdp, AccountantKind::Pld}) {
+    std::unique_ptr<PrivacyAccountant> accountant = makeAccountant(kind);
+    EXPECT_EQ(accountant->kind(), kind);
+    accountant->compose(0.01, 1.0, 600);
+    accountant->compose(0.01, 1.0, 400);
+    EXPECT_EQ(accountant->steps(), 1000);
+    ASSERT_EQ(accountant->segments().size(), 1u);
+    EpsilonAndOrder direct = epsilon(kind, 0.01, 1.0, 1000, 1e-5);
+    // 600 r + 400 r against 1000 r: equal up to rounding.
+    EXPECT_NEAR(accountant->epsilon(1e-5).epsilon, direct.epsilon,
+                1e-12 * direct.epsilon);
+    EXPECT_EQ(accountant->epsilon(1e-5).order, direct.order);
+    EXPECT_EQ(accountant->epsilon(1e-5).interval, direct.interval);
+  }
+  // The RDP kind is the RDP accountant: same numbers as the free functions.
+  EXPECT_EQ(epsilon(AccountantKind::Rdp, 0.01, 1.1, 10000, 1e-5).epsilon,
+            epsilon(0.01, 1.1, 10000, 1e-5).epsilon);
+}
+
 TEST(Calibration, RoundTripsThroughEpsilon) {
   struct Case {
     double epsilon, delta, q;
@@ -255,6 +314,41 @@ TEST(Calibration, RoundTripsThroughEpsilon) {
     EXPECT_GT(epsilon(c.q, result.sigma * (1 - 1e-5), c.steps, c.delta).epsilon,
               c.epsilon);
   }
+}
+
+// The same target epsilon buys less noise under the tighter PLD accountant;
+// the PLD calibration meets its target by its own accountant.
+TEST(Calibration, PldNeedsLessNoiseThanRdp) {
+  struct Case {
+    double epsilon, delta, q;
+    int64_t steps;
+  };
+  const Case cases[] = {
+      {8.0, 1e-5, 256.0 / 60000, 2000},
+      {1.0, 1e-5, 0.01, 10000},
+      {3.0, 1e-6, 0.5, 10},
+  };
+  for (const Case &c : cases) {
+    SigmaCalibration rdp = calibrateSigma(c.epsilon, c.delta, c.q, c.steps);
+    SigmaCalibration pld =
+        calibrateSigma(AccountantKind::Pld, c.epsilon, c.delta, c.q, c.steps);
+    ASSERT_TRUE(pld.ok()) << pld.error;
+    EXPECT_LT(pld.sigma, rdp.sigma);
+    EXPECT_EQ(pld.order, 0.0);
+    EXPECT_EQ(pld.interval, 1e-4);
+    double reached =
+        epsilon(AccountantKind::Pld, c.q, pld.sigma, c.steps, c.delta).epsilon;
+    EXPECT_EQ(reached, pld.epsilon);
+    EXPECT_LE(reached, c.epsilon);
+    EXPECT_GT(reached, c.epsilon * (1 - 1e-4));
+  }
+  EXPECT_NE(calibrateSigma(AccountantKind::Pld, 1.0, 0.0, 0.01, 100)
+                .error.find("delta"),
+            std::string::npos);
+  EXPECT_NE(calibrateSigma(AccountantKind::Pld, 1.0, 1e-5, 0.01,
+                           kMaxPldSteps + 1)
+                .error.find("at most"),
+            std::string::npos);
 }
 
 TEST(Calibration, RejectsInvalidAndImpossibleRequests) {
