@@ -29,7 +29,6 @@ namespace dpc {
 using namespace mlir;
 using namespace dpc;
 using namespace dpc::dp;
-namespace rt = dpc::dprt;
 
 namespace {
 

@@ -16,7 +16,6 @@ namespace dpc {
 
 using namespace mlir;
 using namespace dpc;
-namespace rt = dpc::dprt;
 
 namespace {
 

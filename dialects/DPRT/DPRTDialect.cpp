@@ -7,7 +7,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
-using namespace dpc::dprt;
+using namespace dpc::rt;
 
 #include "DPRT/DPRTDialect.cpp.inc"
 

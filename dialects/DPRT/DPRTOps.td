@@ -18,7 +18,7 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def DPRT_Dialect : Dialect {
   let name = "dprt";
-  let cppNamespace = "::dpc::dprt";
+  let cppNamespace = "::dpc::rt";
   let summary = "Arena buffers, runtime calls, streams and events";
   let description = [{
     A `dprt.program` holds the persistent buffers (`dprt.global`) of a
@@ -37,7 +37,7 @@ class DPRT_Op<string mnemonic, list<Trait> traits = []>
 def DPRT_BufferType : TypeDef<DPRT_Dialect, "Buffer"> {
   let mnemonic = "buffer";
   let summary = "a byte range of the arena";
-  let builderCall = "$_builder.getType<::dpc::dprt::BufferType>()";
+  let builderCall = "$_builder.getType<::dpc::rt::BufferType>()";
 }
 
 def DPRT_ProgramOp : DPRT_Op<"program", [Symbol, SymbolTable,

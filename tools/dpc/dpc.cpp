@@ -164,7 +164,7 @@ int main(int argc, char **argv) {
     return fail("--report-format must be table or json");
 
   DialectRegistry registry;
-  registry.insert<dpc::dp::DPDialect, dpc::dprt::DPRTDialect,
+  registry.insert<dpc::dp::DPDialect, dpc::rt::DPRTDialect,
                   shard::ShardDialect, emitc::EmitCDialect>();
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
