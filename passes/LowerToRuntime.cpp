@@ -11,6 +11,7 @@
 #include "passes/Passes.h"
 
 #include "DP/DPModel.h"
+#include "passes/CompiledRecipe.h"
 #include "passes/Shapes.h"
 #include "passes/Units.h"
 #include "dprt/types.h"
@@ -122,9 +123,11 @@ struct ParamInfo {
 /// Lowers one model and recipe into a dprt.program.
 class ProgramLowering {
 public:
-  ProgramLowering(ModuleOp module, RecipeOp recipe, StringRef backend)
-      : module(module), recipe(recipe), backend(backend),
-        context(module.getContext()), builder(context) {}
+  ProgramLowering(ModuleOp module, const CompiledRecipe &compiled,
+                  StringRef backend)
+      : module(module), recipe(compiled.recipe), backend(backend),
+        context(module.getContext()), builder(context),
+        model(compiled.model), step(compiled.step) {}
 
   LogicalResult run();
 
@@ -239,9 +242,7 @@ void ProgramLowering::endFunc(ValueRange keep) {
 }
 
 LogicalResult ProgramLowering::collect() {
-  model = getModel(recipe);
   forward = model.getForward();
-  step = getStep(model);
   SmallVector<UnitOp> unitOps(model.getBody().front().getOps<UnitOp>());
   if (!step || unitOps.empty())
     return model.emitOpError("needs dp.step and dp.unit: run dp-backward, "
@@ -1222,10 +1223,10 @@ struct LowerToRuntimePass
                                             << "'; expected cpu or cuda";
       return signalPassFailure();
     }
-    RecipeOp recipe = getOnlyRecipe(module);
-    if (!recipe)
+    FailureOr<CompiledRecipe> compiled = findCompiledRecipe(module);
+    if (failed(compiled))
       return signalPassFailure();
-    ProgramLowering lowering(module, recipe, backend);
+    ProgramLowering lowering(module, *compiled, backend);
     if (failed(lowering.run()))
       return signalPassFailure();
   }

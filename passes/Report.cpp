@@ -3,6 +3,7 @@
 #include "passes/Passes.h"
 
 #include "DP/DPModel.h"
+#include "passes/CompiledRecipe.h"
 #include "passes/CostModel.h"
 #include "passes/Shapes.h"
 
@@ -50,11 +51,12 @@ struct ReportPass : dpc::impl::ReportBase<ReportPass> {
 
 void ReportPass::runOnOperation() {
   ModuleOp module = getOperation();
-  RecipeOp recipe = getOnlyRecipe(module);
-  if (!recipe)
+  FailureOr<CompiledRecipe> compiled = findCompiledRecipe(module);
+  if (failed(compiled))
     return signalPassFailure();
-  ModelOp model = getModel(recipe);
-  StepOp step = getStep(model);
+  RecipeOp recipe = compiled->recipe;
+  ModelOp model = compiled->model;
+  StepOp step = compiled->step;
   auto programs = llvm::to_vector(module.getOps<rt::ProgramOp>());
   if (!step || programs.size() != 1 ||
       !programs.front()->hasAttr("arena_bytes")) {
