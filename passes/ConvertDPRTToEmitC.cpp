@@ -3,8 +3,10 @@
 // One emitc.func per dprt.func. Buffers become `arena(rank) + offset`
 // pointers computed once at the top of the function; calls become
 // `dprt::<callee>(rank, ...)`. In dp_describe, a buffer operand stands for
-// its offset, and the placeholders `arena_bytes`, `peak_bytes` and
-// `logits_offset` for numbers the memory plan decided.
+// its offset, and `#dprt.planned` for the number the memory plan decided.
+// This is the one place that spells the program as C++: enums through their
+// generated stringify functions, `#dprt.null` as nullptr (-1 for an offset),
+// strings as C++ literals.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,7 +14,9 @@
 
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringExtras.h"
 
+#include <cstdio>
 #include <functional>
 
 namespace dpc {
@@ -43,6 +47,25 @@ int64_t offsetOf(Value buffer) {
   return -1;
 }
 
+/// `text` as a C++ string literal.
+std::string cppStringLiteral(StringRef text) {
+  std::string literal = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      literal += '\\';
+      literal += c;
+    } else if (llvm::isPrint(c)) {
+      literal += c;
+    } else {
+      // Three octal digits: a following digit cannot extend the escape.
+      char escape[5];
+      std::snprintf(escape, sizeof(escape), "\\%03o", c);
+      literal += escape;
+    }
+  }
+  return literal + "\"";
+}
+
 struct ConvertPass : dpc::impl::ConvertDPRTToEmitCBase<ConvertPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -52,7 +75,7 @@ struct ConvertPass : dpc::impl::ConvertDPRTToEmitCBase<ConvertPass> {
       return signalPassFailure();
     }
     rt::ProgramOp program = programs.front();
-    if (!program->hasAttr("arena_bytes")) {
+    if (!program.getArenaBytes() || !program.getPeakBytes()) {
       program.emitOpError("has no memory plan; run dprt-plan-memory first");
       return signalPassFailure();
     }
@@ -164,9 +187,11 @@ LogicalResult ConvertPass::convert(rt::FuncOp func, rt::ProgramOp program,
     if (!call)
       return op.emitOpError("cannot be converted to EmitC");
 
+    // The verifier checked every argument against the callee's parameters.
+    const rt::KernelSignature *kernel = call.getSignature();
     SmallVector<Value> operands{rank};
     SmallVector<Attribute> args{builder.getIndexAttr(0)};
-    for (Attribute arg : call.getArgs()) {
+    for (auto [arg, kind] : llvm::zip_equal(call.getArgs(), kernel->getArgs())) {
       auto index = dyn_cast<IntegerAttr>(arg);
       if (index && index.getType().isIndex()) {
         Value buffer = call.getBuffers()[index.getInt()];
@@ -174,29 +199,49 @@ LogicalResult ConvertPass::convert(rt::FuncOp func, rt::ProgramOp program,
           args.push_back(builder.getI64IntegerAttr(offsetOf(buffer)));
           continue;
         }
-        bool int32 = call.getInt32Buffers() &&
-                     llvm::is_contained(*call.getInt32Buffers(),
-                                        index.getInt());
-        FailureOr<Value> pointer = pointerTo(buffer, int32);
+        FailureOr<Value> pointer =
+            pointerTo(buffer, kind == rt::ParamKind::Tokens);
         if (failed(pointer))
           return failure();
         args.push_back(builder.getIndexAttr(operands.size()));
         operands.push_back(*pointer);
         continue;
       }
-      if (auto placeholder = dyn_cast<StringAttr>(arg)) {
+      if (isa<rt::NullAttr>(arg)) {
+        args.push_back(describe ? Attribute(builder.getI64IntegerAttr(-1))
+                                : emitc::OpaqueAttr::get(context, "nullptr"));
+        continue;
+      }
+      if (auto planned = dyn_cast<rt::PlannedValueAttr>(arg)) {
         int64_t value = -1;
-        StringRef name = placeholder.getValue();
-        if (name == "arena_bytes" || name == "peak_bytes")
-          value = program->getAttrOfType<IntegerAttr>(name).getInt();
-        else if (name == "logits_offset")
+        switch (planned.getValue()) {
+        case rt::PlannedValue::ArenaBytes:
+          value = *program.getArenaBytes();
+          break;
+        case rt::PlannedValue::PeakBytes:
+          value = *program.getPeakBytes();
+          break;
+        case rt::PlannedValue::LogitsOffset:
           value = logitsOffset();
+          break;
+        }
         args.push_back(builder.getI64IntegerAttr(value));
         continue;
       }
+      if (auto enumerator = dyn_cast<rt::RuntimeEnumAttrInterface>(arg)) {
+        args.push_back(
+            emitc::OpaqueAttr::get(context, enumerator.getCppEnumerator()));
+        continue;
+      }
+      if (auto text = dyn_cast<StringAttr>(arg)) {
+        args.push_back(emitc::OpaqueAttr::get(
+            context, cppStringLiteral(text.getValue())));
+        continue;
+      }
+      // Numbers and bools print as C++ literals.
       args.push_back(arg);
     }
-    if (call.getCollective())
+    if (kernel->isCollective())
       args.push_back(call.getStreamAttr());
     builder.create<emitc::CallOpaqueOp>(
         loc, TypeRange{}, ("dprt::" + call.getCallee()).str(), operands,

@@ -44,19 +44,44 @@ constexpr int64_t kStepStateBytes = 256;
   return ::dprt::DType::F32;
 }
 
-const char *dtypeLiteral(::dprt::DType t) {
-  switch (t) {
-  case ::dprt::DType::F64:
-    return "dprt::DType::F64";
-  case ::dprt::DType::F32:
-    return "dprt::DType::F32";
-  case ::dprt::DType::BF16:
-    return "dprt::DType::BF16";
-  }
-  return "";
+rt::DType toRuntime(::dprt::DType t) {
+  // DPRTDialect.cpp pins the dprt enums to the runtime's values.
+  return static_cast<rt::DType>(t);
 }
 
-/// Builds the argument list of one dprt.call.
+rt::ClipMode toRuntime(ClipMode mode) {
+  switch (mode) {
+  case ClipMode::flat:
+    return rt::ClipMode::Flat;
+  case ClipMode::per_layer:
+    return rt::ClipMode::PerLayer;
+  case ClipMode::automatic:
+    return rt::ClipMode::Automatic;
+  }
+  llvm_unreachable("every clip mode has a runtime mode");
+}
+
+rt::Reduction toRuntime(LossReduction reduction) {
+  return reduction == LossReduction::mean ? rt::Reduction::Mean
+                                          : rt::Reduction::Sum;
+}
+
+rt::Activation toRuntime(ActivationKind kind) {
+  switch (kind) {
+  case ActivationKind::relu:
+    return rt::Activation::Relu;
+  case ActivationKind::silu:
+    return rt::Activation::Silu;
+  case ActivationKind::gelu_erf:
+    return rt::Activation::GeluErf;
+  case ActivationKind::gelu_tanh:
+    return rt::Activation::GeluTanh;
+  }
+  llvm_unreachable("every activation has a runtime kernel");
+}
+
+/// Builds the argument list of one dprt.call: buffers by their position
+/// among its operands, everything else as typed attributes.
 class Args {
 public:
   explicit Args(MLIRContext *context) : context(context) {}
@@ -65,42 +90,37 @@ public:
     buffers.push_back(b);
     return *this;
   }
-  Args &bufferOrNull(Value b) { return b ? buffer(b) : opaque("nullptr"); }
-  /// A buffer of int32 token ids or labels.
-  Args &tokens(Value b) {
-    int32Buffers.push_back(buffers.size());
-    return buffer(b);
+  /// A buffer, or #dprt.null without one.
+  Args &bufferOrNull(Value b) {
+    if (b)
+      return buffer(b);
+    return attr(rt::NullAttr::get(context));
   }
   Args &i64(int64_t v) {
-    args.push_back(IntegerAttr::get(IntegerType::get(context, 64), v));
-    return *this;
+    return attr(IntegerAttr::get(IntegerType::get(context, 64), v));
   }
   Args &i32(int32_t v) {
-    args.push_back(IntegerAttr::get(IntegerType::get(context, 32), v));
-    return *this;
+    return attr(IntegerAttr::get(IntegerType::get(context, 32), v));
   }
-  Args &flag(bool v) { return opaque(v ? "true" : "false"); }
+  Args &flag(bool v) { return attr(BoolAttr::get(context, v)); }
   Args &f64(double v) {
-    args.push_back(FloatAttr::get(Float64Type::get(context), v));
-    return *this;
+    return attr(FloatAttr::get(Float64Type::get(context), v));
   }
-  Args &opaque(StringRef text) {
-    args.push_back(emitc::OpaqueAttr::get(context, text));
-    return *this;
+  Args &dtype(::dprt::DType t) {
+    return attr(rt::DTypeAttr::get(context, toRuntime(t)));
   }
-  Args &dtype(::dprt::DType t) { return opaque(dtypeLiteral(t)); }
-  Args &string(StringRef text) {
-    return opaque(("\"" + text + "\"").str());
-  }
+  Args &string(StringRef text) { return attr(StringAttr::get(context, text)); }
   /// A value only known after the memory plan (see ConvertDPRTToEmitC).
-  Args &planned(StringRef which) {
-    args.push_back(StringAttr::get(context, which));
+  Args &planned(rt::PlannedValue which) {
+    return attr(rt::PlannedValueAttr::get(context, which));
+  }
+  Args &attr(Attribute value) {
+    args.push_back(value);
     return *this;
   }
 
   SmallVector<Value> buffers;
   SmallVector<Attribute> args;
-  SmallVector<int64_t> int32Buffers;
 
 private:
   MLIRContext *context;
@@ -141,13 +161,9 @@ private:
   }
   rt::FuncOp beginFunc(StringRef name, bool describe = false);
   void endFunc(ValueRange keep = {});
-  void call(StringRef callee, Args &args, bool collective = false) {
-    auto op = builder.create<rt::CallOp>(loc, callee, args.buffers,
-                                         builder.getArrayAttr(args.args),
-                                         collective, /*stream=*/0,
-                                         DenseI64ArrayAttr());
-    if (!args.int32Buffers.empty())
-      op.setInt32BuffersAttr(builder.getDenseI64ArrayAttr(args.int32Buffers));
+  void call(StringRef callee, Args &args) {
+    rt::CallOp::create(builder, loc, callee, args.buffers,
+                       builder.getArrayAttr(args.args), /*stream=*/0);
   }
   Value alloc(int64_t bytes, StringRef name = "") {
     auto op = builder.create<rt::AllocOp>(
@@ -288,12 +304,14 @@ LogicalResult ProgramLowering::run() {
   if (failed(collect()))
     return failure();
   builder.setInsertionPointAfter(recipe);
-  program = builder.create<rt::ProgramOp>(
-      recipe.getLoc(), (model.getSymName() + ".program").str());
+  program = rt::ProgramOp::create(
+      builder, recipe.getLoc(),
+      builder.getStringAttr(model.getSymName() + ".program"),
+      /*prefetch=*/IntegerAttr(), /*arena_bytes=*/IntegerAttr(),
+      /*peak_bytes=*/IntegerAttr());
   program.getBody().emplaceBlock();
   FSDPAttr policy = recipe.getShard().value_or(FSDPAttr());
-  program->setAttr("prefetch",
-                   builder.getI64IntegerAttr(policy ? policy.getPrefetch() : 1));
+  program.setPrefetch(policy ? policy.getPrefetch() : 1);
   loc = model.getLoc();
 
   stateGlobal = addGlobal("state", kStepStateBytes);
@@ -485,7 +503,7 @@ Value ProgramLowering::paramPointer(FlatSymbolRefAttr ref) {
       Args args(context);
       args.dtype(dt).buffer(global(unit.paramShard)).buffer(base)
           .i64(unit.shard);
-      call("all_gather", args, /*collective=*/true);
+      call("all_gather", args);
       gathered[info.unit] = base;
     }
   }
@@ -607,7 +625,7 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
           return e.emitOpError("the runtime reads int32 token ids");
         Value out = newActivation(e.getOutput(), "embedding");
         Args a(context);
-        a.dtype(dt).tokens(buf(e.getTokens())).buffer(paramPointer(e.getTableAttr()))
+        a.dtype(dt).buffer(buf(e.getTokens())).buffer(paramPointer(e.getTableAttr()))
             .buffer(out).i64(numelOf(e.getTokens()))
             .i64(params[e.getTable()].op.getTensorType().getDimSize(0))
             .i64(lastDim(e.getOutput()));
@@ -618,10 +636,8 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
         Value y = newActivation(l.getOutput(), "linear");
         Args a(context);
         a.dtype(dt).buffer(buf(l.getInput())).buffer(paramPointer(l.getWeightAttr()));
-        if (FlatSymbolRefAttr bias = l.getBiasAttr())
-          a.buffer(paramPointer(bias));
-        else
-          a.opaque("nullptr");
+        FlatSymbolRefAttr bias = l.getBiasAttr();
+        a.bufferOrNull(bias ? paramPointer(bias) : Value());
         a.buffer(y).i64(rowsOf(l.getInput())).i64(lastDim(l.getInput()))
             .i64(lastDim(l.getOutput()));
         call("linear_forward", a);
@@ -645,10 +661,8 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
         saved[op] = {mean, rstd};
         Args a(context);
         a.dtype(dt).buffer(buf(n.getInput())).buffer(paramPointer(n.getScaleAttr()));
-        if (FlatSymbolRefAttr bias = n.getBiasAttr())
-          a.buffer(paramPointer(bias));
-        else
-          a.opaque("nullptr");
+        FlatSymbolRefAttr bias = n.getBiasAttr();
+        a.bufferOrNull(bias ? paramPointer(bias) : Value());
         a.buffer(y).buffer(mean).buffer(rstd).i64(rowsOf(n.getInput()))
             .i64(lastDim(n.getInput())).f64(n.getEps().convertToDouble());
         call("layer_norm_forward", a);
@@ -683,16 +697,17 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
         return success();
       })
       .Case<ReluOp, SiluOp, GeluOp>([&](auto act) {
-        const char *kind = "dprt::Activation::Relu";
+        rt::Activation kind = rt::Activation::Relu;
         if (isa<SiluOp>(op))
-          kind = "dprt::Activation::Silu";
+          kind = rt::Activation::Silu;
         if (auto gelu = dyn_cast<GeluOp>(op))
           kind = gelu.getApproximation() == GeluApproximation::tanh
-                     ? "dprt::Activation::GeluTanh"
-                     : "dprt::Activation::GeluErf";
+                     ? rt::Activation::GeluTanh
+                     : rt::Activation::GeluErf;
         Value y = newActivation(act.getOutput(), "activation");
         Args a(context);
-        a.dtype(dt).opaque(kind).buffer(buf(act.getInput())).buffer(y)
+        a.dtype(dt).attr(rt::ActivationAttr::get(context, kind))
+            .buffer(buf(act.getInput())).buffer(y)
             .i64(numelOf(act.getInput()));
         call("activation_forward", a);
         return success();
@@ -715,14 +730,12 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
         saved[op] = {lse};
         logitsBuffer = buf(ce.getLogits());
         Args a(context);
-        a.dtype(dt).buffer(buf(ce.getLogits())).tokens(buf(ce.getTargets()))
+        a.dtype(dt).buffer(buf(ce.getLogits())).buffer(buf(ce.getTargets()))
             .buffer(loss).buffer(lse).i64(batchOf(ce.getLogits()))
             .i64(tokensOf(ce.getLogits())).i64(lastDim(ce.getLogits()))
             .flag(ce.getIgnoreIndex().has_value())
             .i64(ce.getIgnoreIndex().value_or(0))
-            .opaque(ce.getPerSample() == LossReduction::mean
-                        ? "dprt::Reduction::Mean"
-                        : "dprt::Reduction::Sum");
+            .attr(rt::ReductionAttr::get(context, toRuntime(ce.getPerSample())));
         call("cross_entropy_forward", a);
         return success();
       })
@@ -734,9 +747,7 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
         a.dtype(dt).buffer(buf(mse.getPrediction())).buffer(buf(mse.getTarget()))
             .buffer(loss).i64(batchOf(mse.getPrediction()))
             .i64(numelOf(mse.getPrediction()) / batchOf(mse.getPrediction()))
-            .opaque(mse.getPerSample() == LossReduction::mean
-                        ? "dprt::Reduction::Mean"
-                        : "dprt::Reduction::Sum");
+            .attr(rt::ReductionAttr::get(context, toRuntime(mse.getPerSample())));
         call("mse_forward", a);
         return success();
       })
@@ -745,15 +756,13 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
         CrossEntropyOp ce = g.getForwardOp();
         Value d = newActivation(g.getDlogits(), "dlogits");
         Args a(context);
-        a.dtype(dt).buffer(buf(g.getLogits())).tokens(buf(g.getTargets()))
+        a.dtype(dt).buffer(buf(g.getLogits())).buffer(buf(g.getTargets()))
             .buffer(saved[ce][0]).buffer(buf(g.getDloss())).buffer(d)
             .i64(batchOf(g.getLogits())).i64(tokensOf(g.getLogits()))
             .i64(lastDim(g.getLogits()))
             .flag(ce.getIgnoreIndex().has_value())
             .i64(ce.getIgnoreIndex().value_or(0))
-            .opaque(ce.getPerSample() == LossReduction::mean
-                        ? "dprt::Reduction::Mean"
-                        : "dprt::Reduction::Sum");
+            .attr(rt::ReductionAttr::get(context, toRuntime(ce.getPerSample())));
         call("cross_entropy_backward", a);
         return success();
       })
@@ -764,9 +773,7 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
             .buffer(buf(g.getDloss())).buffer(d)
             .i64(batchOf(g.getPrediction()))
             .i64(numelOf(g.getPrediction()) / batchOf(g.getPrediction()))
-            .opaque(g.getPerSample() == LossReduction::mean
-                        ? "dprt::Reduction::Mean"
-                        : "dprt::Reduction::Sum");
+            .attr(rt::ReductionAttr::get(context, toRuntime(g.getPerSample())));
         call("mse_backward", a);
         return success();
       })
@@ -850,23 +857,11 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
         return success();
       })
       .Case([&](ActivationGradOp g) {
-        const char *kind = "dprt::Activation::Relu";
-        switch (g.getKind()) {
-        case ActivationKind::relu:
-          break;
-        case ActivationKind::silu:
-          kind = "dprt::Activation::Silu";
-          break;
-        case ActivationKind::gelu_erf:
-          kind = "dprt::Activation::GeluErf";
-          break;
-        case ActivationKind::gelu_tanh:
-          kind = "dprt::Activation::GeluTanh";
-          break;
-        }
         Value dx = accTarget(g.getAcc(), op, g.getDx(), "dx");
         Args a(context);
-        a.dtype(dt).opaque(kind).buffer(buf(g.getX())).buffer(buf(g.getDy()))
+        a.dtype(dt)
+            .attr(rt::ActivationAttr::get(context, toRuntime(g.getKind())))
+            .buffer(buf(g.getX())).buffer(buf(g.getDy()))
             .buffer(dx).i64(numelOf(g.getX())).flag(bool(g.getAcc()));
         call("activation_backward", a);
         return success();
@@ -936,7 +931,7 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
       .Case([&](NormEmbeddingOp n) {
         Value n2 = normTarget(op);
         Args a(context);
-        a.dtype(dt).tokens(buf(n.getTokens())).buffer(buf(n.getDy())).buffer(n2)
+        a.dtype(dt).buffer(buf(n.getTokens())).buffer(buf(n.getDy())).buffer(n2)
             .i64(batch).i64(tokensOf(n.getDy())).i64(lastDim(n.getDy()));
         call("norm_embedding", a);
         return success();
@@ -966,14 +961,10 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
       .Case([&](ClipFactorOp c) {
         Value factors = alloc(accBytes(batch), "clip_factors");
         buffers[c.getFactors()] = factors;
-        const char *mode = c.getMode() == ClipMode::automatic
-                               ? "dprt::ClipMode::Automatic"
-                           : c.getMode() == ClipMode::per_layer
-                               ? "dprt::ClipMode::PerLayer"
-                               : "dprt::ClipMode::Flat";
         Args a(context);
         a.dtype(acc).buffer(buf(c.getNorms())).buffer(buf(c.getMask()))
-            .buffer(factors).i64(batch).opaque(mode)
+            .buffer(factors).i64(batch)
+            .attr(rt::ClipModeAttr::get(context, toRuntime(c.getMode())))
             .f64(c.getMaxNorm().convertToDouble())
             .f64(c.getGamma().convertToDouble())
             .f64(c.getRelErr().convertToDouble());
@@ -1012,7 +1003,7 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
           return g.emitOpError("has no clip factor: run dp-clip-plan; the "
                                "program never sums unclipped gradients");
         Args a(context);
-        a.dtype(dt).tokens(buf(g.getTokens())).buffer(buf(g.getDy()))
+        a.dtype(dt).buffer(buf(g.getTokens())).buffer(buf(g.getDy()))
             .buffer(buf(g.getScale())).buffer(gradPointer(g.getTableAttr()))
             .i64(batch).i64(tokensOf(g.getDy()))
             .i64(params[g.getTable()].op.getTensorType().getDimSize(0))
@@ -1043,7 +1034,7 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
         Args a(context);
         a.dtype(dt).buffer(global(unit.paramShard)).buffer(full)
             .i64(unit.shard);
-        call("all_gather", a, /*collective=*/true);
+        call("all_gather", a);
         gathered[index] = full;
         return success();
       })
@@ -1059,7 +1050,7 @@ LogicalResult ProgramLowering::lowerOp(Operation *op) {
         Args a(context);
         a.dtype(acc).buffer(full).buffer(global(unit.grad)).i64(unit.shard)
             .flag(true);
-        call("reduce_scatter", a, /*collective=*/true);
+        call("reduce_scatter", a);
         fullGrads.erase(index);
         return success();
       })
@@ -1085,17 +1076,19 @@ LogicalResult ProgramLowering::lowerDescribe() {
 
   Args program(context);
   program.string(model.getSymName()).string(backend).i32(ranks)
-      .planned("arena_bytes").buffer(global(stateGlobal)).dtype(dt).i64(batch)
-      .i64(tokens).buffer(global(maskGlobal)).buffer(global(lossGlobal))
-      .planned(classes > 0 ? "logits_offset" : "no_logits").i64(classes)
-      .planned("peak_bytes");
+      .planned(rt::PlannedValue::ArenaBytes).buffer(global(stateGlobal))
+      .dtype(dt).i64(batch)
+      .i64(tokens).buffer(global(maskGlobal)).buffer(global(lossGlobal));
+  if (classes > 0)
+    program.planned(rt::PlannedValue::LogitsOffset);
+  else
+    program.i64(-1);
+  program.i64(classes).planned(rt::PlannedValue::PeakBytes);
   call("describe_program", program);
 
   ClipAttr clip = recipe.getClip();
   Args r(context);
-  r.opaque(clip.getMode() == ClipMode::automatic ? "dprt::ClipMode::Automatic"
-           : clip.getMode() == ClipMode::per_layer ? "dprt::ClipMode::PerLayer"
-                                                   : "dprt::ClipMode::Flat")
+  r.attr(rt::ClipModeAttr::get(context, toRuntime(clip.getMode())))
       .f64(clip.getMaxNorm().convertToDouble())
       .f64(clip.getGamma().convertToDouble());
   NoiseGenerator generator = NoiseGenerator::fast;
@@ -1109,14 +1102,15 @@ LogicalResult ProgramLowering::lowerDescribe() {
         .f64(target.getDelta().convertToDouble());
     generator = target.getGenerator();
   }
-  r.opaque(generator == NoiseGenerator::secure
-               ? "dprt::NoiseGeneratorKind::ChaCha20"
-               : "dprt::NoiseGeneratorKind::Philox");
+  r.attr(rt::NoiseGeneratorKindAttr::get(
+      context, generator == NoiseGenerator::secure
+                   ? rt::NoiseGeneratorKind::ChaCha20
+                   : rt::NoiseGeneratorKind::Philox));
   if (auto poisson = dyn_cast<PoissonAttr>(recipe.getSampling()))
-    r.opaque("dprt::SamplingKind::Poisson").i64(poisson.getExpectedBatch())
+    r.attr(rt::SamplingKindAttr::get(context, rt::SamplingKind::Poisson)).i64(poisson.getExpectedBatch())
         .f64(poisson.getRate().convertToDouble()).i64(0);
   else
-    r.opaque("dprt::SamplingKind::Shuffle").i64(0).f64(0.0)
+    r.attr(rt::SamplingKindAttr::get(context, rt::SamplingKind::Shuffle)).i64(0).f64(0.0)
         .i64(cast<ShuffleAttr>(recipe.getSampling()).getBatch());
   r.i64(recipe.getSteps()).i64(recipe.getSeedAttr().getInt());
   call("describe_recipe", r);
@@ -1124,19 +1118,20 @@ LogicalResult ProgramLowering::lowerDescribe() {
   Args o(context);
   llvm::TypeSwitch<Attribute>(recipe.getOptimizer())
       .Case([&](SGDAttr sgd) {
-        o.opaque("dprt::OptimizerKind::SGD").f64(sgd.getLr().convertToDouble())
+        o.attr(rt::OptimizerKindAttr::get(context, rt::OptimizerKind::SGD)).f64(sgd.getLr().convertToDouble())
             .f64(0.0).flag(false).f64(0.0).f64(0.0).f64(0.0)
             .f64(sgd.getWeightDecay().convertToDouble());
       })
       .Case([&](MomentumAttr m) {
-        o.opaque("dprt::OptimizerKind::Momentum")
+        o.attr(
+             rt::OptimizerKindAttr::get(context, rt::OptimizerKind::Momentum))
             .f64(m.getLr().convertToDouble())
             .f64(m.getMomentum().convertToDouble()).flag(m.getNesterov())
             .f64(0.0).f64(0.0).f64(0.0)
             .f64(m.getWeightDecay().convertToDouble());
       })
       .Case([&](AdamWAttr a) {
-        o.opaque("dprt::OptimizerKind::AdamW").f64(a.getLr().convertToDouble())
+        o.attr(rt::OptimizerKindAttr::get(context, rt::OptimizerKind::AdamW)).f64(a.getLr().convertToDouble())
             .f64(0.0).flag(false).f64(a.getBeta1().convertToDouble())
             .f64(a.getBeta2().convertToDouble())
             .f64(a.getEps().convertToDouble())
@@ -1146,15 +1141,15 @@ LogicalResult ProgramLowering::lowerDescribe() {
 
   // What each input holds, from how the forward pass reads it.
   for (auto [input, name] : llvm::zip(inputs, inputGlobals)) {
-    const char *role = nullptr;
+    std::optional<rt::InputRole> role;
     for (Operation *user : input.getUsers()) {
       if (auto e = dyn_cast<EmbeddingOp>(user); e && e.getTokens() == input)
-        role = "dprt::InputRole::Tokens";
+        role = rt::InputRole::Tokens;
       if (auto ce = dyn_cast<CrossEntropyOp>(user); ce && ce.getTargets() == input)
-        role = tensorOf(input).getRank() == 2 ? "dprt::InputRole::NextTokens"
-                                              : "dprt::InputRole::Label";
+        role = tensorOf(input).getRank() == 2 ? rt::InputRole::NextTokens
+                                              : rt::InputRole::Label;
       if (auto mse = dyn_cast<MSEOp>(user); mse && mse.getTarget() == input)
-        role = "dprt::InputRole::Target";
+        role = rt::InputRole::Target;
     }
     if (!role) {
       if (isa<IntegerType>(tensorOf(input).getElementType()))
@@ -1162,12 +1157,13 @@ LogicalResult ProgramLowering::lowerDescribe() {
                << input.getArgNumber()
                << " holds: it is neither read by dp.embedding nor the "
                   "targets of dp.cross_entropy";
-      role = "dprt::InputRole::Features";
+      role = rt::InputRole::Features;
     }
     ArrayRef<int64_t> shape = tensorOf(input).getShape().drop_front();
     Args in(context);
     in.string(("input" + std::to_string(input.getArgNumber())))
-        .opaque(role).buffer(global(name));
+        .attr(rt::InputRoleAttr::get(context, *role))
+        .buffer(global(name));
     for (int i = 0; i < 3; ++i)
       in.i64(i < int(shape.size()) ? shape[i] : 0);
     call("describe_input", in);
@@ -1178,14 +1174,8 @@ LogicalResult ProgramLowering::lowerDescribe() {
     u.string(unit.op.getSymName()).i64(unit.numel).i64(unit.shard)
         .buffer(global(unit.paramShard)).buffer(global(unit.master))
         .buffer(global(unit.grad));
-    if (unit.state1.empty())
-      u.i64(-1);
-    else
-      u.buffer(global(unit.state1));
-    if (unit.state2.empty())
-      u.i64(-1);
-    else
-      u.buffer(global(unit.state2));
+    for (const std::string &state : {unit.state1, unit.state2})
+      u.bufferOrNull(state.empty() ? Value() : global(state));
     call("describe_unit", u);
   }
   for (const UnitInfo &unit : units) {

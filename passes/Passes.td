@@ -139,8 +139,7 @@ def LowerToRuntime : Pass<"dp-lower-to-runtime", "mlir::ModuleOp"> {
     Option<"backend", "backend", "std::string", /*default=*/"\"cpu\"",
            "The runtime backend the program is for (cpu or cuda)">,
   ];
-  let dependentDialects = ["::dpc::rt::DPRTDialect",
-                           "::mlir::emitc::EmitCDialect"];
+  let dependentDialects = ["::dpc::rt::DPRTDialect"];
 }
 
 def Schedule : Pass<"dprt-schedule", "mlir::ModuleOp"> {

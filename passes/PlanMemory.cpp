@@ -69,8 +69,8 @@ struct PlanMemoryPass : dpc::impl::PlanMemoryBase<PlanMemoryPass> {
       arena = std::max(arena, extent);
       peak = std::max(peak, globals + live);
     }
-    program->setAttr("arena_bytes", builder.getI64IntegerAttr(arena));
-    program->setAttr("peak_bytes", builder.getI64IntegerAttr(peak));
+    program.setArenaBytes(arena);
+    program.setPeakBytes(peak);
   }
 
   /// Places the temporaries of `func` after `base`; returns the end of the

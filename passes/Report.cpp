@@ -59,7 +59,7 @@ void ReportPass::runOnOperation() {
   StepOp step = compiled->step;
   auto programs = llvm::to_vector(module.getOps<rt::ProgramOp>());
   if (!step || programs.size() != 1 ||
-      !programs.front()->hasAttr("arena_bytes")) {
+      !programs.front().getArenaBytes() || !programs.front().getPeakBytes()) {
     module.emitError("dp-report runs after the whole pipeline up to "
                      "dprt-plan-memory");
     return signalPassFailure();
@@ -232,8 +232,8 @@ void ReportPass::runOnOperation() {
                                                    double(ranks * physical))))
           : 0;
 
-  int64_t arena = program->getAttrOfType<IntegerAttr>("arena_bytes").getInt();
-  int64_t peak = program->getAttrOfType<IntegerAttr>("peak_bytes").getInt();
+  int64_t arena = *program.getArenaBytes();
+  int64_t peak = *program.getPeakBytes();
   std::map<std::string, int64_t> globals;
   for (rt::GlobalOp global : program.getBody().getOps<rt::GlobalOp>()) {
     StringRef name = global.getSymName();
