@@ -15,6 +15,7 @@
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CheckedArithmetic.h"
 
 #include <cstdio>
 #include <functional>
@@ -30,14 +31,19 @@ using namespace dpc;
 namespace {
 
 /// Offset of a buffer in the arena: a global's, an alloc's, or a view's base
-/// plus its offset. -1 before dprt-plan-memory.
+/// plus its offset. -1 before dprt-plan-memory, or when a view's offset
+/// overflows.
 int64_t offsetOf(Value buffer) {
   Operation *def = buffer.getDefiningOp();
   if (auto alloc = dyn_cast_or_null<rt::AllocOp>(def))
     return alloc.getOffset().value_or(-1);
   if (auto view = dyn_cast_or_null<rt::ViewOp>(def)) {
     int64_t base = offsetOf(view.getSource());
-    return base < 0 ? -1 : base + view.getOffset();
+    std::optional<int64_t> offset =
+        base < 0 ? std::nullopt
+                 : llvm::checkedAdd<int64_t>(
+                       base, view.getOffsetAttr().getInt());
+    return offset.value_or(-1);
   }
   if (auto ref = dyn_cast_or_null<rt::GetGlobalOp>(def)) {
     auto global = SymbolTable::lookupNearestSymbolFrom<rt::GlobalOp>(
@@ -46,6 +52,10 @@ int64_t offsetOf(Value buffer) {
   }
   return -1;
 }
+
+constexpr llvm::StringLiteral kNoOffset =
+    "uses a buffer without a planned offset, or a view beyond what a 64-bit "
+    "offset can count";
 
 /// `text` as a C++ string literal.
 std::string cppStringLiteral(StringRef text) {
@@ -124,7 +134,7 @@ LogicalResult ConvertPass::convert(rt::FuncOp func, rt::ProgramOp program,
       [&](Value buffer, bool int32) -> FailureOr<Value> {
     int64_t offset = offsetOf(buffer);
     if (offset < 0)
-      return func.emitOpError("uses a buffer without an offset");
+      return func.emitOpError(kNoOffset);
     if (int32) {
       Value &typed = int32Pointers[offset];
       if (typed)
@@ -196,7 +206,10 @@ LogicalResult ConvertPass::convert(rt::FuncOp func, rt::ProgramOp program,
       if (index && index.getType().isIndex()) {
         Value buffer = call.getBuffers()[index.getInt()];
         if (describe) {
-          args.push_back(builder.getI64IntegerAttr(offsetOf(buffer)));
+          int64_t offset = offsetOf(buffer);
+          if (offset < 0)
+            return func.emitOpError(kNoOffset);
+          args.push_back(builder.getI64IntegerAttr(offset));
           continue;
         }
         FailureOr<Value> pointer =

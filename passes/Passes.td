@@ -133,7 +133,9 @@ def LowerToRuntime : Pass<"dp-lower-to-runtime", "mlir::ModuleOp"> {
     reduce-scattered into the gradient shard), `dp_apply` (noise and the
     optimizer on the trainable ranges of each shard), `dp_forward` and
     `dp_describe`. A weight gradient without a clip factor is an error: the
-    program never sums unclipped gradients.
+    program never sums unclipped gradients. Byte sizes are checked
+    arithmetic: a tensor or buffer whose size a 64-bit size cannot count is
+    an error naming it.
   }];
   let options = [
     Option<"backend", "backend", "std::string", /*default=*/"\"cpu\"",
@@ -176,7 +178,9 @@ def PlanMemory : Pass<"dprt-plan-memory", "mlir::ModuleOp"> {
     run at once, so their temporaries share the space after the globals.
     Sets `offset` on every dprt.global and dprt.alloc, and `arena_bytes`
     (the arena size) and `peak_bytes` (the most bytes live at once, globals
-    included) on the program.
+    included) on the program. Sizes and offsets are checked arithmetic: one
+    that a 64-bit size cannot count is an error naming the buffer, and so is
+    an arena larger than 2^40 bytes (1 TiB), more than any device holds.
   }];
   let statistics = [
     Statistic<"numBuffers", "buffers", "Temporaries placed">,

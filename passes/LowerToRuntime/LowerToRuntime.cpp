@@ -70,6 +70,7 @@ public:
 private:
   LogicalResult collect();
   void declareGlobals();
+  LogicalResult checkTensorSizes();
   LogicalResult lowerBody(Block &body, bool isStep);
 
   LoweringContext context;
@@ -136,11 +137,12 @@ void ProgramLowering::declareGlobals() {
   for (BlockArgument input : context.forward.getInputs()) {
     std::string name = "input" + std::to_string(input.getArgNumber());
     // Integer inputs (tokens, labels) are int32.
-    int64_t elementBytes = isa<IntegerType>(tensorOf(input).getElementType())
-                               ? 4
-                               : ::dprt::sizeOf(dt);
-    context.inputGlobals.push_back(context.addGlobalBytes(
-        name, context.checkedBytes(name, {numelOf(input), elementBytes})));
+    SmallVector<int64_t> factors(tensorOf(input).getShape());
+    factors.push_back(isa<IntegerType>(tensorOf(input).getElementType())
+                          ? 4
+                          : ::dprt::sizeOf(dt));
+    context.inputGlobals.push_back(
+        context.addGlobalBytes(name, context.checkedBytes(name, factors)));
   }
   context.maskGlobal = context.addGlobal("mask", acc, {context.batch});
   context.lossGlobal = context.addGlobal("loss", acc, {context.batch});
@@ -158,6 +160,45 @@ void ProgramLowering::declareGlobals() {
     if (numStates >= 2)
       unit.state2 = context.addGlobal(name + ".opt2", acc, {unit.shard});
   }
+}
+
+/// Bytes of a tensor of `type`, or nullopt when they do not fit in int64_t.
+std::optional<int64_t> bytesOf(RankedTensorType type) {
+  std::optional<int64_t> bytes =
+      (type.getElementType().getIntOrFloatBitWidth() + 7) / 8;
+  for (int64_t dim : type.getShape())
+    bytes = bytes && dim >= 0 ? llvm::checkedMul<int64_t>(*bytes, dim)
+                              : std::nullopt;
+  return bytes;
+}
+
+/// Every tensor the program holds in a buffer has a byte size that fits in
+/// int64_t, so that the element counts and sizes the lowerings compute from
+/// shapes cannot overflow.
+LogicalResult ProgramLowering::checkTensorSizes() {
+  auto tooLarge = [](Type type) {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    return tensor && !bytesOf(tensor);
+  };
+  for (ParamOp param : getParams(context.model))
+    if (tooLarge(param.getTensorType()))
+      return param.emitOpError("holds ")
+             << param.getTensorType()
+             << ", more bytes than a 64-bit size can count";
+  for (BlockArgument input : context.forward.getInputs())
+    if (tooLarge(input.getType()))
+      return context.forward.emitOpError("input #")
+             << input.getArgNumber() << " is " << input.getType()
+             << ", more bytes than a 64-bit size can count";
+  for (Block *body : {&context.forward.getBodyBlock(),
+                      &context.step.getBodyBlock()})
+    for (Operation &op : *body)
+      for (OpResult result : op.getResults())
+        if (tooLarge(result.getType()))
+          return op.emitOpError("result #")
+                 << result.getResultNumber() << " is " << result.getType()
+                 << ", more bytes than a 64-bit size can count";
+  return success();
 }
 
 LogicalResult ProgramLowering::lowerBody(Block &body, bool isStep) {
@@ -206,7 +247,7 @@ LogicalResult ProgramLowering::run() {
   context.program.setPrefetch(policy ? policy.getPrefetch() : 1);
   context.loc = context.model.getLoc();
   declareGlobals();
-  if (context.sizeOverflowed())
+  if (context.sizeOverflowed() || failed(checkTensorSizes()))
     return failure();
 
   buildInit(context);
