@@ -12,11 +12,13 @@ def Specialize : Pass<"dp-specialize", "mlir::ModuleOp"> {
     the `?` sample dimension of the model's forward pass by the recipe's
     physical batch per rank, and gives a dynamic `shard.grid` the number of
     ranks of `ranks`. A static grid must agree with `ranks` when both are
-    given. Other recipes are removed: one compilation trains one recipe.
+    given. `ranks` is 1 to 2^31 - 1 (the runtime counts ranks in an
+    int32_t), or -1, the default, for the grid's size. Other recipes are removed: one compilation trains one recipe.
   }];
   let options = [
-    Option<"ranks", "ranks", "int64_t", /*default=*/"0",
-           "Ranks of the grid (0: the grid's static size, or 1)">,
+    Option<"ranks", "ranks", "int64_t", /*default=*/"-1",
+           "Ranks of the grid, 1 to 2^31 - 1 (-1: the grid's static size, "
+           "or 1)">,
     Option<"recipe", "recipe", "std::string", /*default=*/"\"\"",
            "The recipe to compile when the module holds several">,
   ];
@@ -138,8 +140,10 @@ def LowerToRuntime : Pass<"dp-lower-to-runtime", "mlir::ModuleOp"> {
     an error naming it.
   }];
   let options = [
-    Option<"backend", "backend", "std::string", /*default=*/"\"cpu\"",
-           "The runtime backend the program is for (cpu or cuda)">,
+    Option<"backend", "backend", "::dpc::Backend",
+           /*default=*/"::dpc::Backend::CPU",
+           "The runtime backend the program is for",
+           "::dpc::backendValues()">,
   ];
   let dependentDialects = ["::dpc::rt::DPRTDialect"];
 }
@@ -212,8 +216,9 @@ def Report : Pass<"dp-report", "mlir::ModuleOp"> {
     JSON object.
   }];
   let options = [
-    Option<"format", "format", "std::string", /*default=*/"\"table\"",
-           "table or json">,
+    Option<"format", "format", "::dpc::ReportFormat",
+           /*default=*/"::dpc::ReportFormat::Table", "How to print the plan",
+           "::dpc::reportFormatValues()">,
     Option<"output", "output", "std::string", /*default=*/"\"-\"",
            "File to write the report to (- for stdout)">,
   ];

@@ -65,11 +65,6 @@ void ReportPass::runOnOperation() {
     return signalPassFailure();
   }
   rt::ProgramOp program = programs.front();
-  if (format != "table" && format != "json") {
-    module.emitError("unknown report format '") << format
-                                                << "'; expected table or json";
-    return signalPassFailure();
-  }
 
   Type compute = getComputeType(model);
   Type accType = getAccumulationType(model);
@@ -258,7 +253,7 @@ void ReportPass::runOnOperation() {
   }
   llvm::raw_ostream &os = file->os();
 
-  if (format == "json") {
+  if (format == ReportFormat::JSON) {
     llvm::json::Array params;
     for (const std::string &name : order) {
       const ParamRow &row = rows[name];

@@ -35,6 +35,14 @@ struct SpecializePass : dpc::impl::SpecializeBase<SpecializePass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    // -1, the default, leaves the number to the grid; any other value must
+    // be a number of ranks the runtime can run.
+    if (ranks != -1 && (ranks < 1 || ranks > kMaxRanks)) {
+      emitError(module.getLoc(), "ranks = ")
+          << int64_t(ranks) << " is not a number of ranks; give 1 to "
+          << kMaxRanks;
+      return signalPassFailure();
+    }
     FailureOr<CompiledRecipe> compiled = findCompiledRecipe(module, recipe);
     if (failed(compiled))
       return signalPassFailure();

@@ -98,6 +98,10 @@ LogicalResult ProgramLowering::collect() {
            << " is not supported yet";
   context.batch = recipe.getPhysicalBatch();
   context.ranks = getNumRanks(recipe);
+  if (context.ranks < 1 || context.ranks > kMaxRanks)
+    return recipe.emitOpError("trains on a grid of ")
+           << context.ranks << " ranks; the runtime runs on 1 to "
+           << kMaxRanks << " (run dp-specialize to fix a dynamic grid)";
   FailureOr<OptimizerSpec> optimizer = getOptimizerSpec(recipe);
   if (failed(optimizer))
     return failure();
@@ -290,15 +294,10 @@ struct LowerToRuntimePass
       module.emitError("already holds a dprt.program");
       return signalPassFailure();
     }
-    if (backend != "cpu" && backend != "cuda") {
-      module.emitError("unknown backend '") << backend
-                                            << "'; expected cpu or cuda";
-      return signalPassFailure();
-    }
     FailureOr<CompiledRecipe> compiled = findCompiledRecipe(module);
     if (failed(compiled))
       return signalPassFailure();
-    ProgramLowering lowering(*compiled, backend, registry);
+    ProgramLowering lowering(*compiled, nameOf(backend), registry);
     if (failed(lowering.run()))
       return signalPassFailure();
   }

@@ -1,4 +1,6 @@
 // RUN: dp-opt %s --dp-specialize --dp-backward --dp-clip-plan --dp-shard --dp-lower-to-runtime | FileCheck %s
+// RUN: dp-opt %s --dp-specialize --dp-backward --dp-clip-plan --dp-shard --dp-lower-to-runtime=backend=cuda | FileCheck %s --check-prefix=CUDA
+// CUDA: "describe_program"({{.*}}) {args = ["m", "cuda", 1 : i32,
 
 // Units under the block policy: fc1.w and fc1.b form @unit.fc1 (numel 144:
 // 128 + 16 after aligning fc1.b to 64), the dot-less @fixed forms the root,
