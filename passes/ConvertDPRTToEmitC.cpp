@@ -40,9 +40,9 @@ int64_t offsetOf(Value buffer) {
   if (auto view = dyn_cast_or_null<rt::ViewOp>(def)) {
     int64_t base = offsetOf(view.getSource());
     std::optional<int64_t> offset =
-        base < 0 ? std::nullopt
-                 : llvm::checkedAdd<int64_t>(
-                       base, view.getOffsetAttr().getInt());
+        base < 0
+            ? std::nullopt
+            : llvm::checkedAdd<int64_t>(base, view.getOffsetAttr().getInt());
     return offset.value_or(-1);
   }
   if (auto ref = dyn_cast_or_null<rt::GetGlobalOp>(def)) {
@@ -201,7 +201,8 @@ LogicalResult ConvertPass::convert(rt::FuncOp func, rt::ProgramOp program,
     const rt::KernelSignature *kernel = call.getSignature();
     SmallVector<Value> operands{rank};
     SmallVector<Attribute> args{builder.getIndexAttr(0)};
-    for (auto [arg, kind] : llvm::zip_equal(call.getArgs(), kernel->getArgs())) {
+    for (auto [arg, kind] :
+         llvm::zip_equal(call.getArgs(), kernel->getArgs())) {
       auto index = dyn_cast<IntegerAttr>(arg);
       if (index && index.getType().isIndex()) {
         Value buffer = call.getBuffers()[index.getInt()];
@@ -247,8 +248,8 @@ LogicalResult ConvertPass::convert(rt::FuncOp func, rt::ProgramOp program,
         continue;
       }
       if (auto text = dyn_cast<StringAttr>(arg)) {
-        args.push_back(emitc::OpaqueAttr::get(
-            context, cppStringLiteral(text.getValue())));
+        args.push_back(
+            emitc::OpaqueAttr::get(context, cppStringLiteral(text.getValue())));
         continue;
       }
       // Numbers and bools print as C++ literals.

@@ -19,8 +19,7 @@
 namespace dpc {
 
 /// A value of an enum option with its name on the command line.
-template <typename EnumT>
-struct OptionValue {
+template <typename EnumT> struct OptionValue {
   EnumT value;
   llvm::StringLiteral name;
   llvm::StringLiteral description;
@@ -28,12 +27,10 @@ struct OptionValue {
 
 /// The modifier of an option of type EnumT that lists its values (what
 /// llvm::cl::values gives, built from a table).
-template <typename EnumT, size_t N>
-struct OptionValues {
+template <typename EnumT, size_t N> struct OptionValues {
   const OptionValue<EnumT> (&table)[N];
 
-  template <typename Opt>
-  void apply(Opt &option) const {
+  template <typename Opt> void apply(Opt &option) const {
     for (const OptionValue<EnumT> &value : table)
       option.getParser().addLiteralOption(value.name, value.value,
                                           value.description);

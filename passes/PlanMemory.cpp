@@ -83,9 +83,8 @@ struct PlanMemoryPass : dpc::impl::PlanMemoryBase<PlanMemoryPass> {
 /// An error at `op`, a buffer of `bytes` bytes the plan puts at `offset`,
 /// whose end a 64-bit size cannot hold.
 LogicalResult overflowAt(Operation *op, int64_t bytes, int64_t offset) {
-  return op->emitOpError("of ")
-         << bytes << " bytes at offset " << offset
-         << " ends beyond what a 64-bit size can count";
+  return op->emitOpError("of ") << bytes << " bytes at offset " << offset
+                                << " ends beyond what a 64-bit size can count";
 }
 
 LogicalResult PlanMemoryPass::plan(rt::ProgramOp program) {
@@ -196,8 +195,8 @@ FailureOr<FuncPlan> PlanMemoryPass::planFunc(rt::FuncOp func, int64_t base) {
     for (size_t b = a + 1; b < intervals.size(); ++b) {
       Interval &x = intervals[a], &y = intervals[b];
       bool together = !(x.end < y.start || y.end < x.start);
-      bool overlap = x.offset < y.offset + y.bytes &&
-                     y.offset < x.offset + x.bytes;
+      bool overlap =
+          x.offset < y.offset + y.bytes && y.offset < x.offset + x.bytes;
       if (together && overlap) {
         x.alloc.emitOpError("memory plan overlaps a buffer live at the "
                             "same time");

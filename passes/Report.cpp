@@ -58,8 +58,8 @@ void ReportPass::runOnOperation() {
   ModelOp model = compiled->model;
   StepOp step = compiled->step;
   auto programs = llvm::to_vector(module.getOps<rt::ProgramOp>());
-  if (!step || programs.size() != 1 ||
-      !programs.front().getArenaBytes() || !programs.front().getPeakBytes()) {
+  if (!step || programs.size() != 1 || !programs.front().getArenaBytes() ||
+      !programs.front().getPeakBytes()) {
     module.emitError("dp-report runs after the whole pipeline up to "
                      "dprt-plan-memory");
     return signalPassFailure();

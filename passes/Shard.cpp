@@ -72,8 +72,8 @@ struct ShardPass : dpc::impl::ShardBase<ShardPass> {
     if (failed(compiled))
       return signalPassFailure();
     RecipeOp recipe = compiled->recipe;
-  ModelOp model = compiled->model;
-  StepOp step = compiled->step;
+    ModelOp model = compiled->model;
+    StepOp step = compiled->step;
     int64_t ranks = getNumRanks(recipe);
     if (ranks < 1) {
       recipe.emitOpError("has a grid of unknown size; run dp-specialize "

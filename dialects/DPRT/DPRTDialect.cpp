@@ -91,8 +91,7 @@ void DPRTDialect::initialize() {
 static LogicalResult verifyNonNegative(Operation *op, StringRef what,
                                        std::optional<int64_t> value) {
   if (value && *value < 0)
-    return op->emitOpError() << what << " must not be negative, got "
-                             << *value;
+    return op->emitOpError() << what << " must not be negative, got " << *value;
   return success();
 }
 
@@ -101,18 +100,16 @@ LogicalResult GlobalOp::verify() {
   if (failed(verifyNonNegative(*this, "bytes", getBytesAttr().getInt())))
     return failure();
   IntegerAttr offset = getOffsetAttr();
-  return verifyNonNegative(*this, "offset",
-                           offset ? std::optional(offset.getInt())
-                                  : std::nullopt);
+  return verifyNonNegative(
+      *this, "offset", offset ? std::optional(offset.getInt()) : std::nullopt);
 }
 
 LogicalResult AllocOp::verify() {
   if (failed(verifyNonNegative(*this, "bytes", getBytesAttr().getInt())))
     return failure();
   IntegerAttr offset = getOffsetAttr();
-  return verifyNonNegative(*this, "offset",
-                           offset ? std::optional(offset.getInt())
-                                  : std::nullopt);
+  return verifyNonNegative(
+      *this, "offset", offset ? std::optional(offset.getInt()) : std::nullopt);
 }
 
 LogicalResult ViewOp::verify() {
@@ -200,10 +197,9 @@ LogicalResult CallOp::verify() {
   StringRef callee = getCallee();
   const KernelSignature *kernel = getSignature();
   if (!kernel)
-    return emitOpError("calls '")
-           << callee
-           << "', which is not a runtime function "
-              "(runtime/include/dprt/kernels.def)";
+    return emitOpError("calls '") << callee
+                                  << "', which is not a runtime function "
+                                     "(runtime/include/dprt/kernels.def)";
   if (kernel->context == KernelContext::Event)
     return emitOpError("calls '")
            << callee << "', which only dprt." << callee << " issues";
@@ -223,9 +219,8 @@ LogicalResult CallOp::verify() {
            << "', which takes " << params.size();
   int64_t numBuffers = getBuffers().size();
   llvm::SmallBitVector passed(numBuffers);
-  for (auto [position, arg, kind] :
-       llvm::zip_equal(llvm::seq<int64_t>(0, params.size()), getArgs(),
-                       params)) {
+  for (auto [position, arg, kind] : llvm::zip_equal(
+           llvm::seq<int64_t>(0, params.size()), getArgs(), params)) {
     std::optional<int64_t> bufferIndex;
     if (!isArgumentOfKind(arg, kind, bufferIndex))
       return emitOpError("argument #")
@@ -240,9 +235,8 @@ LogicalResult CallOp::verify() {
     passed.set(*bufferIndex);
   }
   if (!passed.all())
-    return emitOpError("buffer #")
-           << passed.find_first_unset() << " is no argument of '" << callee
-           << "'";
+    return emitOpError("buffer #") << passed.find_first_unset()
+                                   << " is no argument of '" << callee << "'";
   // I32Attr reads as unsigned.
   int32_t stream = static_cast<int32_t>(getStream());
   if (!kernel->isCollective() && stream != 0)
@@ -258,12 +252,10 @@ LogicalResult CallOp::verify() {
 // Events
 //===----------------------------------------------------------------------===//
 
-static LogicalResult verifyEvent(Operation *op, int32_t stream,
-                                 int32_t event) {
+static LogicalResult verifyEvent(Operation *op, int32_t stream, int32_t event) {
   if (stream < 0 || event < 0)
     return op->emitOpError("names stream ")
-           << stream << " and event " << event
-           << "; both are numbered from 0";
+           << stream << " and event " << event << "; both are numbered from 0";
   return success();
 }
 

@@ -38,8 +38,8 @@ enum class ParamKind : uint8_t {
   I64,
   I32,
   F64,
-  Flag, ///< bool
-  Str,  ///< const char *: a string literal
+  Flag,   ///< bool
+  Str,    ///< const char *: a string literal
   Stream, ///< int32_t: the stream a collective runs on (its last parameter)
 };
 

@@ -26,8 +26,14 @@ LogicalResult lowerAttention(AttentionOp at, LoweringContext &context) {
     auto rotate = [&](Value x, Value in, int64_t heads, StringRef name) {
       Value out = context.alloc(name, context.dt, {numelOf(x)});
       CallArgs a = context.args();
-      a.dtype(context.dt).buffer(in).buffer(out).i64(b).i64(t).i64(heads)
-          .i64(hd).f64(theta);
+      a.dtype(context.dt)
+          .buffer(in)
+          .buffer(out)
+          .i64(b)
+          .i64(t)
+          .i64(heads)
+          .i64(hd)
+          .f64(theta);
       context.call("rope_forward", a);
       return out;
     };
@@ -38,15 +44,23 @@ LogicalResult lowerAttention(AttentionOp at, LoweringContext &context) {
   Value lse = context.alloc("lse", context.acc, {b, h, t});
   context.saved[at] = {q, k, lse};
   CallArgs a = context.args();
-  a.dtype(context.dt).buffer(q).buffer(k).buffer(context.buf(at.getValue()))
-      .buffer(o).buffer(lse).i64(b).i64(t).i64(h).i64(kv).i64(hd)
+  a.dtype(context.dt)
+      .buffer(q)
+      .buffer(k)
+      .buffer(context.buf(at.getValue()))
+      .buffer(o)
+      .buffer(lse)
+      .i64(b)
+      .i64(t)
+      .i64(h)
+      .i64(kv)
+      .i64(hd)
       .flag(at.getCausal());
   context.call("attention_forward", a);
   return success();
 }
 
-LogicalResult lowerAttentionGrad(AttentionGradOp g,
-                                 LoweringContext &context) {
+LogicalResult lowerAttentionGrad(AttentionGradOp g, LoweringContext &context) {
   AttentionOp at = g.getForwardOp();
   int64_t b = batchOf(at.getQuery()), t = tokensOf(at.getQuery());
   int64_t h = at.getNumHeads(), kv = at.getNumKVHeads(), hd = at.getHeadDim();
@@ -55,10 +69,21 @@ LogicalResult lowerAttentionGrad(AttentionGradOp g,
   Value dk = context.newActivation(g.getDkey(), "dk");
   Value dv = context.newActivation(g.getDvalue(), "dv");
   CallArgs a = context.args();
-  a.dtype(context.dt).buffer(stats[0]).buffer(stats[1])
-      .buffer(context.buf(at.getValue())).buffer(context.buf(at.getOutput()))
-      .buffer(stats[2]).buffer(context.buf(g.getDoutput())).buffer(dq)
-      .buffer(dk).buffer(dv).i64(b).i64(t).i64(h).i64(kv).i64(hd)
+  a.dtype(context.dt)
+      .buffer(stats[0])
+      .buffer(stats[1])
+      .buffer(context.buf(at.getValue()))
+      .buffer(context.buf(at.getOutput()))
+      .buffer(stats[2])
+      .buffer(context.buf(g.getDoutput()))
+      .buffer(dq)
+      .buffer(dk)
+      .buffer(dv)
+      .i64(b)
+      .i64(t)
+      .i64(h)
+      .i64(kv)
+      .i64(hd)
       .flag(at.getCausal());
   context.call("attention_backward", a);
   if (at.getRope()) {
@@ -66,8 +91,15 @@ LogicalResult lowerAttentionGrad(AttentionGradOp g,
     double theta = at.getRopeTheta().convertToDouble();
     for (auto [d, heads] : {std::pair<Value, int64_t>{dq, h}, {dk, kv}}) {
       CallArgs r = context.args();
-      r.dtype(context.dt).buffer(d).buffer(d).i64(b).i64(t).i64(heads)
-          .i64(hd).f64(theta).flag(false);
+      r.dtype(context.dt)
+          .buffer(d)
+          .buffer(d)
+          .i64(b)
+          .i64(t)
+          .i64(heads)
+          .i64(hd)
+          .f64(theta)
+          .flag(false);
       context.call("rope_backward", r);
     }
   }

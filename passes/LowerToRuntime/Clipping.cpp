@@ -29,8 +29,11 @@ LogicalResult lowerClipFactor(ClipFactorOp c, LoweringContext &context) {
   Value factors = context.alloc("clip_factors", context.acc, {context.batch});
   context.setBuffer(c.getFactors(), factors);
   CallArgs a = context.args();
-  a.dtype(context.acc).buffer(context.buf(c.getNorms()))
-      .buffer(context.buf(c.getMask())).buffer(factors).i64(context.batch)
+  a.dtype(context.acc)
+      .buffer(context.buf(c.getNorms()))
+      .buffer(context.buf(c.getMask()))
+      .buffer(factors)
+      .i64(context.batch)
       .attr(clipModeAttr(c.getMode(), context.getContext()))
       .f64(c.getMaxNorm().convertToDouble())
       .f64(c.getGamma().convertToDouble())

@@ -34,8 +34,7 @@ LogicalResult lowerAllGather(AllGatherOp g, LoweringContext &context) {
   return success();
 }
 
-LogicalResult lowerReduceScatter(ReduceScatterOp r,
-                                 LoweringContext &context) {
+LogicalResult lowerReduceScatter(ReduceScatterOp r, LoweringContext &context) {
   FailureOr<int64_t> index = unitNamed(r, r.getUnit(), context);
   if (failed(index))
     return failure();
@@ -43,9 +42,11 @@ LogicalResult lowerReduceScatter(ReduceScatterOp r,
   if (!full)
     return r.emitOpError("has no gradient of the unit to reduce");
   CallArgs a = context.args();
-  a.dtype(context.acc).buffer(full)
+  a.dtype(context.acc)
+      .buffer(full)
       .buffer(context.global(context.units[*index].grad))
-      .i64(context.units[*index].shard).flag(true);
+      .i64(context.units[*index].shard)
+      .flag(true);
   context.call("reduce_scatter", a);
   context.fullGrads.erase(*index);
   return success();
@@ -58,15 +59,16 @@ Value dpc::lowering::gatherUnit(LoweringContext &context, int64_t index) {
   Value full = context.alloc((unit.op.getSymName() + ".gathered").str(),
                              context.dt, {unit.shard, context.ranks});
   CallArgs a = context.args();
-  a.dtype(context.dt).buffer(context.global(unit.paramShard)).buffer(full)
+  a.dtype(context.dt)
+      .buffer(context.global(unit.paramShard))
+      .buffer(full)
       .i64(unit.shard);
   context.call("all_gather", a);
   context.gathered[index] = full;
   return full;
 }
 
-void dpc::lowering::populateCollectivesLowerings(
-    OpLoweringRegistry &registry) {
+void dpc::lowering::populateCollectivesLowerings(OpLoweringRegistry &registry) {
   registry.add(lowerAllGather);
   registry.add(lowerReduceScatter);
 }

@@ -44,7 +44,8 @@ LogicalResult lowerActivation(OpTy act, LoweringContext &context) {
   CallArgs a = context.args();
   a.dtype(context.dt)
       .attr(rt::ActivationAttr::get(context.getContext(), activationOf(act)))
-      .buffer(context.buf(act.getInput())).buffer(y)
+      .buffer(context.buf(act.getInput()))
+      .buffer(y)
       .i64(numelOf(act.getInput()));
   context.call("activation_forward", a);
   return success();
@@ -54,8 +55,10 @@ template <typename OpTy>
 LogicalResult lowerBinary(OpTy binary, LoweringContext &context) {
   Value y = context.newActivation(binary.getOutput(), "sum");
   CallArgs a = context.args();
-  a.dtype(context.dt).buffer(context.buf(binary.getLhs()))
-      .buffer(context.buf(binary.getRhs())).buffer(y)
+  a.dtype(context.dt)
+      .buffer(context.buf(binary.getLhs()))
+      .buffer(context.buf(binary.getRhs()))
+      .buffer(y)
       .i64(numelOf(binary.getOutput()));
   context.call(std::is_same_v<OpTy, AddOp> ? "add_forward" : "mul_forward", a);
   return success();
@@ -68,8 +71,11 @@ LogicalResult lowerActivationGrad(ActivationGradOp g,
   a.dtype(context.dt)
       .attr(rt::ActivationAttr::get(context.getContext(),
                                     runtimeActivation(g.getKind())))
-      .buffer(context.buf(g.getX())).buffer(context.buf(g.getDy()))
-      .buffer(dx).i64(numelOf(g.getX())).flag(bool(g.getAcc()));
+      .buffer(context.buf(g.getX()))
+      .buffer(context.buf(g.getDy()))
+      .buffer(dx)
+      .i64(numelOf(g.getX()))
+      .flag(bool(g.getAcc()));
   context.call("activation_backward", a);
   return success();
 }
@@ -82,18 +88,22 @@ LogicalResult lowerMulGrad(MulGradOp g, LoweringContext &context) {
   if (!g.getDrhs().use_empty())
     db = context.accTarget(g.getRhsAcc(), g, g.getDrhs(), "drhs");
   CallArgs a = context.args();
-  a.dtype(context.dt).buffer(context.buf(g.getLhs()))
-      .buffer(context.buf(g.getRhs())).buffer(context.buf(g.getDy()))
-      .bufferOrNull(da).bufferOrNull(db).i64(numelOf(g.getLhs()))
-      .flag(da && g.getLhsAcc()).flag(db && g.getRhsAcc());
+  a.dtype(context.dt)
+      .buffer(context.buf(g.getLhs()))
+      .buffer(context.buf(g.getRhs()))
+      .buffer(context.buf(g.getDy()))
+      .bufferOrNull(da)
+      .bufferOrNull(db)
+      .i64(numelOf(g.getLhs()))
+      .flag(da && g.getLhsAcc())
+      .flag(db && g.getRhsAcc());
   context.call("mul_backward", a);
   return success();
 }
 
 } // namespace
 
-void dpc::lowering::populateElementwiseLowerings(
-    OpLoweringRegistry &registry) {
+void dpc::lowering::populateElementwiseLowerings(OpLoweringRegistry &registry) {
   registry.add(lowerActivation<ReluOp>);
   registry.add(lowerActivation<SiluOp>);
   registry.add(lowerActivation<GeluOp>);

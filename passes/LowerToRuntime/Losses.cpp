@@ -41,10 +41,15 @@ LogicalResult lowerCrossEntropy(CrossEntropyOp ce, LoweringContext &context) {
   context.saved[ce] = {lse};
   context.logitsBuffer = context.buf(ce.getLogits());
   CallArgs a = context.args();
-  a.dtype(context.dt).buffer(context.buf(ce.getLogits()))
-      .buffer(context.buf(ce.getTargets())).buffer(loss).buffer(lse)
-      .i64(batchOf(ce.getLogits())).i64(tokensOf(ce.getLogits()))
-      .i64(lastDim(ce.getLogits())).flag(ce.getIgnoreIndex().has_value())
+  a.dtype(context.dt)
+      .buffer(context.buf(ce.getLogits()))
+      .buffer(context.buf(ce.getTargets()))
+      .buffer(loss)
+      .buffer(lse)
+      .i64(batchOf(ce.getLogits()))
+      .i64(tokensOf(ce.getLogits()))
+      .i64(lastDim(ce.getLogits()))
+      .flag(ce.getIgnoreIndex().has_value())
       .i64(ce.getIgnoreIndex().value_or(0))
       .attr(reductionOf(ce.getPerSample(), context.getContext()));
   context.call("cross_entropy_forward", a);
@@ -54,8 +59,10 @@ LogicalResult lowerCrossEntropy(CrossEntropyOp ce, LoweringContext &context) {
 LogicalResult lowerMSE(MSEOp mse, LoweringContext &context) {
   Value loss = lossBuffer(mse.getLoss(), context);
   CallArgs a = context.args();
-  a.dtype(context.dt).buffer(context.buf(mse.getPrediction()))
-      .buffer(context.buf(mse.getTarget())).buffer(loss)
+  a.dtype(context.dt)
+      .buffer(context.buf(mse.getPrediction()))
+      .buffer(context.buf(mse.getTarget()))
+      .buffer(loss)
       .i64(batchOf(mse.getPrediction()))
       .i64(numelOf(mse.getPrediction()) / batchOf(mse.getPrediction()))
       .attr(reductionOf(mse.getPerSample(), context.getContext()));
@@ -68,11 +75,16 @@ LogicalResult lowerCrossEntropyGrad(CrossEntropyGradOp g,
   CrossEntropyOp ce = g.getForwardOp();
   Value d = context.newActivation(g.getDlogits(), "dlogits");
   CallArgs a = context.args();
-  a.dtype(context.dt).buffer(context.buf(g.getLogits()))
-      .buffer(context.buf(g.getTargets())).buffer(context.saved[ce][0])
-      .buffer(context.buf(g.getDloss())).buffer(d)
-      .i64(batchOf(g.getLogits())).i64(tokensOf(g.getLogits()))
-      .i64(lastDim(g.getLogits())).flag(ce.getIgnoreIndex().has_value())
+  a.dtype(context.dt)
+      .buffer(context.buf(g.getLogits()))
+      .buffer(context.buf(g.getTargets()))
+      .buffer(context.saved[ce][0])
+      .buffer(context.buf(g.getDloss()))
+      .buffer(d)
+      .i64(batchOf(g.getLogits()))
+      .i64(tokensOf(g.getLogits()))
+      .i64(lastDim(g.getLogits()))
+      .flag(ce.getIgnoreIndex().has_value())
       .i64(ce.getIgnoreIndex().value_or(0))
       .attr(reductionOf(ce.getPerSample(), context.getContext()));
   context.call("cross_entropy_backward", a);
@@ -82,9 +94,12 @@ LogicalResult lowerCrossEntropyGrad(CrossEntropyGradOp g,
 LogicalResult lowerMSEGrad(MSEGradOp g, LoweringContext &context) {
   Value d = context.newActivation(g.getDprediction(), "dprediction");
   CallArgs a = context.args();
-  a.dtype(context.dt).buffer(context.buf(g.getPrediction()))
-      .buffer(context.buf(g.getTarget())).buffer(context.buf(g.getDloss()))
-      .buffer(d).i64(batchOf(g.getPrediction()))
+  a.dtype(context.dt)
+      .buffer(context.buf(g.getPrediction()))
+      .buffer(context.buf(g.getTarget()))
+      .buffer(context.buf(g.getDloss()))
+      .buffer(d)
+      .i64(batchOf(g.getPrediction()))
       .i64(numelOf(g.getPrediction()) / batchOf(g.getPrediction()))
       .attr(reductionOf(g.getPerSample(), context.getContext()));
   context.call("mse_backward", a);

@@ -33,8 +33,7 @@ using namespace dpc::lowering;
 // OpLoweringRegistry
 //===----------------------------------------------------------------------===//
 
-void OpLoweringRegistry::insert(TypeID kind, StringRef name,
-                                OpLowering lower) {
+void OpLoweringRegistry::insert(TypeID kind, StringRef name, OpLowering lower) {
   if (!lowerings.try_emplace(kind, std::move(lower)).second)
     llvm::report_fatal_error(llvm::Twine("two lowerings of ") + name +
                              " registered");
@@ -100,8 +99,8 @@ LogicalResult ProgramLowering::collect() {
   context.ranks = getNumRanks(recipe);
   if (context.ranks < 1 || context.ranks > kMaxRanks)
     return recipe.emitOpError("trains on a grid of ")
-           << context.ranks << " ranks; the runtime runs on 1 to "
-           << kMaxRanks << " (run dp-specialize to fix a dynamic grid)";
+           << context.ranks << " ranks; the runtime runs on 1 to " << kMaxRanks
+           << " (run dp-specialize to fix a dynamic grid)";
   FailureOr<OptimizerSpec> optimizer = getOptimizerSpec(recipe);
   if (failed(optimizer))
     return failure();
@@ -123,8 +122,7 @@ LogicalResult ProgramLowering::collect() {
              << globalBase << ", and its " << unit.getNumel()
              << " elements end beyond 2^63";
     globalBase = *next;
-    for (auto [ref, offset] :
-         llvm::zip(unit.getParams(), unit.getOffsets())) {
+    for (auto [ref, offset] : llvm::zip(unit.getParams(), unit.getOffsets())) {
       auto name = cast<FlatSymbolRefAttr>(ref).getValue();
       auto param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(
           model, cast<FlatSymbolRefAttr>(ref));
@@ -155,9 +153,9 @@ void ProgramLowering::declareGlobals() {
   for (UnitInfo &unit : context.units) {
     std::string name = unit.op.getSymName().str();
     unit.paramShard = context.addGlobal(name + ".params", dt, {unit.shard});
-    unit.master = dt == acc ? unit.paramShard
-                            : context.addGlobal(name + ".master", acc,
-                                                {unit.shard});
+    unit.master = dt == acc
+                      ? unit.paramShard
+                      : context.addGlobal(name + ".master", acc, {unit.shard});
     unit.grad = context.addGlobal(name + ".grad", acc, {unit.shard});
     if (numStates >= 1)
       unit.state1 = context.addGlobal(name + ".opt1", acc, {unit.shard});
@@ -194,8 +192,8 @@ LogicalResult ProgramLowering::checkTensorSizes() {
       return context.forward.emitOpError("input #")
              << input.getArgNumber() << " is " << input.getType()
              << ", more bytes than a 64-bit size can count";
-  for (Block *body : {&context.forward.getBodyBlock(),
-                      &context.step.getBodyBlock()})
+  for (Block *body :
+       {&context.forward.getBodyBlock(), &context.step.getBodyBlock()})
     for (Operation &op : *body)
       for (OpResult result : op.getResults())
         if (tooLarge(result.getType()))
@@ -221,8 +219,11 @@ LogicalResult ProgramLowering::lowerBody(Block &body, bool isStep) {
       if (lossRef && lossRef.getGlobal() == context.lossGlobal)
         continue;
       CallArgs copy = context.args();
-      copy.dtype(context.acc).buffer(loss).dtype(context.acc)
-          .buffer(context.global(context.lossGlobal)).i64(context.batch);
+      copy.dtype(context.acc)
+          .buffer(loss)
+          .dtype(context.acc)
+          .buffer(context.global(context.lossGlobal))
+          .i64(context.batch);
       context.call("cast", copy);
       continue;
     }
@@ -270,8 +271,7 @@ LogicalResult ProgramLowering::run() {
   return failure(context.sizeOverflowed());
 }
 
-struct LowerToRuntimePass
-    : dpc::impl::LowerToRuntimeBase<LowerToRuntimePass> {
+struct LowerToRuntimePass : dpc::impl::LowerToRuntimeBase<LowerToRuntimePass> {
   using LowerToRuntimeBase::LowerToRuntimeBase;
 
   LogicalResult initialize(MLIRContext *) override {

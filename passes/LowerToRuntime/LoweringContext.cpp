@@ -90,8 +90,7 @@ std::string LoweringContext::addGlobalBytes(StringRef name, int64_t bytes) {
 }
 
 Value LoweringContext::global(StringRef name) {
-  return rt::GetGlobalOp::create(builder, loc,
-                                 rt::BufferType::get(context),
+  return rt::GetGlobalOp::create(builder, loc, rt::BufferType::get(context),
                                  FlatSymbolRefAttr::get(context, name));
 }
 
@@ -141,10 +140,10 @@ int64_t LoweringContext::checkedBytes(StringRef buffer,
 }
 
 Value LoweringContext::allocBytes(StringRef name, int64_t bytes) {
-  return rt::AllocOp::create(
-             builder, loc, rt::BufferType::get(context),
-             builder.getI64IntegerAttr(bytes), IntegerAttr(),
-             name.empty() ? StringAttr() : builder.getStringAttr(name))
+  return rt::AllocOp::create(builder, loc, rt::BufferType::get(context),
+                             builder.getI64IntegerAttr(bytes), IntegerAttr(),
+                             name.empty() ? StringAttr()
+                                          : builder.getStringAttr(name))
       .getBuffer();
 }
 
@@ -204,8 +203,8 @@ Value LoweringContext::paramPointer(FlatSymbolRefAttr ref) {
   }
   if (info.offset == 0)
     return base;
-  return view(base, checkedBytes(ref.getValue(),
-                                 {info.offset, ::dprt::sizeOf(dt)}));
+  return view(base,
+              checkedBytes(ref.getValue(), {info.offset, ::dprt::sizeOf(dt)}));
 }
 
 Value LoweringContext::gradPointer(FlatSymbolRefAttr ref) {
@@ -224,12 +223,12 @@ Value LoweringContext::gradPointer(FlatSymbolRefAttr ref) {
   }
   if (info.offset == 0)
     return base;
-  return view(base, checkedBytes(ref.getValue(),
-                                 {info.offset, ::dprt::sizeOf(acc)}));
+  return view(base,
+              checkedBytes(ref.getValue(), {info.offset, ::dprt::sizeOf(acc)}));
 }
 
-Value LoweringContext::accTarget(Value accValue, Operation *user,
-                                 Value result, StringRef name) {
+Value LoweringContext::accTarget(Value accValue, Operation *user, Value result,
+                                 StringRef name) {
   if (!accValue)
     return newActivation(result, name);
   bool lastUse = llvm::all_of(accValue.getUsers(), [&](Operation *other) {
@@ -241,7 +240,10 @@ Value LoweringContext::accTarget(Value accValue, Operation *user,
   } else {
     target = alloc(name, dt, {numelOf(result)});
     CallArgs copy = args();
-    copy.dtype(dt).buffer(buf(accValue)).dtype(dt).buffer(target)
+    copy.dtype(dt)
+        .buffer(buf(accValue))
+        .dtype(dt)
+        .buffer(target)
         .i64(numelOf(result));
     call("cast", copy);
   }

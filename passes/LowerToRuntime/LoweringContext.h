@@ -13,8 +13,8 @@
 
 #include "DP/DPOps.h"
 #include "DPRT/DPRTDialect.h"
-#include "passes/CompiledRecipe.h"
 #include "dprt/types.h"
+#include "passes/CompiledRecipe.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
@@ -86,8 +86,7 @@ struct OptimizerSpec {
   llvm::StringRef updateKernel;
   llvm::SmallVector<mlir::Attribute> updateHyperparameters;
   /// What dp_describe records (0 where the optimizer has no such value).
-  double lr = 0, momentum = 0, beta1 = 0, beta2 = 0, eps = 0,
-         weightDecay = 0;
+  double lr = 0, momentum = 0, beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0;
   bool nesterov = false;
 };
 
@@ -152,8 +151,7 @@ public:
 
   /// The product of `factors`, or 0 after reporting that `buffer` does not
   /// fit.
-  int64_t checkedBytes(llvm::StringRef buffer,
-                       llvm::ArrayRef<int64_t> factors);
+  int64_t checkedBytes(llvm::StringRef buffer, llvm::ArrayRef<int64_t> factors);
   /// A temporary of `count` elements of `type`.
   mlir::Value alloc(llvm::StringRef name, ::dprt::DType type,
                     llvm::ArrayRef<int64_t> count);
@@ -203,9 +201,7 @@ public:
   mlir::Value fusedNormTarget(llvm::ArrayRef<mlir::Value> perSampleGrads);
   /// The buffer the norms summed by `sum` (a dp.norm_sum) were added into,
   /// or null.
-  mlir::Value sumBuffer(mlir::Operation *sum) {
-    return sumBuffers.lookup(sum);
-  }
+  mlir::Value sumBuffer(mlir::Operation *sum) { return sumBuffers.lookup(sum); }
 
   /// Statistics a forward op saves for its backward op: rstd, mean, lse,
   /// rotated queries and keys.

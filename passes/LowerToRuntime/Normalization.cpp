@@ -24,9 +24,13 @@ LogicalResult lowerRMSNorm(RMSNormOp n, LoweringContext &context) {
   Value rstd = context.alloc("rstd", context.acc, {rowsOf(n.getInput())});
   context.saved[n] = {rstd};
   CallArgs a = context.args();
-  a.dtype(context.dt).buffer(context.buf(n.getInput()))
-      .buffer(context.paramPointer(n.getScaleAttr())).buffer(y).buffer(rstd)
-      .i64(rowsOf(n.getInput())).i64(lastDim(n.getInput()))
+  a.dtype(context.dt)
+      .buffer(context.buf(n.getInput()))
+      .buffer(context.paramPointer(n.getScaleAttr()))
+      .buffer(y)
+      .buffer(rstd)
+      .i64(rowsOf(n.getInput()))
+      .i64(lastDim(n.getInput()))
       .f64(n.getEps().convertToDouble());
   context.call("rms_norm_forward", a);
   return success();
@@ -38,12 +42,17 @@ LogicalResult lowerLayerNorm(LayerNormOp n, LoweringContext &context) {
   Value rstd = context.alloc("rstd", context.acc, {rowsOf(n.getInput())});
   context.saved[n] = {mean, rstd};
   CallArgs a = context.args();
-  a.dtype(context.dt).buffer(context.buf(n.getInput()))
+  a.dtype(context.dt)
+      .buffer(context.buf(n.getInput()))
       .buffer(context.paramPointer(n.getScaleAttr()));
   FlatSymbolRefAttr bias = n.getBiasAttr();
   a.bufferOrNull(bias ? context.paramPointer(bias) : Value());
-  a.buffer(y).buffer(mean).buffer(rstd).i64(rowsOf(n.getInput()))
-      .i64(lastDim(n.getInput())).f64(n.getEps().convertToDouble());
+  a.buffer(y)
+      .buffer(mean)
+      .buffer(rstd)
+      .i64(rowsOf(n.getInput()))
+      .i64(lastDim(n.getInput()))
+      .f64(n.getEps().convertToDouble());
   context.call("layer_norm_forward", a);
   return success();
 }
@@ -64,34 +73,44 @@ LogicalResult lowerRMSNormGrad(RMSNormGradOp g, LoweringContext &context) {
   Value gs = perSampleGrads(context, g.getScaleGrads(), "scale_grads");
   Value n2 = context.fusedNormTarget({g.getScaleGrads()});
   CallArgs a = context.args();
-  a.dtype(context.dt).buffer(context.buf(g.getX()))
+  a.dtype(context.dt)
+      .buffer(context.buf(g.getX()))
       .buffer(context.paramPointer(g.getScaleAttr()))
-      .buffer(context.saved[forward][0]).buffer(context.buf(g.getDy()))
-      .buffer(dx).bufferOrNull(gs);
+      .buffer(context.saved[forward][0])
+      .buffer(context.buf(g.getDy()))
+      .buffer(dx)
+      .bufferOrNull(gs);
   if (n2)
     a.buffer(n2);
-  a.i64(batchOf(g.getX())).i64(tokensOf(g.getX())).i64(lastDim(g.getX()))
+  a.i64(batchOf(g.getX()))
+      .i64(tokensOf(g.getX()))
+      .i64(lastDim(g.getX()))
       .flag(bool(g.getAcc()));
   context.call(n2 ? "rms_norm_backward_norm" : "rms_norm_backward", a);
   return success();
 }
 
-LogicalResult lowerLayerNormGrad(LayerNormGradOp g,
-                                 LoweringContext &context) {
+LogicalResult lowerLayerNormGrad(LayerNormGradOp g, LoweringContext &context) {
   Operation *forward = g.getY().getDefiningOp();
   Value dx = context.accTarget(g.getAcc(), g, g.getDx(), "dx");
   Value gs = perSampleGrads(context, g.getScaleGrads(), "scale_grads");
   Value bs = perSampleGrads(context, g.getBiasGrads(), "bias_grads");
   Value n2 = context.fusedNormTarget({g.getScaleGrads(), g.getBiasGrads()});
   CallArgs a = context.args();
-  a.dtype(context.dt).buffer(context.buf(g.getX()))
+  a.dtype(context.dt)
+      .buffer(context.buf(g.getX()))
       .buffer(context.paramPointer(g.getScaleAttr()))
-      .buffer(context.saved[forward][0]).buffer(context.saved[forward][1])
-      .buffer(context.buf(g.getDy())).buffer(dx).bufferOrNull(gs)
+      .buffer(context.saved[forward][0])
+      .buffer(context.saved[forward][1])
+      .buffer(context.buf(g.getDy()))
+      .buffer(dx)
+      .bufferOrNull(gs)
       .bufferOrNull(bs);
   if (n2)
     a.buffer(n2);
-  a.i64(batchOf(g.getX())).i64(tokensOf(g.getX())).i64(lastDim(g.getX()))
+  a.i64(batchOf(g.getX()))
+      .i64(tokensOf(g.getX()))
+      .i64(lastDim(g.getX()))
       .flag(bool(g.getAcc()));
   context.call(n2 ? "layer_norm_backward_norm" : "layer_norm_backward", a);
   return success();

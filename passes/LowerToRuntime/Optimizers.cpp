@@ -35,8 +35,7 @@ FailureOr<OptimizerSpec> dpc::lowering::getOptimizerSpec(RecipeOp recipe) {
             spec.lr = sgd.getLr().convertToDouble();
             spec.weightDecay = sgd.getWeightDecay().convertToDouble();
             spec.updateKernel = "sgd_update_range";
-            spec.updateHyperparameters = {f64(spec.lr),
-                                          f64(spec.weightDecay)};
+            spec.updateHyperparameters = {f64(spec.lr), f64(spec.weightDecay)};
             return true;
           })
           .Case([&](MomentumAttr momentum) {
@@ -47,9 +46,9 @@ FailureOr<OptimizerSpec> dpc::lowering::getOptimizerSpec(RecipeOp recipe) {
             spec.nesterov = momentum.getNesterov();
             spec.weightDecay = momentum.getWeightDecay().convertToDouble();
             spec.updateKernel = "momentum_update_range";
-            spec.updateHyperparameters = {
-                f64(spec.lr), f64(spec.momentum),
-                BoolAttr::get(context, spec.nesterov), f64(spec.weightDecay)};
+            spec.updateHyperparameters = {f64(spec.lr), f64(spec.momentum),
+                                          BoolAttr::get(context, spec.nesterov),
+                                          f64(spec.weightDecay)};
             return true;
           })
           .Case([&](AdamWAttr adamw) {
@@ -115,8 +114,11 @@ void dpc::lowering::buildInit(LoweringContext &context) {
     }
     if (unit.master != unit.paramShard) {
       CallArgs cast = context.args();
-      cast.dtype(acc).buffer(master).dtype(context.dt)
-          .buffer(context.global(unit.paramShard)).i64(unit.shard);
+      cast.dtype(acc)
+          .buffer(master)
+          .dtype(context.dt)
+          .buffer(context.global(unit.paramShard))
+          .i64(unit.shard);
       context.call("cast", cast);
     }
     SmallVector<StringRef, 3> zeroed{unit.grad};
@@ -159,8 +161,12 @@ void dpc::lowering::buildApply(LoweringContext &context) {
     Value master = context.global(unit.master);
     for (auto [begin, end] : ranges) {
       CallArgs noise = context.args();
-      noise.dtype(acc).buffer(grad).i64(unit.shard).i64(begin)
-          .i64(end - begin).i64(unit.globalBase + begin);
+      noise.dtype(acc)
+          .buffer(grad)
+          .i64(unit.shard)
+          .i64(begin)
+          .i64(end - begin)
+          .i64(unit.globalBase + begin);
       context.call("add_noise_range", noise);
       CallArgs update = context.args();
       update.dtype(acc).buffer(master);
@@ -173,8 +179,11 @@ void dpc::lowering::buildApply(LoweringContext &context) {
     }
     if (unit.master != unit.paramShard) {
       CallArgs cast = context.args();
-      cast.dtype(acc).buffer(master).dtype(context.dt)
-          .buffer(context.global(unit.paramShard)).i64(unit.shard);
+      cast.dtype(acc)
+          .buffer(master)
+          .dtype(context.dt)
+          .buffer(context.global(unit.paramShard))
+          .i64(unit.shard);
       context.call("cast", cast);
     }
     CallArgs zero = context.args();

@@ -21,9 +21,13 @@ namespace {
 LogicalResult lowerRank1(NormRank1Op n, LoweringContext &context) {
   Value n2 = context.normTarget(n);
   CallArgs a = context.args();
-  a.dtype(context.dt).buffer(context.buf(n.getX()))
-      .buffer(context.buf(n.getDy())).buffer(n2).i64(context.batch)
-      .i64(lastDim(n.getX())).i64(lastDim(n.getDy()));
+  a.dtype(context.dt)
+      .buffer(context.buf(n.getX()))
+      .buffer(context.buf(n.getDy()))
+      .buffer(n2)
+      .i64(context.batch)
+      .i64(lastDim(n.getX()))
+      .i64(lastDim(n.getDy()));
   context.call(n.getBias() ? "norm_rank1_bias" : "norm_rank1", a);
   return success();
 }
@@ -37,17 +41,31 @@ LogicalResult lowerGram(NormGramOp n, LoweringContext &context) {
   Value ka = context.alloc("gram_a", context.acc, {context.batch, t, t});
   Value kg = context.alloc("gram_g", context.acc, {context.batch, t, t});
   CallArgs a = context.args();
-  a.dtype(context.dt).buffer(context.buf(n.getX())).buffer(ka)
-      .i64(context.batch).i64(t).i64(lastDim(n.getX())).flag(false);
+  a.dtype(context.dt)
+      .buffer(context.buf(n.getX()))
+      .buffer(ka)
+      .i64(context.batch)
+      .i64(t)
+      .i64(lastDim(n.getX()))
+      .flag(false);
   context.call("gram", a);
   for (auto [i, dy] : llvm::enumerate(n.getDys())) {
     CallArgs g = context.args();
-    g.dtype(context.dt).buffer(context.buf(dy)).buffer(kg).i64(context.batch)
-        .i64(t).i64(lastDim(dy)).flag(i > 0);
+    g.dtype(context.dt)
+        .buffer(context.buf(dy))
+        .buffer(kg)
+        .i64(context.batch)
+        .i64(t)
+        .i64(lastDim(dy))
+        .flag(i > 0);
     context.call("gram", g);
   }
   CallArgs d = context.args();
-  d.dtype(context.acc).buffer(ka).buffer(kg).buffer(n2).i64(context.batch)
+  d.dtype(context.acc)
+      .buffer(ka)
+      .buffer(kg)
+      .buffer(n2)
+      .i64(context.batch)
       .i64(t);
   context.call("gram_dot", d);
   return success();
@@ -61,8 +79,14 @@ LogicalResult lowerDirect(NormDirectOp n, LoweringContext &context) {
       "direct_workspace", {in, out, ::dprt::sizeOf(context.acc)},
       [&] { return ::dprt::normDirectWorkspaceBytes(dt, in, out); });
   CallArgs a = context.args();
-  a.dtype(dt).buffer(context.buf(n.getX())).buffer(context.buf(n.getDy()))
-      .buffer(n2).i64(context.batch).i64(tokensOf(n.getX())).i64(in).i64(out)
+  a.dtype(dt)
+      .buffer(context.buf(n.getX()))
+      .buffer(context.buf(n.getDy()))
+      .buffer(n2)
+      .i64(context.batch)
+      .i64(tokensOf(n.getX()))
+      .i64(in)
+      .i64(out)
       .buffer(ws);
   context.call(n.getBias() ? "norm_direct_bias" : "norm_direct", a);
   return success();
@@ -71,19 +95,26 @@ LogicalResult lowerDirect(NormDirectOp n, LoweringContext &context) {
 LogicalResult lowerBias(NormBiasOp n, LoweringContext &context) {
   Value n2 = context.normTarget(n);
   CallArgs a = context.args();
-  a.dtype(context.dt).buffer(context.buf(n.getDy())).buffer(n2)
-      .i64(context.batch).i64(tokensOf(n.getDy())).i64(lastDim(n.getDy()));
+  a.dtype(context.dt)
+      .buffer(context.buf(n.getDy()))
+      .buffer(n2)
+      .i64(context.batch)
+      .i64(tokensOf(n.getDy()))
+      .i64(lastDim(n.getDy()));
   context.call("norm_bias", a);
   return success();
 }
 
-LogicalResult lowerEmbeddingNorm(NormEmbeddingOp n,
-                                 LoweringContext &context) {
+LogicalResult lowerEmbeddingNorm(NormEmbeddingOp n, LoweringContext &context) {
   Value n2 = context.normTarget(n);
   CallArgs a = context.args();
-  a.dtype(context.dt).buffer(context.buf(n.getTokens()))
-      .buffer(context.buf(n.getDy())).buffer(n2).i64(context.batch)
-      .i64(tokensOf(n.getDy())).i64(lastDim(n.getDy()));
+  a.dtype(context.dt)
+      .buffer(context.buf(n.getTokens()))
+      .buffer(context.buf(n.getDy()))
+      .buffer(n2)
+      .i64(context.batch)
+      .i64(tokensOf(n.getDy()))
+      .i64(lastDim(n.getDy()));
   context.call("norm_embedding", a);
   return success();
 }
@@ -98,8 +129,11 @@ LogicalResult lowerRows(NormRowsOp n, LoweringContext &context) {
   }
   Value n2 = context.normTarget(n);
   CallArgs a = context.args();
-  a.dtype(context.acc).buffer(context.buf(n.getGrads())).buffer(n2)
-      .i64(context.batch).i64(lastDim(n.getGrads()));
+  a.dtype(context.acc)
+      .buffer(context.buf(n.getGrads()))
+      .buffer(n2)
+      .i64(context.batch)
+      .i64(lastDim(n.getGrads()));
   context.call("norm_rows", a);
   return success();
 }

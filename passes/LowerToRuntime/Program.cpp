@@ -29,26 +29,32 @@ void describeRecipe(LoweringContext &context) {
       .f64(clip.getGamma().convertToDouble());
   NoiseGenerator generator = NoiseGenerator::fast;
   if (auto noise = dyn_cast<NoiseAttr>(recipe.getNoise())) {
-    r.flag(false).f64(noise.getSigma().convertToDouble()).f64(0.0)
+    r.flag(false)
+        .f64(noise.getSigma().convertToDouble())
+        .f64(0.0)
         .f64(noise.getDelta().convertToDouble());
     generator = noise.getGenerator();
   } else {
     auto target = cast<TargetAttr>(recipe.getNoise());
-    r.flag(true).f64(0.0).f64(target.getEpsilon().convertToDouble())
+    r.flag(true)
+        .f64(0.0)
+        .f64(target.getEpsilon().convertToDouble())
         .f64(target.getDelta().convertToDouble());
     generator = target.getGenerator();
   }
-  r.attr(rt::NoiseGeneratorKindAttr::get(
-      mlirContext, generator == NoiseGenerator::secure
-                       ? rt::NoiseGeneratorKind::ChaCha20
-                       : rt::NoiseGeneratorKind::Philox));
+  r.attr(rt::NoiseGeneratorKindAttr::get(mlirContext,
+                                         generator == NoiseGenerator::secure
+                                             ? rt::NoiseGeneratorKind::ChaCha20
+                                             : rt::NoiseGeneratorKind::Philox));
   if (auto poisson = dyn_cast<PoissonAttr>(recipe.getSampling()))
     r.attr(rt::SamplingKindAttr::get(mlirContext, rt::SamplingKind::Poisson))
         .i64(poisson.getExpectedBatch())
-        .f64(poisson.getRate().convertToDouble()).i64(0);
+        .f64(poisson.getRate().convertToDouble())
+        .i64(0);
   else
     r.attr(rt::SamplingKindAttr::get(mlirContext, rt::SamplingKind::Shuffle))
-        .i64(0).f64(0.0)
+        .i64(0)
+        .f64(0.0)
         .i64(cast<ShuffleAttr>(recipe.getSampling()).getBatch());
   r.i64(recipe.getSteps()).i64(recipe.getSeedAttr().getInt());
   context.call("describe_recipe", r);
@@ -56,8 +62,12 @@ void describeRecipe(LoweringContext &context) {
   const OptimizerSpec &optimizer = context.optimizer;
   CallArgs o = context.args();
   o.attr(rt::OptimizerKindAttr::get(mlirContext, optimizer.kind))
-      .f64(optimizer.lr).f64(optimizer.momentum).flag(optimizer.nesterov)
-      .f64(optimizer.beta1).f64(optimizer.beta2).f64(optimizer.eps)
+      .f64(optimizer.lr)
+      .f64(optimizer.momentum)
+      .flag(optimizer.nesterov)
+      .f64(optimizer.beta1)
+      .f64(optimizer.beta2)
+      .f64(optimizer.eps)
       .f64(optimizer.weightDecay);
   context.call("describe_optimizer", o);
 }
@@ -100,10 +110,14 @@ LogicalResult dpc::lowering::buildDescribe(LoweringContext &context) {
   forward.walk([&](CrossEntropyOp ce) { classes = lastDim(ce.getLogits()); });
 
   CallArgs program = context.args();
-  program.string(context.model.getSymName()).string(context.backend)
-      .i32(context.ranks).planned(rt::PlannedValue::ArenaBytes)
-      .buffer(context.global(context.stateGlobal)).dtype(context.dt)
-      .i64(context.batch).i64(tokens)
+  program.string(context.model.getSymName())
+      .string(context.backend)
+      .i32(context.ranks)
+      .planned(rt::PlannedValue::ArenaBytes)
+      .buffer(context.global(context.stateGlobal))
+      .dtype(context.dt)
+      .i64(context.batch)
+      .i64(tokens)
       .buffer(context.global(context.maskGlobal))
       .buffer(context.global(context.lossGlobal));
   // Without logits (a regression model) the offset is -1.
@@ -132,7 +146,9 @@ LogicalResult dpc::lowering::buildDescribe(LoweringContext &context) {
 
   for (const UnitInfo &unit : context.units) {
     CallArgs u = context.args();
-    u.string(unit.op.getSymName()).i64(unit.numel).i64(unit.shard)
+    u.string(unit.op.getSymName())
+        .i64(unit.numel)
+        .i64(unit.shard)
         .buffer(context.global(unit.paramShard))
         .buffer(context.global(unit.master))
         .buffer(context.global(unit.grad));
@@ -151,8 +167,11 @@ LogicalResult dpc::lowering::buildDescribe(LoweringContext &context) {
         return param.emitOpError("the runtime describes parameters of at "
                                  "most 4 dimensions");
       CallArgs p = context.args();
-      p.string(param.getSymName()).i32(unit.index).i64(offset)
-          .i64(unit.globalBase + offset).flag(param.getTrainable());
+      p.string(param.getSymName())
+          .i32(unit.index)
+          .i64(offset)
+          .i64(unit.globalBase + offset)
+          .flag(param.getTrainable());
       for (int i = 0; i < 4; ++i)
         p.i64(i < int(shape.size()) ? shape[i] : 0);
       context.call("describe_param", p);

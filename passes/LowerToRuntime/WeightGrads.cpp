@@ -37,10 +37,16 @@ LogicalResult lowerLinearGradWeight(LinearGradWeightOp g,
       "wgrad_workspace", {rows, out, ::dprt::sizeOf(dt)},
       [&] { return ::dprt::weightGradWorkspaceBytes(dt, rows, out); });
   CallArgs a = context.args();
-  a.dtype(dt).buffer(context.buf(g.getX())).buffer(context.buf(g.getDy()))
+  a.dtype(dt)
+      .buffer(context.buf(g.getX()))
+      .buffer(context.buf(g.getDy()))
       .buffer(context.buf(g.getScale()))
-      .buffer(context.gradPointer(g.getWeightAttr())).i64(context.batch)
-      .i64(tokensOf(g.getX())).i64(in).i64(out).buffer(ws);
+      .buffer(context.gradPointer(g.getWeightAttr()))
+      .i64(context.batch)
+      .i64(tokensOf(g.getX()))
+      .i64(in)
+      .i64(out)
+      .buffer(ws);
   context.call("linear_weight_grad", a);
   return success();
 }
@@ -49,22 +55,27 @@ LogicalResult lowerBiasGrad(BiasGradOp g, LoweringContext &context) {
   if (failed(requireClipFactor(g, g.getScale())))
     return failure();
   CallArgs a = context.args();
-  a.dtype(context.dt).buffer(context.buf(g.getDy()))
+  a.dtype(context.dt)
+      .buffer(context.buf(g.getDy()))
       .buffer(context.buf(g.getScale()))
-      .buffer(context.gradPointer(g.getBiasAttr())).i64(context.batch)
-      .i64(tokensOf(g.getDy())).i64(lastDim(g.getDy()));
+      .buffer(context.gradPointer(g.getBiasAttr()))
+      .i64(context.batch)
+      .i64(tokensOf(g.getDy()))
+      .i64(lastDim(g.getDy()));
   context.call("bias_grad", a);
   return success();
 }
 
-LogicalResult lowerEmbeddingGrad(EmbeddingGradOp g,
-                                 LoweringContext &context) {
+LogicalResult lowerEmbeddingGrad(EmbeddingGradOp g, LoweringContext &context) {
   if (failed(requireClipFactor(g, g.getScale())))
     return failure();
   CallArgs a = context.args();
-  a.dtype(context.dt).buffer(context.buf(g.getTokens()))
-      .buffer(context.buf(g.getDy())).buffer(context.buf(g.getScale()))
-      .buffer(context.gradPointer(g.getTableAttr())).i64(context.batch)
+  a.dtype(context.dt)
+      .buffer(context.buf(g.getTokens()))
+      .buffer(context.buf(g.getDy()))
+      .buffer(context.buf(g.getScale()))
+      .buffer(context.gradPointer(g.getTableAttr()))
+      .i64(context.batch)
       .i64(tokensOf(g.getDy()))
       .i64(context.params[g.getTable()].op.getTensorType().getDimSize(0))
       .i64(lastDim(g.getDy()));
@@ -76,9 +87,11 @@ LogicalResult lowerVectorGrad(VectorGradOp g, LoweringContext &context) {
   if (failed(requireClipFactor(g, g.getScale())))
     return failure();
   CallArgs a = context.args();
-  a.dtype(context.acc).buffer(context.buf(g.getGrads()))
+  a.dtype(context.acc)
+      .buffer(context.buf(g.getGrads()))
       .buffer(context.buf(g.getScale()))
-      .buffer(context.gradPointer(g.getParamAttr())).i64(context.batch)
+      .buffer(context.gradPointer(g.getParamAttr()))
+      .i64(context.batch)
       .i64(lastDim(g.getGrads()));
   context.call("rows_weighted_sum", a);
   return success();
@@ -86,8 +99,7 @@ LogicalResult lowerVectorGrad(VectorGradOp g, LoweringContext &context) {
 
 } // namespace
 
-void dpc::lowering::populateWeightGradsLowerings(
-    OpLoweringRegistry &registry) {
+void dpc::lowering::populateWeightGradsLowerings(OpLoweringRegistry &registry) {
   registry.add(lowerLinearGradWeight);
   registry.add(lowerBiasGrad);
   registry.add(lowerEmbeddingGrad);

@@ -40,16 +40,16 @@ using str = const char *;
 using stream = int32_t;
 
 #define DPRT_KERNEL(name, ...)                                                 \
-  static_assert(std::is_same_v<decltype(&cpu::name), void (*)(Rank *,          \
-                                                              __VA_ARGS__)>,   \
-                "dprt::cpu::" #name " differs from its kernels.def entry");    \
-  static_assert(std::is_same_v<decltype(&cuda::name), void (*)(Rank *,         \
-                                                               __VA_ARGS__)>,  \
-                "dprt::cuda::" #name " differs from its kernels.def entry");
+  static_assert(                                                               \
+      std::is_same_v<decltype(&cpu::name), void (*)(Rank *, __VA_ARGS__)>,     \
+      "dprt::cpu::" #name " differs from its kernels.def entry");              \
+  static_assert(                                                               \
+      std::is_same_v<decltype(&cuda::name), void (*)(Rank *, __VA_ARGS__)>,    \
+      "dprt::cuda::" #name " differs from its kernels.def entry");
 #define DPRT_EVENT(name, ...) DPRT_KERNEL(name, __VA_ARGS__)
 #define DPRT_DESCRIBE(name, ...)                                               \
-  static_assert(std::is_same_v<decltype(&dprt::name), void (*)(ProgramSpec *,  \
-                                                               __VA_ARGS__)>,  \
+  static_assert(std::is_same_v<decltype(&dprt::name),                          \
+                               void (*)(ProgramSpec *, __VA_ARGS__)>,          \
                 "dprt::" #name " differs from its kernels.def entry");
 #include "dprt/kernels.def"
 } // namespace kernel_kinds

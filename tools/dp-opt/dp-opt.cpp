@@ -18,7 +18,8 @@ int main(int argc, char **argv) {
   dpc::registerDPCPasses();
   dpc::registerPipelines();
   mlir::DialectRegistry registry;
-  registry.insert<dpc::dp::DPDialect, dpc::rt::DPRTDialect, mlir::shard::ShardDialect, mlir::emitc::EmitCDialect>();
+  registry.insert<dpc::dp::DPDialect, dpc::rt::DPRTDialect,
+                  mlir::shard::ShardDialect, mlir::emitc::EmitCDialect>();
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "DPC pass driver: dp dialect models and DP-SGD recipes\n",
       registry));
