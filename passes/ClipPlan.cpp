@@ -3,6 +3,7 @@
 #include "passes/Passes.h"
 
 #include "DP/DPModel.h"
+#include "passes/CompiledRecipe.h"
 #include "passes/CostModel.h"
 
 #include "mlir/IR/Builders.h"
@@ -75,17 +76,11 @@ struct ClipPlanPass : dpc::impl::ClipPlanBase<ClipPlanPass> {
   using ClipPlanBase::ClipPlanBase;
 
   void runOnOperation() override {
-    ModuleOp module = getOperation();
-    RecipeOp recipe = getOnlyRecipe(module);
-    if (!recipe)
-      return signalPassFailure();
-    ModelOp model = getModel(recipe);
-    StepOp step = getStep(model);
-    if (!step) {
-      model.emitOpError("has no dp.step; run dp-backward before dp-clip-plan");
-      return signalPassFailure();
-    }
-    if (failed(plan(step, recipe.getClip(), getComputeType(model))))
+    FailureOr<CompiledRecipe> compiled =
+        findTrainingStep(getOperation(), getArgument());
+    if (failed(compiled) ||
+        failed(plan(compiled->step, compiled->recipe.getClip(),
+                    getComputeType(compiled->model))))
       return signalPassFailure();
   }
 

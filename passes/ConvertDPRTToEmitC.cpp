@@ -3,8 +3,10 @@
 // One emitc.func per dprt.func. Buffers become `arena(rank) + offset`
 // pointers computed once at the top of the function; calls become
 // `dprt::<callee>(rank, ...)`. In dp_describe, a buffer operand stands for
-// its offset, and the placeholders `arena_bytes`, `peak_bytes` and
-// `logits_offset` for numbers the memory plan decided.
+// its offset, and `#dprt.planned` for the number the memory plan decided.
+// This is the one place that spells the program as C++: enums through their
+// generated stringify functions, `#dprt.null` as nullptr (-1 for an offset),
+// strings as C++ literals.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,7 +14,10 @@
 
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CheckedArithmetic.h"
 
+#include <cstdio>
 #include <functional>
 
 namespace dpc {
@@ -22,19 +27,23 @@ namespace dpc {
 
 using namespace mlir;
 using namespace dpc;
-namespace rt = dpc::dprt;
 
 namespace {
 
 /// Offset of a buffer in the arena: a global's, an alloc's, or a view's base
-/// plus its offset. -1 before dprt-plan-memory.
+/// plus its offset. -1 before dprt-plan-memory, or when a view's offset
+/// overflows.
 int64_t offsetOf(Value buffer) {
   Operation *def = buffer.getDefiningOp();
   if (auto alloc = dyn_cast_or_null<rt::AllocOp>(def))
     return alloc.getOffset().value_or(-1);
   if (auto view = dyn_cast_or_null<rt::ViewOp>(def)) {
     int64_t base = offsetOf(view.getSource());
-    return base < 0 ? -1 : base + view.getOffset();
+    std::optional<int64_t> offset =
+        base < 0
+            ? std::nullopt
+            : llvm::checkedAdd<int64_t>(base, view.getOffsetAttr().getInt());
+    return offset.value_or(-1);
   }
   if (auto ref = dyn_cast_or_null<rt::GetGlobalOp>(def)) {
     auto global = SymbolTable::lookupNearestSymbolFrom<rt::GlobalOp>(
@@ -42,6 +51,29 @@ int64_t offsetOf(Value buffer) {
     return global ? global.getOffset().value_or(-1) : -1;
   }
   return -1;
+}
+
+constexpr llvm::StringLiteral kNoOffset =
+    "uses a buffer without a planned offset, or a view beyond what a 64-bit "
+    "offset can count";
+
+/// `text` as a C++ string literal.
+std::string cppStringLiteral(StringRef text) {
+  std::string literal = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      literal += '\\';
+      literal += c;
+    } else if (llvm::isPrint(c)) {
+      literal += c;
+    } else {
+      // Three octal digits: a following digit cannot extend the escape.
+      char escape[5];
+      std::snprintf(escape, sizeof(escape), "\\%03o", c);
+      literal += escape;
+    }
+  }
+  return literal + "\"";
 }
 
 struct ConvertPass : dpc::impl::ConvertDPRTToEmitCBase<ConvertPass> {
@@ -53,7 +85,7 @@ struct ConvertPass : dpc::impl::ConvertDPRTToEmitCBase<ConvertPass> {
       return signalPassFailure();
     }
     rt::ProgramOp program = programs.front();
-    if (!program->hasAttr("arena_bytes")) {
+    if (!program.getArenaBytes() || !program.getPeakBytes()) {
       program.emitOpError("has no memory plan; run dprt-plan-memory first");
       return signalPassFailure();
     }
@@ -102,7 +134,7 @@ LogicalResult ConvertPass::convert(rt::FuncOp func, rt::ProgramOp program,
       [&](Value buffer, bool int32) -> FailureOr<Value> {
     int64_t offset = offsetOf(buffer);
     if (offset < 0)
-      return func.emitOpError("uses a buffer without an offset");
+      return func.emitOpError(kNoOffset);
     if (int32) {
       Value &typed = int32Pointers[offset];
       if (typed)
@@ -165,39 +197,65 @@ LogicalResult ConvertPass::convert(rt::FuncOp func, rt::ProgramOp program,
     if (!call)
       return op.emitOpError("cannot be converted to EmitC");
 
+    // The verifier checked every argument against the callee's parameters.
+    const rt::KernelSignature *kernel = call.getSignature();
     SmallVector<Value> operands{rank};
     SmallVector<Attribute> args{builder.getIndexAttr(0)};
-    for (Attribute arg : call.getArgs()) {
+    for (auto [arg, kind] :
+         llvm::zip_equal(call.getArgs(), kernel->getArgs())) {
       auto index = dyn_cast<IntegerAttr>(arg);
       if (index && index.getType().isIndex()) {
         Value buffer = call.getBuffers()[index.getInt()];
         if (describe) {
-          args.push_back(builder.getI64IntegerAttr(offsetOf(buffer)));
+          int64_t offset = offsetOf(buffer);
+          if (offset < 0)
+            return func.emitOpError(kNoOffset);
+          args.push_back(builder.getI64IntegerAttr(offset));
           continue;
         }
-        bool int32 = call.getInt32Buffers() &&
-                     llvm::is_contained(*call.getInt32Buffers(),
-                                        index.getInt());
-        FailureOr<Value> pointer = pointerTo(buffer, int32);
+        FailureOr<Value> pointer =
+            pointerTo(buffer, kind == rt::ParamKind::Tokens);
         if (failed(pointer))
           return failure();
         args.push_back(builder.getIndexAttr(operands.size()));
         operands.push_back(*pointer);
         continue;
       }
-      if (auto placeholder = dyn_cast<StringAttr>(arg)) {
+      if (isa<rt::NullAttr>(arg)) {
+        args.push_back(describe ? Attribute(builder.getI64IntegerAttr(-1))
+                                : emitc::OpaqueAttr::get(context, "nullptr"));
+        continue;
+      }
+      if (auto planned = dyn_cast<rt::PlannedValueAttr>(arg)) {
         int64_t value = -1;
-        StringRef name = placeholder.getValue();
-        if (name == "arena_bytes" || name == "peak_bytes")
-          value = program->getAttrOfType<IntegerAttr>(name).getInt();
-        else if (name == "logits_offset")
+        switch (planned.getValue()) {
+        case rt::PlannedValue::ArenaBytes:
+          value = *program.getArenaBytes();
+          break;
+        case rt::PlannedValue::PeakBytes:
+          value = *program.getPeakBytes();
+          break;
+        case rt::PlannedValue::LogitsOffset:
           value = logitsOffset();
+          break;
+        }
         args.push_back(builder.getI64IntegerAttr(value));
         continue;
       }
+      if (auto enumerator = dyn_cast<rt::RuntimeEnumAttrInterface>(arg)) {
+        args.push_back(
+            emitc::OpaqueAttr::get(context, enumerator.getCppEnumerator()));
+        continue;
+      }
+      if (auto text = dyn_cast<StringAttr>(arg)) {
+        args.push_back(
+            emitc::OpaqueAttr::get(context, cppStringLiteral(text.getValue())));
+        continue;
+      }
+      // Numbers and bools print as C++ literals.
       args.push_back(arg);
     }
-    if (call.getCollective())
+    if (kernel->isCollective())
       args.push_back(call.getStreamAttr());
     builder.create<emitc::CallOpaqueOp>(
         loc, TypeRange{}, ("dprt::" + call.getCallee()).str(), operands,

@@ -5,6 +5,7 @@
 
 #include "DP/DPOps.h"
 #include "DPRT/DPRTDialect.h"
+#include "passes/OptionValues.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/BuiltinOps.h"

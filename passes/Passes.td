@@ -12,11 +12,13 @@ def Specialize : Pass<"dp-specialize", "mlir::ModuleOp"> {
     the `?` sample dimension of the model's forward pass by the recipe's
     physical batch per rank, and gives a dynamic `shard.grid` the number of
     ranks of `ranks`. A static grid must agree with `ranks` when both are
-    given. Other recipes are removed: one compilation trains one recipe.
+    given. `ranks` is 1 to 2^31 - 1 (the runtime counts ranks in an
+    int32_t), or -1, the default, for the grid's size. Other recipes are removed: one compilation trains one recipe.
   }];
   let options = [
-    Option<"ranks", "ranks", "int64_t", /*default=*/"0",
-           "Ranks of the grid (0: the grid's static size, or 1)">,
+    Option<"ranks", "ranks", "int64_t", /*default=*/"-1",
+           "Ranks of the grid, 1 to 2^31 - 1 (-1: the grid's static size, "
+           "or 1)">,
     Option<"recipe", "recipe", "std::string", /*default=*/"\"\"",
            "The recipe to compile when the module holds several">,
   ];
@@ -133,14 +135,17 @@ def LowerToRuntime : Pass<"dp-lower-to-runtime", "mlir::ModuleOp"> {
     reduce-scattered into the gradient shard), `dp_apply` (noise and the
     optimizer on the trainable ranges of each shard), `dp_forward` and
     `dp_describe`. A weight gradient without a clip factor is an error: the
-    program never sums unclipped gradients.
+    program never sums unclipped gradients. Byte sizes are checked
+    arithmetic: a tensor or buffer whose size a 64-bit size cannot count is
+    an error naming it.
   }];
   let options = [
-    Option<"backend", "backend", "std::string", /*default=*/"\"cpu\"",
-           "The runtime backend the program is for (cpu or cuda)">,
+    Option<"backend", "backend", "::dpc::Backend",
+           /*default=*/"::dpc::Backend::CPU",
+           "The runtime backend the program is for",
+           "::dpc::backendValues()">,
   ];
-  let dependentDialects = ["::dpc::dprt::DPRTDialect",
-                           "::mlir::emitc::EmitCDialect"];
+  let dependentDialects = ["::dpc::rt::DPRTDialect"];
 }
 
 def Schedule : Pass<"dprt-schedule", "mlir::ModuleOp"> {
@@ -177,7 +182,9 @@ def PlanMemory : Pass<"dprt-plan-memory", "mlir::ModuleOp"> {
     run at once, so their temporaries share the space after the globals.
     Sets `offset` on every dprt.global and dprt.alloc, and `arena_bytes`
     (the arena size) and `peak_bytes` (the most bytes live at once, globals
-    included) on the program.
+    included) on the program. Sizes and offsets are checked arithmetic: one
+    that a 64-bit size cannot count is an error naming the buffer, and so is
+    an arena larger than 2^40 bytes (1 TiB), more than any device holds.
   }];
   let statistics = [
     Statistic<"numBuffers", "buffers", "Temporaries placed">,
@@ -209,8 +216,9 @@ def Report : Pass<"dp-report", "mlir::ModuleOp"> {
     JSON object.
   }];
   let options = [
-    Option<"format", "format", "std::string", /*default=*/"\"table\"",
-           "table or json">,
+    Option<"format", "format", "::dpc::ReportFormat",
+           /*default=*/"::dpc::ReportFormat::Table", "How to print the plan",
+           "::dpc::reportFormatValues()">,
     Option<"output", "output", "std::string", /*default=*/"\"-\"",
            "File to write the report to (- for stdout)">,
   ];

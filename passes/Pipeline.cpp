@@ -11,6 +11,7 @@ using namespace mlir;
 void dpc::buildCompilePipeline(OpPassManager &pm,
                                const CompileOptions &options) {
   SpecializeOptions specialize;
+  // dp-specialize checks the number.
   specialize.ranks = options.ranks;
   specialize.recipe = options.recipe;
   pm.addPass(createSpecialize(specialize));

@@ -3,6 +3,8 @@
 #ifndef DPC_PASSES_PIPELINE_H
 #define DPC_PASSES_PIPELINE_H
 
+#include "passes/OptionValues.h"
+
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
 
@@ -11,15 +13,16 @@
 namespace dpc {
 
 struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
-  Option<int64_t> ranks{*this, "ranks",
-                        llvm::cl::desc("Ranks of the grid (0: the grid's)"),
-                        llvm::cl::init(0)};
+  Option<int64_t> ranks{
+      *this, "ranks",
+      llvm::cl::desc("Ranks of the grid, 1 to 2^31 - 1 (-1: the grid's)"),
+      llvm::cl::init(-1)};
   Option<std::string> recipe{*this, "recipe",
                              llvm::cl::desc("Recipe to compile"),
                              llvm::cl::init("")};
-  Option<std::string> backend{*this, "backend",
-                              llvm::cl::desc("Runtime backend: cpu or cuda"),
-                              llvm::cl::init("cpu")};
+  Option<Backend> backend{*this, "backend",
+                          llvm::cl::desc("The runtime backend"),
+                          llvm::cl::init(Backend::CPU), backendValues()};
   Option<int64_t> prefetch{*this, "prefetch",
                            llvm::cl::desc("All-gather prefetch depth (-1: "
                                           "the recipe's)"),

@@ -6,6 +6,8 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/CheckedArithmetic.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
 
@@ -16,13 +18,23 @@ namespace dpc {
 
 using namespace mlir;
 using namespace dpc;
-namespace rt = dpc::dprt;
 
 namespace {
 
-int64_t alignUp(int64_t value) {
-  int64_t a = ::dprt::kArenaAlignment;
-  return (value + a - 1) / a * a;
+/// The largest arena a plan may ask for: no device holds more (an H200 has
+/// 141 GB). A larger plan can only come from a mistaken batch or shape, and
+/// would otherwise fail only when the program allocates it.
+constexpr int64_t kMaxArenaBytes = int64_t(1) << 40;
+
+/// `value` rounded up to kArenaAlignment; nullopt if that overflows.
+std::optional<int64_t> alignUp(std::optional<int64_t> value) {
+  constexpr int64_t a = ::dprt::kArenaAlignment;
+  if (!value)
+    return std::nullopt;
+  std::optional<int64_t> padded = llvm::checkedAdd<int64_t>(*value, a - 1);
+  if (!padded)
+    return std::nullopt;
+  return *padded / a * a;
 }
 
 struct Interval {
@@ -51,114 +63,168 @@ void extendByUses(Value buffer, const llvm::DenseMap<Operation *, int64_t> &inde
   }
 }
 
+/// What a planned function needs: the end of its highest temporary and the
+/// most bytes live at once.
+struct FuncPlan {
+  int64_t extent, live;
+};
+
 struct PlanMemoryPass : dpc::impl::PlanMemoryBase<PlanMemoryPass> {
   void runOnOperation() override {
     for (rt::ProgramOp program : getOperation().getOps<rt::ProgramOp>())
-      plan(program);
+      if (failed(plan(program)))
+        return signalPassFailure();
   }
 
-  void plan(rt::ProgramOp program) {
-    OpBuilder builder(program.getContext());
-    int64_t globals = 0;
-    for (rt::GlobalOp global : program.getBody().getOps<rt::GlobalOp>()) {
-      global.setOffsetAttr(builder.getI64IntegerAttr(globals));
-      globals = alignUp(globals + global.getBytes());
-    }
-    int64_t arena = globals, peak = globals;
-    for (rt::FuncOp func : program.getBody().getOps<rt::FuncOp>()) {
-      auto [extent, live] = planFunc(func, globals);
-      arena = std::max(arena, extent);
-      peak = std::max(peak, globals + live);
-    }
-    program->setAttr("arena_bytes", builder.getI64IntegerAttr(arena));
-    program->setAttr("peak_bytes", builder.getI64IntegerAttr(peak));
-  }
-
-  /// Places the temporaries of `func` after `base`; returns the end of the
-  /// highest one and the most bytes live at once.
-  std::pair<int64_t, int64_t> planFunc(rt::FuncOp func, int64_t base) {
-    Block &body = func.getBody().front();
-    llvm::DenseMap<Operation *, int64_t> index;
-    int64_t position = 0;
-    for (Operation &op : body)
-      index[&op] = position++;
-
-    std::vector<Interval> intervals;
-    for (Operation &op : body) {
-      auto alloc = dyn_cast<rt::AllocOp>(op);
-      if (!alloc)
-        continue;
-      Interval interval{alloc, alignUp(alloc.getBytes()), index[&op],
-                        index[&op]};
-      extendByUses(alloc.getBuffer(), index, interval);
-      intervals.push_back(interval);
-    }
-    numBuffers += intervals.size();
-
-    // Largest first, each at the lowest offset free for its whole life.
-    std::vector<size_t> order(intervals.size());
-    for (size_t i = 0; i < order.size(); ++i)
-      order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      return intervals[a].bytes > intervals[b].bytes;
-    });
-    std::vector<size_t> placed;
-    int64_t extent = base;
-    for (size_t i : order) {
-      Interval &cur = intervals[i];
-      std::vector<std::pair<int64_t, int64_t>> taken;
-      for (size_t j : placed) {
-        const Interval &other = intervals[j];
-        if (other.end < cur.start || cur.end < other.start)
-          continue;
-        taken.push_back({other.offset, other.offset + other.bytes});
-      }
-      std::sort(taken.begin(), taken.end());
-      int64_t offset = base;
-      for (auto [lo, hi] : taken) {
-        if (offset + cur.bytes <= lo)
-          break;
-        offset = std::max(offset, hi);
-      }
-      cur.offset = offset;
-      extent = std::max(extent, offset + cur.bytes);
-      placed.push_back(i);
-    }
-
-    // The most bytes live at once (the plan may need more for alignment
-    // and fragmentation: that is extent - base).
-    std::vector<std::pair<int64_t, int64_t>> events;
-    for (const Interval &interval : intervals) {
-      events.push_back({interval.start, interval.bytes});
-      events.push_back({interval.end + 1, -interval.bytes});
-    }
-    std::sort(events.begin(), events.end());
-    int64_t live = 0, mostLive = 0;
-    for (auto [when, delta] : events) {
-      live += delta;
-      mostLive = std::max(mostLive, live);
-    }
-
-    // The plan is checked, not trusted: two buffers live at the same time
-    // never share a byte.
-    for (size_t a = 0; a < intervals.size(); ++a)
-      for (size_t b = a + 1; b < intervals.size(); ++b) {
-        Interval &x = intervals[a], &y = intervals[b];
-        bool together = !(x.end < y.start || y.end < x.start);
-        bool overlap = x.offset < y.offset + y.bytes &&
-                       y.offset < x.offset + x.bytes;
-        if (together && overlap) {
-          x.alloc.emitOpError("memory plan overlaps a buffer live at the "
-                              "same time");
-          signalPassFailure();
-        }
-      }
-
-    OpBuilder builder(func.getContext());
-    for (Interval &interval : intervals)
-      interval.alloc.setOffsetAttr(builder.getI64IntegerAttr(interval.offset));
-    return {extent, mostLive};
-  }
+  LogicalResult plan(rt::ProgramOp program);
+  FailureOr<FuncPlan> planFunc(rt::FuncOp func, int64_t base);
 };
+
+/// An error at `op`, a buffer of `bytes` bytes the plan puts at `offset`,
+/// whose end a 64-bit size cannot hold.
+LogicalResult overflowAt(Operation *op, int64_t bytes, int64_t offset) {
+  return op->emitOpError("of ") << bytes << " bytes at offset " << offset
+                                << " ends beyond what a 64-bit size can count";
+}
+
+LogicalResult PlanMemoryPass::plan(rt::ProgramOp program) {
+  OpBuilder builder(program.getContext());
+  int64_t globals = 0;
+  for (rt::GlobalOp global : program.getBody().getOps<rt::GlobalOp>()) {
+    global.setOffsetAttr(builder.getI64IntegerAttr(globals));
+    int64_t bytes = global.getBytesAttr().getInt();
+    std::optional<int64_t> end =
+        alignUp(llvm::checkedAdd<int64_t>(globals, bytes));
+    if (!end)
+      return overflowAt(global, bytes, globals);
+    globals = *end;
+  }
+  int64_t arena = globals, peak = globals;
+  for (rt::FuncOp func : program.getBody().getOps<rt::FuncOp>()) {
+    FailureOr<FuncPlan> funcPlan = planFunc(func, globals);
+    if (failed(funcPlan))
+      return failure();
+    std::optional<int64_t> inUse =
+        llvm::checkedAdd<int64_t>(globals, funcPlan->live);
+    if (!inUse)
+      return func.emitOpError("has more bytes live at once than a 64-bit "
+                              "size can count");
+    arena = std::max(arena, funcPlan->extent);
+    peak = std::max(peak, *inUse);
+  }
+  // At the program's location only: the program itself is too large to
+  // print with the message.
+  if (arena > kMaxArenaBytes)
+    return emitError(program.getLoc(), "@")
+           << program.getSymName() << " needs an arena of " << arena
+           << " bytes ("
+           << llvm::formatv("{0:F1}", double(arena) / double(int64_t(1) << 30))
+                  .str()
+           << " GiB) per rank; no device holds more than " << kMaxArenaBytes
+           << " bytes (1 TiB)";
+  program.setArenaBytes(arena);
+  program.setPeakBytes(peak);
+  return success();
+}
+
+/// Places the temporaries of `func` after `base`.
+FailureOr<FuncPlan> PlanMemoryPass::planFunc(rt::FuncOp func, int64_t base) {
+  Block &body = func.getBody().front();
+  llvm::DenseMap<Operation *, int64_t> index;
+  int64_t position = 0;
+  for (Operation &op : body)
+    index[&op] = position++;
+
+  std::vector<Interval> intervals;
+  for (Operation &op : body) {
+    auto alloc = dyn_cast<rt::AllocOp>(op);
+    if (!alloc)
+      continue;
+    int64_t bytes = alloc.getBytesAttr().getInt();
+    std::optional<int64_t> aligned = alignUp(bytes);
+    if (!aligned)
+      return alloc.emitOpError("of ")
+             << bytes << " bytes cannot be aligned to "
+             << ::dprt::kArenaAlignment
+             << " bytes within what a 64-bit size can count";
+    Interval interval{alloc, *aligned, index[&op], index[&op]};
+    extendByUses(alloc.getBuffer(), index, interval);
+    intervals.push_back(interval);
+  }
+  numBuffers += intervals.size();
+
+  // Largest first, each at the lowest offset free for its whole life.
+  std::vector<size_t> order(intervals.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return intervals[a].bytes > intervals[b].bytes;
+  });
+  std::vector<size_t> placed;
+  int64_t extent = base;
+  for (size_t i : order) {
+    Interval &cur = intervals[i];
+    std::vector<std::pair<int64_t, int64_t>> taken;
+    for (size_t j : placed) {
+      const Interval &other = intervals[j];
+      if (other.end < cur.start || cur.end < other.start)
+        continue;
+      // Placed intervals end where the check below let them.
+      taken.push_back({other.offset, other.offset + other.bytes});
+    }
+    std::sort(taken.begin(), taken.end());
+    int64_t offset = base;
+    std::optional<int64_t> end = llvm::checkedAdd<int64_t>(offset, cur.bytes);
+    for (auto [lo, hi] : taken) {
+      if (end && *end <= lo)
+        break;
+      offset = std::max(offset, hi);
+      end = llvm::checkedAdd<int64_t>(offset, cur.bytes);
+    }
+    if (!end)
+      return overflowAt(cur.alloc, cur.bytes, offset);
+    cur.offset = offset;
+    extent = std::max(extent, *end);
+    placed.push_back(i);
+  }
+
+  // The plan is checked, not trusted: two buffers live at the same time
+  // never share a byte.
+  bool overlapping = false;
+  for (size_t a = 0; a < intervals.size(); ++a)
+    for (size_t b = a + 1; b < intervals.size(); ++b) {
+      Interval &x = intervals[a], &y = intervals[b];
+      bool together = !(x.end < y.start || y.end < x.start);
+      bool overlap =
+          x.offset < y.offset + y.bytes && y.offset < x.offset + x.bytes;
+      if (together && overlap) {
+        x.alloc.emitOpError("memory plan overlaps a buffer live at the "
+                            "same time");
+        overlapping = true;
+      }
+    }
+  if (overlapping)
+    return failure();
+
+  // The most bytes live at once (the plan may need more for alignment
+  // and fragmentation: that is extent - base). Buffers live at once lie
+  // side by side in [base, extent), so no sum below exceeds extent - base.
+  std::vector<std::pair<int64_t, int64_t>> events;
+  for (const Interval &interval : intervals) {
+    events.push_back({interval.start, interval.bytes});
+    events.push_back({interval.end + 1, -interval.bytes});
+  }
+  std::sort(events.begin(), events.end());
+  int64_t live = 0, mostLive = 0;
+  for (auto [when, delta] : events) {
+    live += delta;
+    mostLive = std::max(mostLive, live);
+  }
+
+  OpBuilder builder(func.getContext());
+  for (Interval &interval : intervals)
+    interval.alloc.setOffsetAttr(builder.getI64IntegerAttr(interval.offset));
+  return FuncPlan{extent, mostLive};
+}
 
 } // namespace

@@ -3,6 +3,7 @@
 #include "passes/Passes.h"
 
 #include "DP/DPModel.h"
+#include "passes/CompiledRecipe.h"
 #include "passes/CostModel.h"
 #include "passes/Shapes.h"
 
@@ -24,7 +25,6 @@ namespace dpc {
 using namespace mlir;
 using namespace dpc;
 using namespace dpc::dp;
-namespace rt = dpc::dprt;
 
 namespace {
 
@@ -51,24 +51,20 @@ struct ReportPass : dpc::impl::ReportBase<ReportPass> {
 
 void ReportPass::runOnOperation() {
   ModuleOp module = getOperation();
-  RecipeOp recipe = getOnlyRecipe(module);
-  if (!recipe)
+  FailureOr<CompiledRecipe> compiled = findCompiledRecipe(module);
+  if (failed(compiled))
     return signalPassFailure();
-  ModelOp model = getModel(recipe);
-  StepOp step = getStep(model);
+  RecipeOp recipe = compiled->recipe;
+  ModelOp model = compiled->model;
+  StepOp step = compiled->step;
   auto programs = llvm::to_vector(module.getOps<rt::ProgramOp>());
-  if (!step || programs.size() != 1 ||
-      !programs.front()->hasAttr("arena_bytes")) {
+  if (!step || programs.size() != 1 || !programs.front().getArenaBytes() ||
+      !programs.front().getPeakBytes()) {
     module.emitError("dp-report runs after the whole pipeline up to "
                      "dprt-plan-memory");
     return signalPassFailure();
   }
   rt::ProgramOp program = programs.front();
-  if (format != "table" && format != "json") {
-    module.emitError("unknown report format '") << format
-                                                << "'; expected table or json";
-    return signalPassFailure();
-  }
 
   Type compute = getComputeType(model);
   Type accType = getAccumulationType(model);
@@ -231,8 +227,8 @@ void ReportPass::runOnOperation() {
                                                    double(ranks * physical))))
           : 0;
 
-  int64_t arena = program->getAttrOfType<IntegerAttr>("arena_bytes").getInt();
-  int64_t peak = program->getAttrOfType<IntegerAttr>("peak_bytes").getInt();
+  int64_t arena = *program.getArenaBytes();
+  int64_t peak = *program.getPeakBytes();
   std::map<std::string, int64_t> globals;
   for (rt::GlobalOp global : program.getBody().getOps<rt::GlobalOp>()) {
     StringRef name = global.getSymName();
@@ -257,7 +253,7 @@ void ReportPass::runOnOperation() {
   }
   llvm::raw_ostream &os = file->os();
 
-  if (format == "json") {
+  if (format == ReportFormat::JSON) {
     llvm::json::Array params;
     for (const std::string &name : order) {
       const ParamRow &row = rows[name];

@@ -12,7 +12,6 @@ namespace dpc {
 
 using namespace mlir;
 using namespace dpc;
-namespace rt = dpc::dprt;
 
 namespace {
 
@@ -57,8 +56,7 @@ struct SchedulePass : dpc::impl::ScheduleBase<SchedulePass> {
     for (rt::ProgramOp program : getOperation().getOps<rt::ProgramOp>()) {
       int64_t depth = prefetch;
       if (depth < 0) {
-        auto attr = program->getAttrOfType<IntegerAttr>("prefetch");
-        depth = attr ? attr.getInt() : 1;
+        depth = program.getPrefetch().value_or(1);
       }
       for (rt::FuncOp func : program.getBody().getOps<rt::FuncOp>())
         if (!func.getDescribe())
@@ -86,11 +84,11 @@ void SchedulePass::scheduleFunc(rt::FuncOp func, int64_t depth) {
   SmallVector<rt::CallOp> gathers;
   for (Operation &op : body)
     if (auto call = dyn_cast<rt::CallOp>(op);
-        call && call.getCollective() && call.getCallee() == "all_gather")
+        call && call.isCollective() && call.getCallee() == "all_gather")
       gathers.push_back(call);
   if (gathers.empty() && llvm::none_of(body, [](Operation &op) {
         auto call = dyn_cast<rt::CallOp>(op);
-        return call && call.getCollective();
+        return call && call.isCollective();
       }))
     return;
 
@@ -128,7 +126,7 @@ void SchedulePass::scheduleFunc(rt::FuncOp func, int64_t depth) {
 
   SmallVector<rt::CallOp> collectives;
   for (Operation &op : body)
-    if (auto call = dyn_cast<rt::CallOp>(op); call && call.getCollective())
+    if (auto call = dyn_cast<rt::CallOp>(op); call && call.isCollective())
       collectives.push_back(call);
 
   SmallVector<std::pair<rt::CallOp, int32_t>> reduceScatters;

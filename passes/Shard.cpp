@@ -3,6 +3,7 @@
 #include "passes/Passes.h"
 
 #include "DP/DPModel.h"
+#include "passes/CompiledRecipe.h"
 #include "passes/Units.h"
 
 #include "mlir/IR/Builders.h"
@@ -66,11 +67,13 @@ void groupDeferredWeightGrads(StepOp step,
 
 struct ShardPass : dpc::impl::ShardBase<ShardPass> {
   void runOnOperation() override {
-    ModuleOp module = getOperation();
-    RecipeOp recipe = getOnlyRecipe(module);
-    if (!recipe)
+    FailureOr<CompiledRecipe> compiled =
+        findTrainingStep(getOperation(), getArgument());
+    if (failed(compiled))
       return signalPassFailure();
-    ModelOp model = getModel(recipe);
+    RecipeOp recipe = compiled->recipe;
+    ModelOp model = compiled->model;
+    StepOp step = compiled->step;
     int64_t ranks = getNumRanks(recipe);
     if (ranks < 1) {
       recipe.emitOpError("has a grid of unknown size; run dp-specialize "
@@ -79,11 +82,6 @@ struct ShardPass : dpc::impl::ShardBase<ShardPass> {
     }
     for (UnitOp unit : model.getBody().front().getOps<UnitOp>()) {
       unit.emitOpError("exists already; dp-shard runs once");
-      return signalPassFailure();
-    }
-    StepOp step = getStep(model);
-    if (!step) {
-      model.emitOpError("has no dp.step; run dp-backward before dp-shard");
       return signalPassFailure();
     }
 

@@ -3,6 +3,7 @@
 #include "passes/Passes.h"
 
 #include "DP/DPModel.h"
+#include "passes/CompiledRecipe.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
@@ -34,34 +35,25 @@ struct SpecializePass : dpc::impl::SpecializeBase<SpecializePass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    RecipeOp recipe = selectRecipe(module);
-    if (!recipe)
+    // -1, the default, leaves the number to the grid; any other value must
+    // be a number of ranks the runtime can run.
+    if (ranks != -1 && (ranks < 1 || ranks > kMaxRanks)) {
+      emitError(module.getLoc(), "ranks = ")
+          << int64_t(ranks) << " is not a number of ranks; give 1 to "
+          << kMaxRanks;
       return signalPassFailure();
-    ModelOp model = getModel(recipe);
-    if (failed(specializeGrid(module, recipe)) ||
-        failed(specializeBatch(model, recipe.getPhysicalBatch())))
-      return signalPassFailure();
-  }
-
-  /// The recipe to compile; the others are removed.
-  RecipeOp selectRecipe(ModuleOp module) {
-    auto recipes = llvm::to_vector(module.getOps<RecipeOp>());
-    RecipeOp chosen;
-    if (recipe.empty()) {
-      chosen = getOnlyRecipe(module);
-    } else {
-      for (RecipeOp r : recipes)
-        if (r.getSymName() == recipe)
-          chosen = r;
-      if (!chosen)
-        module.emitError("no dp.recipe named @") << recipe;
     }
-    if (!chosen)
-      return nullptr;
-    for (RecipeOp r : recipes)
-      if (r != chosen)
-        r.erase();
-    return chosen;
+    FailureOr<CompiledRecipe> compiled = findCompiledRecipe(module, recipe);
+    if (failed(compiled))
+      return signalPassFailure();
+    // One compilation trains one recipe: the others go.
+    for (RecipeOp other : llvm::to_vector(module.getOps<RecipeOp>()))
+      if (other != compiled->recipe)
+        other.erase();
+    if (failed(specializeGrid(module, compiled->recipe)) ||
+        failed(specializeBatch(compiled->model,
+                               compiled->recipe.getPhysicalBatch())))
+      return signalPassFailure();
   }
 
   LogicalResult specializeGrid(ModuleOp module, RecipeOp recipe) {

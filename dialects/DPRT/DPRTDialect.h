@@ -3,7 +3,11 @@
 #ifndef DPC_DIALECTS_DPRT_DPRTDIALECT_H
 #define DPC_DIALECTS_DPRT_DPRTDIALECT_H
 
-#include "mlir/Dialect/EmitC/IR/EmitC.h"
+#include "DPRT/DPRTKernels.h"
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Attributes.h"
+#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpDefinition.h"
@@ -11,12 +15,18 @@
 #include "mlir/IR/RegionKindInterface.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
-#include "mlir/Bytecode/BytecodeOpInterface.h"
 
-#include "DPRT/DPRTDialect.h.inc"
+#include "DPRT/DPRTOpsDialect.h.inc"
+
+#include "DPRT/DPRTEnums.h.inc"
+
+#include "DPRT/DPRTAttrInterfaces.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "DPRT/DPRTAttrs.h.inc"
 
 #define GET_TYPEDEF_CLASSES
-#include "DPRT/DPRTTypes.h.inc"
+#include "DPRT/DPRTOpsTypes.h.inc"
 
 #define GET_OP_CLASSES
 #include "DPRT/DPRTOps.h.inc"

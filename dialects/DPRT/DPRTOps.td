@@ -10,26 +10,13 @@
 #ifndef DPRT_OPS_TD
 #define DPRT_OPS_TD
 
-include "mlir/IR/OpBase.td"
+include "DPRT/DPRTAttrs.td"
+include "DPRT/DPRTBase.td"
 include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/OpBase.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/RegionKindInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
-
-def DPRT_Dialect : Dialect {
-  let name = "dprt";
-  let cppNamespace = "::dpc::dprt";
-  let summary = "Arena buffers, runtime calls, streams and events";
-  let description = [{
-    A `dprt.program` holds the persistent buffers (`dprt.global`) of a
-    training program and its functions (`dprt.func`): `dp_init`,
-    `dp_microstep`, `dp_apply`, `dp_forward` and `dp_describe`. Functions
-    allocate temporaries with `dprt.alloc`; `dprt-plan-memory` gives every
-    buffer an offset in the rank's arena.
-  }];
-  let useDefaultTypePrinterParser = 1;
-  let dependentDialects = ["::mlir::emitc::EmitCDialect"];
-}
 
 class DPRT_Op<string mnemonic, list<Trait> traits = []>
     : Op<DPRT_Dialect, mnemonic, traits>;
@@ -37,17 +24,21 @@ class DPRT_Op<string mnemonic, list<Trait> traits = []>
 def DPRT_BufferType : TypeDef<DPRT_Dialect, "Buffer"> {
   let mnemonic = "buffer";
   let summary = "a byte range of the arena";
-  let builderCall = "$_builder.getType<::dpc::dprt::BufferType>()";
+  let builderCall = "$_builder.getType<::dpc::rt::BufferType>()";
 }
 
 def DPRT_ProgramOp : DPRT_Op<"program", [Symbol, SymbolTable,
     IsolatedFromAbove, SingleBlock, NoTerminator, NoRegionArguments]> {
   let summary = "a training program for one model and recipe";
   let description = [{
-    Attributes after planning: `arena_bytes` (the arena of one rank) and
-    `peak_bytes` (the largest extent actually in use at once).
+    `prefetch` is the recipe's all-gather prefetch depth (dprt-schedule
+    reads it); after dprt-plan-memory, `arena_bytes` is the arena of one
+    rank and `peak_bytes` the largest extent actually in use at once.
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name);
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       OptionalAttr<I64Attr>:$prefetch,
+                       OptionalAttr<I64Attr>:$arena_bytes,
+                       OptionalAttr<I64Attr>:$peak_bytes);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
 }
@@ -62,6 +53,7 @@ def DPRT_GlobalOp : DPRT_Op<"global", [Symbol, HasParent<"ProgramOp">]> {
   let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$bytes,
                        OptionalAttr<I64Attr>:$offset);
   let assemblyFormat = "$sym_name attr-dict";
+  let hasVerifier = 1;
 }
 
 def DPRT_FuncOp : DPRT_Op<"func", [Symbol, HasParent<"ProgramOp">,
@@ -93,6 +85,7 @@ def DPRT_AllocOp : DPRT_Op<"alloc"> {
                        OptionalAttr<StrAttr>:$name);
   let results = (outs DPRT_BufferType:$buffer);
   let assemblyFormat = "attr-dict";
+  let hasVerifier = 1;
 }
 
 def DPRT_GetGlobalOp : DPRT_Op<"get_global", [Pure,
@@ -108,34 +101,46 @@ def DPRT_ViewOp : DPRT_Op<"view", [Pure]> {
   let arguments = (ins DPRT_BufferType:$source, I64Attr:$offset);
   let results = (outs DPRT_BufferType:$buffer);
   let assemblyFormat = "$source `[` $offset `]` attr-dict";
+  let hasVerifier = 1;
 }
 
 def DPRT_CallOp : DPRT_Op<"call"> {
   let summary = "one call of a runtime function";
   let description = [{
     ```mlir
-    dprt.call "linear_forward"(%x, %w, %y) {args = [#emitc.opaque<"dprt::DType::F32">, 0 : index,
-        1 : index, #emitc.opaque<"nullptr">, 2 : index, 128 : i64, 64 : i64, 32 : i64]}
+    dprt.call "linear_forward"(%x, %w, %y) {args = [#dprt.dtype<F32>,
+        0 : index, 1 : index, #dprt.null, 2 : index, 128 : i64, 64 : i64,
+        32 : i64]}
     ```
     calls `dprt::linear_forward(rank, ...)` with `args` in order: an index
-    stands for that operand (a pointer into the arena), any other attribute
-    is a literal. Calls marked `collective` run on stream `stream` (set by
-    dprt-schedule), which the EmitC lowering passes as the last argument.
-    The buffers listed in `int32_buffers` hold int32 values (token ids):
-    they are passed as `int32_t *`, every other buffer as `char *`.
+    stands for that buffer operand (a pointer into the arena; its offset in
+    a describe function), any other attribute is a value. The callee and
+    the kind of each argument are checked against the runtime's table of
+    functions, runtime/include/dprt/kernels.def: a buffer, an int32 buffer,
+    a buffer or `#dprt.null`, a `#dprt` enum, an `i64`, `i32` or `f64`
+    number, a bool, a string, or a `#dprt.planned` number. Collectives
+    (functions whose last parameter is a stream) run on stream `stream`,
+    set by dprt-schedule; every other call on stream 0.
   }];
   let arguments = (ins StrAttr:$callee, Variadic<DPRT_BufferType>:$buffers,
-                       ArrayAttr:$args, UnitAttr:$collective,
-                       DefaultValuedAttr<I32Attr, "0">:$stream,
-                       OptionalAttr<DenseI64ArrayAttr>:$int32_buffers);
+                       ArrayAttr:$args,
+                       DefaultValuedAttr<I32Attr, "0">:$stream);
   let assemblyFormat = "$callee `(` $buffers `)` attr-dict";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The callee's entry in the runtime's table; null for an unknown callee
+    /// (which the verifier rejects).
+    const ::dpc::rt::KernelSignature *getSignature();
+    /// Whether the callee is a collective, which runs on `stream`.
+    bool isCollective();
+  }];
 }
 
 def DPRT_RecordEventOp : DPRT_Op<"record_event"> {
   let summary = "records an event on a stream";
   let arguments = (ins I32Attr:$stream, I32Attr:$event);
   let assemblyFormat = "attr-dict";
+  let hasVerifier = 1;
 }
 
 def DPRT_WaitEventOp : DPRT_Op<"wait_event"> {
@@ -148,6 +153,7 @@ def DPRT_WaitEventOp : DPRT_Op<"wait_event"> {
   let arguments = (ins Variadic<DPRT_BufferType>:$keep, I32Attr:$stream,
                        I32Attr:$event);
   let assemblyFormat = "($keep^)? attr-dict";
+  let hasVerifier = 1;
 }
 
 #endif // DPRT_OPS_TD

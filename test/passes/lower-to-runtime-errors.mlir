@@ -6,7 +6,8 @@
 // refuses to build a program that would sum them.
 // CHECK: error: 'dp.linear_grad_weight' op has no clip factor: run dp-clip-plan; the program never sums unclipped gradients
 // EARLY: error: 'dp.model' op needs dp.step and dp.unit: run dp-backward, dp-clip-plan and dp-shard first
-// BACKEND: error: unknown backend 'tpu'; expected cpu or cuda
+// The backend is an enum option: the option parser names the values.
+// BACKEND: for the --backend option: Cannot find option named 'tpu'!
 dp.model @m {
   dp.param @w : tensor<4x8xf32>
   dp.forward(%x: tensor<?x8xf32>, %y: tensor<?xi32>) -> tensor<?xf32> {

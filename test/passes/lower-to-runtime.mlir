@@ -1,4 +1,6 @@
 // RUN: dp-opt %s --dp-specialize --dp-backward --dp-clip-plan --dp-shard --dp-lower-to-runtime | FileCheck %s
+// RUN: dp-opt %s --dp-specialize --dp-backward --dp-clip-plan --dp-shard --dp-lower-to-runtime=backend=cuda | FileCheck %s --check-prefix=CUDA
+// CUDA: "describe_program"({{.*}}) {args = ["m", "cuda", 1 : i32,
 
 // Units under the block policy: fc1.w and fc1.b form @unit.fc1 (numel 144:
 // 128 + 16 after aligning fc1.b to 64), the dot-less @fixed forms the root,
@@ -35,25 +37,26 @@ dp.recipe @r for @m {
 // Initializers are keyed by the global element index: fc1.w at 0, fc1.b at
 // 128, @fixed at 144 (after the 144 elements of unit fc1), fc2.w at 208.
 // CHECK-LABEL: dprt.func @dp_init
-// CHECK: "init_normal_range"(%{{.*}}) {args = [#emitc.opaque<"dprt::DType::F32">, 0 : index, 192, 0, 128, 0, 5.000000e-01]}
-// CHECK: "fill_range"(%{{.*}}) {args = [#emitc.opaque<"dprt::DType::F32">, 0 : index, 192, 128, 16, 0.000000e+00]}
-// CHECK: "init_uniform_range"(%{{.*}}) {args = [#emitc.opaque<"dprt::DType::F32">, 0 : index, 64, 0, 64, 144, 2.500000e-01]}
-// CHECK: "init_normal_range"(%{{.*}}) {args = [#emitc.opaque<"dprt::DType::F32">, 0 : index, 64, 0, 16, 208, 2.000000e-02]}
+// CHECK: "init_normal_range"(%{{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 192, 0, 128, 0, 5.000000e-01]}
+// CHECK: "fill_range"(%{{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 192, 128, 16, 0.000000e+00]}
+// CHECK: "init_uniform_range"(%{{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 64, 0, 64, 144, 2.500000e-01]}
+// CHECK: "init_normal_range"(%{{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 64, 0, 16, 208, 2.000000e-02]}
 
-// The micro-step: forward, per-sample norms into one buffer, clip factors,
-// then the clipped weight gradients straight into the gradient shards.
+// The micro-step: forward (a layer without bias passes #dprt.null), per-sample
+// norms into one buffer, clip factors, then the clipped weight gradients
+// straight into the gradient shards.
 // CHECK-LABEL: dprt.func @dp_microstep
 // CHECK:      "linear_forward"({{.*}}2, 8, 16]}
-// CHECK:      "linear_forward"({{.*}}2, 16, 4]}
+// CHECK:      "linear_forward"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, #dprt.null, 2 : index, 2, 16, 4]}
 // CHECK:      "linear_forward"({{.*}}2, 4, 4]}
-// CHECK:      "cross_entropy_forward"(
+// CHECK:      "cross_entropy_forward"({{.*}}, 2, 1, 4, false, 0, #dprt.reduction<Mean>]}
 // CHECK:      %[[N2:.*]] = dprt.alloc {bytes = 8 : i64, name = "n2"}
 // CHECK-NEXT: "zero"(%[[N2]])
 // CHECK-NEXT: "norm_rank1"(%{{.*}}, %{{.*}}, %[[N2]])
 // CHECK:      "norm_rank1"(%{{.*}}, %{{.*}}, %[[N2]])
 // CHECK-NEXT: "norm_bias"(%{{.*}}, %[[N2]])
 // CHECK:      %[[C:.*]] = dprt.alloc {bytes = 8 : i64, name = "clip_factors"}
-// CHECK-NEXT: "clip_factors"(%[[N2]], %{{.*}}, %[[C]]) {args = [#emitc.opaque<"dprt::DType::F32">, 0 : index, 1 : index, 2 : index, 2, #emitc.opaque<"dprt::ClipMode::Flat">, 1.000000e+00
+// CHECK-NEXT: "clip_factors"(%[[N2]], %{{.*}}, %[[C]]) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2 : index, 2, #dprt.clip_mode<Flat>, 1.000000e+00
 // CHECK:      "linear_weight_grad"(%{{.*}}, %{{.*}}, %[[C]],
 // CHECK:      "linear_weight_grad"(%{{.*}}, %{{.*}}, %[[C]],
 // CHECK:      "bias_grad"(%{{.*}}, %[[C]],
@@ -62,9 +65,9 @@ dp.recipe @r for @m {
 // Noise and AdamW only on the trainable range of each shard: fc1.w and fc1.b
 // (positions 0 to 144 of unit fc1), fc2.w; never @fixed.
 // CHECK-LABEL: dprt.func @dp_apply
-// CHECK:      "add_noise_range"(%{{.*}}) {args = [#emitc.opaque<"dprt::DType::F32">, 0 : index, 192, 0, 144, 0]}
+// CHECK:      "add_noise_range"(%{{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 192, 0, 144, 0]}
 // CHECK:      "adamw_update_range"({{.*}}192, 0, 144, 1.000000e-02, 9.000000e-01, 0.99899999999999999, 1.000000e-08, 1.000000e-01]}
-// CHECK:      "add_noise_range"(%{{.*}}) {args = [#emitc.opaque<"dprt::DType::F32">, 0 : index, 64, 0, 16, 208]}
+// CHECK:      "add_noise_range"(%{{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 64, 0, 16, 208]}
 // CHECK-NOT:  144]}
 
 // CHECK-LABEL: dprt.func @dp_forward
@@ -73,10 +76,10 @@ dp.recipe @r for @m {
 
 // The driver learns the recipe and the inputs' roles from dp_describe.
 // CHECK-LABEL: dprt.func @dp_describe attributes {describe}
-// CHECK: "describe_program"({{.*}}) {args = [#emitc.opaque<"\22m\22">, #emitc.opaque<"\22cpu\22">, 1 : i32, "arena_bytes", 0 : index, #emitc.opaque<"dprt::DType::F32">, 2, 1, 1 : index, 2 : index, "logits_offset", 4, "peak_bytes"]}
-// CHECK: "describe_recipe"() {args = [#emitc.opaque<"dprt::ClipMode::Flat">, 1.000000e+00, 1.000000e-02, #emitc.opaque<"false">, 1.500000e+00, 0.000000e+00, 1.000000e-05, #emitc.opaque<"dprt::NoiseGeneratorKind::Philox">, #emitc.opaque<"dprt::SamplingKind::Poisson">, 20, 0.000000e+00, 0, 10, 3]}
-// CHECK: "describe_optimizer"() {args = [#emitc.opaque<"dprt::OptimizerKind::AdamW">, 1.000000e-02
-// CHECK: "describe_input"({{.*}}) {args = [#emitc.opaque<"\22input0\22">, #emitc.opaque<"dprt::InputRole::Features">, 0 : index, 8, 0, 0]}
-// CHECK: "describe_input"({{.*}}) {args = [#emitc.opaque<"\22input1\22">, #emitc.opaque<"dprt::InputRole::Label">, 0 : index, 0, 0, 0]}
-// CHECK: "describe_param"() {args = [#emitc.opaque<"\22fc1.w\22">, 0 : i32, 0, 0, #emitc.opaque<"true">, 16, 8, 0, 0]}
-// CHECK: "describe_param"() {args = [#emitc.opaque<"\22fixed\22">, 1 : i32, 0, 144, #emitc.opaque<"false">, 4, 16, 0, 0]}
+// CHECK: "describe_program"({{.*}}) {args = ["m", "cpu", 1 : i32, #dprt.planned<arena_bytes>, 0 : index, #dprt.dtype<F32>, 2, 1, 1 : index, 2 : index, #dprt.planned<logits_offset>, 4, #dprt.planned<peak_bytes>]}
+// CHECK: "describe_recipe"() {args = [#dprt.clip_mode<Flat>, 1.000000e+00, 1.000000e-02, false, 1.500000e+00, 0.000000e+00, 1.000000e-05, #dprt.noise_generator<Philox>, #dprt.sampling<Poisson>, 20, 0.000000e+00, 0, 10, 3]}
+// CHECK: "describe_optimizer"() {args = [#dprt.optimizer<AdamW>, 1.000000e-02
+// CHECK: "describe_input"({{.*}}) {args = ["input0", #dprt.input_role<Features>, 0 : index, 8, 0, 0]}
+// CHECK: "describe_input"({{.*}}) {args = ["input1", #dprt.input_role<Label>, 0 : index, 0, 0, 0]}
+// CHECK: "describe_param"() {args = ["fc1.w", 0 : i32, 0, 0, true, 16, 8, 0, 0]}
+// CHECK: "describe_param"() {args = ["fixed", 1 : i32, 0, 144, false, 4, 16, 0, 0]}

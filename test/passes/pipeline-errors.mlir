@@ -15,7 +15,7 @@
 // CLIP-TWICE: error: 'dp.linear_grad_weight' op is already clipped; dp-clip-plan runs once
 // SHARD-TWICE: error: 'dp.unit' op exists already; dp-shard runs once
 // REPORT-EARLY: error: dp-report runs after the whole pipeline up to dprt-plan-memory
-// REPORT-FORMAT: error: unknown report format 'xml'; expected table or json
+// REPORT-FORMAT: for the --format option: Cannot find option named 'xml'!
 // UNPLANNED: error: 'dprt.program' op has no memory plan; run dprt-plan-memory first
 dp.model @m {
   dp.param @w : tensor<4x8xf32>

@@ -15,11 +15,11 @@ dprt.program @p {
   dprt.func @f {
     %a = dprt.alloc {bytes = 1000}
     %b = dprt.alloc {bytes = 500}
-    dprt.call "k"(%a, %b) {args = [0 : index, 1 : index]}
+    dprt.call "accumulate"(%a, %b) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 125]}
     %c = dprt.alloc {bytes = 800}
-    dprt.call "k"(%b, %c) {args = [0 : index, 1 : index]}
+    dprt.call "accumulate"(%b, %c) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 125]}
     %d = dprt.alloc {bytes = 64}
-    dprt.call "k"(%d) {args = [0 : index]}
+    dprt.call "zero"(%d) {args = [0 : index, 64]}
     dprt.return %c
   }
 }

@@ -1,0 +1,195 @@
+//===- Optimizers.cpp - dp_init and dp_apply ------------------------------===//
+//
+// The functions that own the parameter shards: dp_init (initializers keyed
+// by global parameter index, so that every sharding draws the same values;
+// zeroed gradients and optimizer state) and dp_apply (noise and the
+// optimizer step on the trainable ranges of each shard, then the compute
+// copy of the master shard), on the kernels of runtime/cpu/Optimizers.cpp,
+// runtime/cpu/services/Random.cpp and their unit-range forms in
+// runtime/common/ShardRanges.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/LowerToRuntime/Lowerings.h"
+
+#include "DP/DPModel.h"
+#include "passes/Units.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace dpc;
+using namespace dpc::dp;
+using namespace dpc::lowering;
+
+FailureOr<OptimizerSpec> dpc::lowering::getOptimizerSpec(RecipeOp recipe) {
+  MLIRContext *context = recipe.getContext();
+  auto f64 = [&](double v) {
+    return FloatAttr::get(Float64Type::get(context), v);
+  };
+  OptimizerSpec spec;
+  bool known =
+      llvm::TypeSwitch<Attribute, bool>(recipe.getOptimizer())
+          .Case([&](SGDAttr sgd) {
+            spec.kind = rt::OptimizerKind::SGD;
+            spec.lr = sgd.getLr().convertToDouble();
+            spec.weightDecay = sgd.getWeightDecay().convertToDouble();
+            spec.updateKernel = "sgd_update_range";
+            spec.updateHyperparameters = {f64(spec.lr), f64(spec.weightDecay)};
+            return true;
+          })
+          .Case([&](MomentumAttr momentum) {
+            spec.kind = rt::OptimizerKind::Momentum;
+            spec.numStates = 1;
+            spec.lr = momentum.getLr().convertToDouble();
+            spec.momentum = momentum.getMomentum().convertToDouble();
+            spec.nesterov = momentum.getNesterov();
+            spec.weightDecay = momentum.getWeightDecay().convertToDouble();
+            spec.updateKernel = "momentum_update_range";
+            spec.updateHyperparameters = {f64(spec.lr), f64(spec.momentum),
+                                          BoolAttr::get(context, spec.nesterov),
+                                          f64(spec.weightDecay)};
+            return true;
+          })
+          .Case([&](AdamWAttr adamw) {
+            spec.kind = rt::OptimizerKind::AdamW;
+            spec.numStates = 2;
+            spec.lr = adamw.getLr().convertToDouble();
+            spec.beta1 = adamw.getBeta1().convertToDouble();
+            spec.beta2 = adamw.getBeta2().convertToDouble();
+            spec.eps = adamw.getEps().convertToDouble();
+            spec.weightDecay = adamw.getWeightDecay().convertToDouble();
+            spec.updateKernel = "adamw_update_range";
+            spec.updateHyperparameters = {f64(spec.lr), f64(spec.beta1),
+                                          f64(spec.beta2), f64(spec.eps),
+                                          f64(spec.weightDecay)};
+            return true;
+          })
+          .Default([](Attribute) { return false; });
+  if (!known)
+    return recipe.emitOpError("has an optimizer the runtime does not have: ")
+           << recipe.getOptimizer();
+  return spec;
+}
+
+/// The state buffers of `unit` that its optimizer keeps.
+static SmallVector<StringRef, 2> statesOf(const UnitInfo &unit) {
+  SmallVector<StringRef, 2> states;
+  for (const std::string *state : {&unit.state1, &unit.state2})
+    if (!state->empty())
+      states.push_back(*state);
+  return states;
+}
+
+void dpc::lowering::buildInit(LoweringContext &context) {
+  context.beginFunc("dp_init");
+  ::dprt::DType acc = context.acc;
+  for (UnitInfo &unit : context.units) {
+    int64_t shardBytes =
+        context.checkedBytes(unit.master, {unit.shard, ::dprt::sizeOf(acc)});
+    Value master = context.global(unit.master);
+    CallArgs zeroMaster = context.args();
+    zeroMaster.buffer(master).i64(shardBytes);
+    context.call("zero", zeroMaster);
+    for (auto [ref, offset] :
+         llvm::zip(unit.op.getParams(), unit.op.getOffsets())) {
+      ParamOp param =
+          context.params[cast<FlatSymbolRefAttr>(ref).getValue()].op;
+      Attribute init = getEffectiveInit(param);
+      int64_t count = param.getNumElements();
+      CallArgs args = context.args();
+      args.dtype(acc).buffer(master).i64(unit.shard).i64(offset).i64(count);
+      if (auto normal = dyn_cast<NormalInitAttr>(init)) {
+        args.i64(unit.globalBase + offset)
+            .f64(normal.getStd().convertToDouble());
+        context.call("init_normal_range", args);
+      } else if (auto uniform = dyn_cast<UniformInitAttr>(init)) {
+        args.i64(unit.globalBase + offset)
+            .f64(uniform.getBound().convertToDouble());
+        context.call("init_uniform_range", args);
+      } else {
+        args.f64(isa<OnesInitAttr>(init) ? 1.0 : 0.0);
+        context.call("fill_range", args);
+      }
+    }
+    if (unit.master != unit.paramShard) {
+      CallArgs cast = context.args();
+      cast.dtype(acc)
+          .buffer(master)
+          .dtype(context.dt)
+          .buffer(context.global(unit.paramShard))
+          .i64(unit.shard);
+      context.call("cast", cast);
+    }
+    SmallVector<StringRef, 3> zeroed{unit.grad};
+    llvm::append_range(zeroed, statesOf(unit));
+    for (StringRef state : zeroed) {
+      CallArgs zero = context.args();
+      zero.buffer(context.global(state)).i64(shardBytes);
+      context.call("zero", zero);
+    }
+  }
+  context.endFunc();
+}
+
+void dpc::lowering::buildApply(LoweringContext &context) {
+  context.beginFunc("dp_apply");
+  ::dprt::DType acc = context.acc;
+  const OptimizerSpec &optimizer = context.optimizer;
+  for (UnitInfo &unit : context.units) {
+    // Trainable parameters that lie next to each other (alignment gaps
+    // between them included) form one range: one call each.
+    SmallVector<std::pair<int64_t, int64_t>> ranges;
+    for (auto [ref, offset] :
+         llvm::zip(unit.op.getParams(), unit.op.getOffsets())) {
+      ParamOp param =
+          context.params[cast<FlatSymbolRefAttr>(ref).getValue()].op;
+      if (!param.getTrainable()) {
+        ranges.push_back({-1, -1}); // a frozen parameter breaks the range
+        continue;
+      }
+      int64_t end = offset + param.getNumElements();
+      if (!ranges.empty() && ranges.back().first >= 0 &&
+          int64_t(llvm::alignTo(ranges.back().second, kUnitAlignment)) ==
+              offset)
+        ranges.back().second = end;
+      else
+        ranges.push_back({offset, end});
+    }
+    llvm::erase_if(ranges, [](auto r) { return r.first < 0; });
+    Value grad = context.global(unit.grad);
+    Value master = context.global(unit.master);
+    for (auto [begin, end] : ranges) {
+      CallArgs noise = context.args();
+      noise.dtype(acc)
+          .buffer(grad)
+          .i64(unit.shard)
+          .i64(begin)
+          .i64(end - begin)
+          .i64(unit.globalBase + begin);
+      context.call("add_noise_range", noise);
+      CallArgs update = context.args();
+      update.dtype(acc).buffer(master);
+      for (StringRef state : statesOf(unit))
+        update.buffer(context.global(state));
+      update.buffer(grad).i64(unit.shard).i64(begin).i64(end - begin);
+      for (Attribute hyperparameter : optimizer.updateHyperparameters)
+        update.attr(hyperparameter);
+      context.call(optimizer.updateKernel, update);
+    }
+    if (unit.master != unit.paramShard) {
+      CallArgs cast = context.args();
+      cast.dtype(acc)
+          .buffer(master)
+          .dtype(context.dt)
+          .buffer(context.global(unit.paramShard))
+          .i64(unit.shard);
+      context.call("cast", cast);
+    }
+    CallArgs zero = context.args();
+    zero.buffer(grad).i64(
+        context.checkedBytes(unit.grad, {unit.shard, ::dprt::sizeOf(acc)}));
+    context.call("zero", zero);
+  }
+  context.endFunc();
+}

@@ -1,0 +1,161 @@
+//===- PerSampleNorms.cpp - Per-sample squared gradient norms -------------===//
+//
+// The norm ops dp-clip-plan chose (rank-1, Gram, direct, bias, embedding,
+// materialized rows) to the kernels of runtime/cpu/PerSampleNorms.cpp. Every
+// norm kernel adds into an n2 buffer; the norms one dp.norm_sum adds up share
+// its buffer.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/LowerToRuntime/Lowerings.h"
+
+#include "passes/Shapes.h"
+
+using namespace mlir;
+using namespace dpc;
+using namespace dpc::dp;
+using namespace dpc::lowering;
+
+namespace {
+
+LogicalResult lowerRank1(NormRank1Op n, LoweringContext &context) {
+  Value n2 = context.normTarget(n);
+  CallArgs a = context.args();
+  a.dtype(context.dt)
+      .buffer(context.buf(n.getX()))
+      .buffer(context.buf(n.getDy()))
+      .buffer(n2)
+      .i64(context.batch)
+      .i64(lastDim(n.getX()))
+      .i64(lastDim(n.getDy()));
+  context.call(n.getBias() ? "norm_rank1_bias" : "norm_rank1", a);
+  return success();
+}
+
+/// ||G^T A||_F^2 = <A A^T, G G^T>: one T x T Gram matrix of the input per
+/// sample, one of the output gradients (summed over the layers that share
+/// the input), and their inner product.
+LogicalResult lowerGram(NormGramOp n, LoweringContext &context) {
+  Value n2 = context.normTarget(n);
+  int64_t t = tokensOf(n.getX());
+  Value ka = context.alloc("gram_a", context.acc, {context.batch, t, t});
+  Value kg = context.alloc("gram_g", context.acc, {context.batch, t, t});
+  CallArgs a = context.args();
+  a.dtype(context.dt)
+      .buffer(context.buf(n.getX()))
+      .buffer(ka)
+      .i64(context.batch)
+      .i64(t)
+      .i64(lastDim(n.getX()))
+      .flag(false);
+  context.call("gram", a);
+  for (auto [i, dy] : llvm::enumerate(n.getDys())) {
+    CallArgs g = context.args();
+    g.dtype(context.dt)
+        .buffer(context.buf(dy))
+        .buffer(kg)
+        .i64(context.batch)
+        .i64(t)
+        .i64(lastDim(dy))
+        .flag(i > 0);
+    context.call("gram", g);
+  }
+  CallArgs d = context.args();
+  d.dtype(context.acc)
+      .buffer(ka)
+      .buffer(kg)
+      .buffer(n2)
+      .i64(context.batch)
+      .i64(t);
+  context.call("gram_dot", d);
+  return success();
+}
+
+LogicalResult lowerDirect(NormDirectOp n, LoweringContext &context) {
+  Value n2 = context.normTarget(n);
+  int64_t in = lastDim(n.getX()), out = lastDim(n.getDy());
+  ::dprt::DType dt = context.dt;
+  Value ws = context.allocWorkspace(
+      "direct_workspace", {in, out, ::dprt::sizeOf(context.acc)},
+      [&] { return ::dprt::normDirectWorkspaceBytes(dt, in, out); });
+  CallArgs a = context.args();
+  a.dtype(dt)
+      .buffer(context.buf(n.getX()))
+      .buffer(context.buf(n.getDy()))
+      .buffer(n2)
+      .i64(context.batch)
+      .i64(tokensOf(n.getX()))
+      .i64(in)
+      .i64(out)
+      .buffer(ws);
+  context.call(n.getBias() ? "norm_direct_bias" : "norm_direct", a);
+  return success();
+}
+
+LogicalResult lowerBias(NormBiasOp n, LoweringContext &context) {
+  Value n2 = context.normTarget(n);
+  CallArgs a = context.args();
+  a.dtype(context.dt)
+      .buffer(context.buf(n.getDy()))
+      .buffer(n2)
+      .i64(context.batch)
+      .i64(tokensOf(n.getDy()))
+      .i64(lastDim(n.getDy()));
+  context.call("norm_bias", a);
+  return success();
+}
+
+LogicalResult lowerEmbeddingNorm(NormEmbeddingOp n, LoweringContext &context) {
+  Value n2 = context.normTarget(n);
+  CallArgs a = context.args();
+  a.dtype(context.dt)
+      .buffer(context.buf(n.getTokens()))
+      .buffer(context.buf(n.getDy()))
+      .buffer(n2)
+      .i64(context.batch)
+      .i64(tokensOf(n.getDy()))
+      .i64(lastDim(n.getDy()));
+  context.call("norm_embedding", a);
+  return success();
+}
+
+LogicalResult lowerRows(NormRowsOp n, LoweringContext &context) {
+  // Fused: the backward op that formed the gradients added the norm.
+  if (n.getFused()) {
+    if (!context.buf(n.getNorms()))
+      return n.emitOpError("is fused into an op that did not form its "
+                           "gradients");
+    return success();
+  }
+  Value n2 = context.normTarget(n);
+  CallArgs a = context.args();
+  a.dtype(context.acc)
+      .buffer(context.buf(n.getGrads()))
+      .buffer(n2)
+      .i64(context.batch)
+      .i64(lastDim(n.getGrads()));
+  context.call("norm_rows", a);
+  return success();
+}
+
+/// The norms a dp.norm_sum adds up were added into its buffer already.
+LogicalResult lowerSum(NormSumOp s, LoweringContext &context) {
+  Value n2 = context.sumBuffer(s);
+  if (!n2)
+    return s.emitOpError("sums values that are not per-sample norms");
+  context.setBuffer(s.getNorms(), n2);
+  return success();
+}
+
+} // namespace
+
+void dpc::lowering::populatePerSampleNormsLowerings(
+    OpLoweringRegistry &registry) {
+  registry.add(lowerRank1);
+  registry.add(lowerGram);
+  registry.add(lowerDirect);
+  registry.add(lowerBias);
+  registry.add(lowerEmbeddingNorm);
+  registry.add(lowerRows);
+  registry.add(lowerSum);
+}

@@ -1,0 +1,182 @@
+//===- Program.cpp - dp_describe ------------------------------------------===//
+//
+// dp_describe fills the ProgramSpec through the describe_* functions of
+// runtime/include/dprt/program.h (runtime/common/Program.cpp): the arena,
+// the recipe, the inputs and what each holds, the units and the parameters.
+// Buffers stand for their offsets; the arena size, the peak and the logits'
+// offset are #dprt.planned numbers the EmitC conversion fills in.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/LowerToRuntime/Lowerings.h"
+
+#include "passes/Shapes.h"
+
+using namespace mlir;
+using namespace dpc;
+using namespace dpc::dp;
+using namespace dpc::lowering;
+
+namespace {
+
+void describeRecipe(LoweringContext &context) {
+  MLIRContext *mlirContext = context.getContext();
+  RecipeOp recipe = context.recipe;
+  ClipAttr clip = recipe.getClip();
+  CallArgs r = context.args();
+  r.attr(clipModeAttr(clip.getMode(), mlirContext))
+      .f64(clip.getMaxNorm().convertToDouble())
+      .f64(clip.getGamma().convertToDouble());
+  NoiseGenerator generator = NoiseGenerator::fast;
+  if (auto noise = dyn_cast<NoiseAttr>(recipe.getNoise())) {
+    r.flag(false)
+        .f64(noise.getSigma().convertToDouble())
+        .f64(0.0)
+        .f64(noise.getDelta().convertToDouble());
+    generator = noise.getGenerator();
+  } else {
+    auto target = cast<TargetAttr>(recipe.getNoise());
+    r.flag(true)
+        .f64(0.0)
+        .f64(target.getEpsilon().convertToDouble())
+        .f64(target.getDelta().convertToDouble());
+    generator = target.getGenerator();
+  }
+  r.attr(rt::NoiseGeneratorKindAttr::get(mlirContext,
+                                         generator == NoiseGenerator::secure
+                                             ? rt::NoiseGeneratorKind::ChaCha20
+                                             : rt::NoiseGeneratorKind::Philox));
+  if (auto poisson = dyn_cast<PoissonAttr>(recipe.getSampling()))
+    r.attr(rt::SamplingKindAttr::get(mlirContext, rt::SamplingKind::Poisson))
+        .i64(poisson.getExpectedBatch())
+        .f64(poisson.getRate().convertToDouble())
+        .i64(0);
+  else
+    r.attr(rt::SamplingKindAttr::get(mlirContext, rt::SamplingKind::Shuffle))
+        .i64(0)
+        .f64(0.0)
+        .i64(cast<ShuffleAttr>(recipe.getSampling()).getBatch());
+  r.i64(recipe.getSteps()).i64(recipe.getSeedAttr().getInt());
+  context.call("describe_recipe", r);
+
+  const OptimizerSpec &optimizer = context.optimizer;
+  CallArgs o = context.args();
+  o.attr(rt::OptimizerKindAttr::get(mlirContext, optimizer.kind))
+      .f64(optimizer.lr)
+      .f64(optimizer.momentum)
+      .flag(optimizer.nesterov)
+      .f64(optimizer.beta1)
+      .f64(optimizer.beta2)
+      .f64(optimizer.eps)
+      .f64(optimizer.weightDecay);
+  context.call("describe_optimizer", o);
+}
+
+/// What a forward input holds, from how the forward pass reads it.
+FailureOr<rt::InputRole> roleOf(BlockArgument input, ForwardOp forward) {
+  std::optional<rt::InputRole> role;
+  for (Operation *user : input.getUsers()) {
+    if (auto e = dyn_cast<EmbeddingOp>(user); e && e.getTokens() == input)
+      role = rt::InputRole::Tokens;
+    if (auto ce = dyn_cast<CrossEntropyOp>(user);
+        ce && ce.getTargets() == input)
+      role = tensorOf(input).getRank() == 2 ? rt::InputRole::NextTokens
+                                            : rt::InputRole::Label;
+    if (auto mse = dyn_cast<MSEOp>(user); mse && mse.getTarget() == input)
+      role = rt::InputRole::Target;
+  }
+  if (role)
+    return *role;
+  if (isa<IntegerType>(tensorOf(input).getElementType()))
+    return forward.emitOpError("cannot tell what integer input #")
+           << input.getArgNumber()
+           << " holds: it is neither read by dp.embedding nor the "
+              "targets of dp.cross_entropy";
+  return rt::InputRole::Features;
+}
+
+} // namespace
+
+LogicalResult dpc::lowering::buildDescribe(LoweringContext &context) {
+  context.beginFunc("dp_describe", /*describe=*/true);
+  ForwardOp forward = context.forward;
+  auto inputs = forward.getInputs();
+  int64_t tokens = 1;
+  for (BlockArgument input : inputs)
+    if (tensorOf(input).getRank() >= 2 &&
+        isa<IntegerType>(tensorOf(input).getElementType()))
+      tokens = tensorOf(input).getDimSize(1);
+  int64_t classes = 0;
+  forward.walk([&](CrossEntropyOp ce) { classes = lastDim(ce.getLogits()); });
+
+  CallArgs program = context.args();
+  program.string(context.model.getSymName())
+      .string(context.backend)
+      .i32(context.ranks)
+      .planned(rt::PlannedValue::ArenaBytes)
+      .buffer(context.global(context.stateGlobal))
+      .dtype(context.dt)
+      .i64(context.batch)
+      .i64(tokens)
+      .buffer(context.global(context.maskGlobal))
+      .buffer(context.global(context.lossGlobal));
+  // Without logits (a regression model) the offset is -1.
+  if (classes > 0)
+    program.planned(rt::PlannedValue::LogitsOffset);
+  else
+    program.i64(-1);
+  program.i64(classes).planned(rt::PlannedValue::PeakBytes);
+  context.call("describe_program", program);
+
+  describeRecipe(context);
+
+  for (auto [input, name] : llvm::zip(inputs, context.inputGlobals)) {
+    FailureOr<rt::InputRole> role = roleOf(input, forward);
+    if (failed(role))
+      return failure();
+    ArrayRef<int64_t> shape = tensorOf(input).getShape().drop_front();
+    CallArgs in = context.args();
+    in.string(("input" + std::to_string(input.getArgNumber())))
+        .attr(rt::InputRoleAttr::get(context.getContext(), *role))
+        .buffer(context.global(name));
+    for (int i = 0; i < 3; ++i)
+      in.i64(i < int(shape.size()) ? shape[i] : 0);
+    context.call("describe_input", in);
+  }
+
+  for (const UnitInfo &unit : context.units) {
+    CallArgs u = context.args();
+    u.string(unit.op.getSymName())
+        .i64(unit.numel)
+        .i64(unit.shard)
+        .buffer(context.global(unit.paramShard))
+        .buffer(context.global(unit.master))
+        .buffer(context.global(unit.grad));
+    // A state the optimizer does not keep has offset -1.
+    for (const std::string *state : {&unit.state1, &unit.state2})
+      u.bufferOrNull(state->empty() ? Value() : context.global(*state));
+    context.call("describe_unit", u);
+  }
+  for (const UnitInfo &unit : context.units) {
+    for (auto [ref, offset] :
+         llvm::zip(unit.op.getParams(), unit.op.getOffsets())) {
+      ParamOp param =
+          context.params[cast<FlatSymbolRefAttr>(ref).getValue()].op;
+      ArrayRef<int64_t> shape = param.getTensorType().getShape();
+      if (shape.size() > 4)
+        return param.emitOpError("the runtime describes parameters of at "
+                                 "most 4 dimensions");
+      CallArgs p = context.args();
+      p.string(param.getSymName())
+          .i32(unit.index)
+          .i64(offset)
+          .i64(unit.globalBase + offset)
+          .flag(param.getTrainable());
+      for (int i = 0; i < 4; ++i)
+        p.i64(i < int(shape.size()) ? shape[i] : 0);
+      context.call("describe_param", p);
+    }
+  }
+  context.endFunc();
+  return success();
+}

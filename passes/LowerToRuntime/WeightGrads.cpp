@@ -1,0 +1,107 @@
+//===- WeightGrads.cpp - Clipped weight gradients -------------------------===//
+//
+// dp.linear_grad_weight, dp.bias_grad, dp.embedding_grad and dp.vector_grad
+// to the kernels of runtime/cpu/WeightGrads.cpp, which add the clipped sum
+// over the batch into the parameter's gradient (shard or full unit
+// gradient). Only clipped gradients are ever summed: a weight gradient
+// without its clip factor is an error.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/LowerToRuntime/Lowerings.h"
+
+#include "passes/Shapes.h"
+
+using namespace mlir;
+using namespace dpc;
+using namespace dpc::dp;
+using namespace dpc::lowering;
+
+namespace {
+
+LogicalResult requireClipFactor(Operation *op, Value scale) {
+  if (!scale)
+    return op->emitOpError("has no clip factor: run dp-clip-plan; the "
+                           "program never sums unclipped gradients");
+  return success();
+}
+
+LogicalResult lowerLinearGradWeight(LinearGradWeightOp g,
+                                    LoweringContext &context) {
+  if (failed(requireClipFactor(g, g.getScale())))
+    return failure();
+  int64_t in = lastDim(g.getX()), out = lastDim(g.getDy());
+  int64_t rows = rowsOf(g.getDy());
+  ::dprt::DType dt = context.dt;
+  Value ws = context.allocWorkspace(
+      "wgrad_workspace", {rows, out, ::dprt::sizeOf(dt)},
+      [&] { return ::dprt::weightGradWorkspaceBytes(dt, rows, out); });
+  CallArgs a = context.args();
+  a.dtype(dt)
+      .buffer(context.buf(g.getX()))
+      .buffer(context.buf(g.getDy()))
+      .buffer(context.buf(g.getScale()))
+      .buffer(context.gradPointer(g.getWeightAttr()))
+      .i64(context.batch)
+      .i64(tokensOf(g.getX()))
+      .i64(in)
+      .i64(out)
+      .buffer(ws);
+  context.call("linear_weight_grad", a);
+  return success();
+}
+
+LogicalResult lowerBiasGrad(BiasGradOp g, LoweringContext &context) {
+  if (failed(requireClipFactor(g, g.getScale())))
+    return failure();
+  CallArgs a = context.args();
+  a.dtype(context.dt)
+      .buffer(context.buf(g.getDy()))
+      .buffer(context.buf(g.getScale()))
+      .buffer(context.gradPointer(g.getBiasAttr()))
+      .i64(context.batch)
+      .i64(tokensOf(g.getDy()))
+      .i64(lastDim(g.getDy()));
+  context.call("bias_grad", a);
+  return success();
+}
+
+LogicalResult lowerEmbeddingGrad(EmbeddingGradOp g, LoweringContext &context) {
+  if (failed(requireClipFactor(g, g.getScale())))
+    return failure();
+  CallArgs a = context.args();
+  a.dtype(context.dt)
+      .buffer(context.buf(g.getTokens()))
+      .buffer(context.buf(g.getDy()))
+      .buffer(context.buf(g.getScale()))
+      .buffer(context.gradPointer(g.getTableAttr()))
+      .i64(context.batch)
+      .i64(tokensOf(g.getDy()))
+      .i64(context.params[g.getTable()].op.getTensorType().getDimSize(0))
+      .i64(lastDim(g.getDy()));
+  context.call("embedding_grad", a);
+  return success();
+}
+
+LogicalResult lowerVectorGrad(VectorGradOp g, LoweringContext &context) {
+  if (failed(requireClipFactor(g, g.getScale())))
+    return failure();
+  CallArgs a = context.args();
+  a.dtype(context.acc)
+      .buffer(context.buf(g.getGrads()))
+      .buffer(context.buf(g.getScale()))
+      .buffer(context.gradPointer(g.getParamAttr()))
+      .i64(context.batch)
+      .i64(lastDim(g.getGrads()));
+  context.call("rows_weighted_sum", a);
+  return success();
+}
+
+} // namespace
+
+void dpc::lowering::populateWeightGradsLowerings(OpLoweringRegistry &registry) {
+  registry.add(lowerLinearGradWeight);
+  registry.add(lowerBiasGrad);
+  registry.add(lowerEmbeddingGrad);
+  registry.add(lowerVectorGrad);
+}
