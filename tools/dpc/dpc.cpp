@@ -1,7 +1,9 @@
 //===- dpc.cpp - Model IR to a standalone DP training program -------------===//
 //
 //   dpc MODEL.mlir -o BINARY [--backend cpu|cuda] [--ranks N] [--report]
-//   dpc privacy epsilon|sigma ...      (the privacy accountant, dpc-privacy)
+//   dpc privacy epsilon|sigma|delta ...  (the privacy accountant, dpc-privacy)
+//   dpc import-hf DIR -o MODEL.mlir    (a Hugging Face model, dpc-import-hf)
+//   dpc prepare --tokenizer DIR ...    (token files, dpc-prepare)
 //
 // Runs the compilation pipeline, emits C++ through EmitC and compiles and
 // links it with the runtime of the chosen backend.
@@ -88,12 +90,16 @@ int fail(const llvm::Twine &message) {
   return 1;
 }
 
-/// Runs `dpc-privacy` from this executable's directory with the arguments
-/// after `privacy`.
-int runPrivacy(int argc, char **argv) {
+/// The subcommands `dpc NAME ...` that are tools of their own, installed
+/// beside dpc as `dpc-NAME`.
+constexpr const char *kSubcommands[] = {"privacy", "import-hf", "prepare"};
+
+/// Runs `dpc-<name>` from this executable's directory with the arguments
+/// after the subcommand.
+int runSubcommand(StringRef name, int argc, char **argv) {
   std::string self = llvm::sys::fs::getMainExecutable(argv[0], (void *)&fail);
   llvm::SmallString<256> tool(llvm::sys::path::parent_path(self));
-  llvm::sys::path::append(tool, "dpc-privacy");
+  llvm::sys::path::append(tool, "dpc-" + name);
   SmallVector<StringRef> args{tool};
   for (int i = 2; i < argc; ++i)
     args.push_back(argv[i]);
@@ -150,8 +156,8 @@ int compileProgram(StringRef cppPath, StringRef binaryPath, bool cuda) {
 } // namespace
 
 int main(int argc, char **argv) {
-  if (argc > 1 && StringRef(argv[1]) == "privacy")
-    return runPrivacy(argc, argv);
+  if (argc > 1 && llvm::is_contained(kSubcommands, StringRef(argv[1])))
+    return runSubcommand(argv[1], argc, argv);
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(dpcCategory);
   cl::ParseCommandLineOptions(
@@ -159,7 +165,10 @@ int main(int argc, char **argv) {
       "dpc: compile a dp model and DP-SGD recipe into a training program\n\n"
       "  dpc MODEL.mlir -o BINARY [--backend cpu|cuda] [--ranks N] "
       "[--report]\n"
-      "  dpc privacy epsilon|sigma ...   (see dpc privacy --help)\n");
+      "  dpc privacy epsilon|sigma|delta ...  (see dpc privacy --help)\n"
+      "  dpc import-hf DIR -o MODEL.mlir      (see dpc import-hf --help)\n"
+      "  dpc prepare --tokenizer DIR INPUT... -o OUT  (see dpc prepare "
+      "--help)\n");
 
   // Not given, the grid decides; given, it is a number of ranks the runtime
   // can run (it used to turn 0 and negatives into 1 and wrap at 2^32).
