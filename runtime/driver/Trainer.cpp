@@ -26,6 +26,7 @@
 #include "dprt/backend.h"
 #include "dprt/comm.h"
 #include "dprt/kernels.h"
+#include "dprt/keys.h"
 #include "dprt/program.h"
 #include "dprt/rng.h"
 #include "privacy/Accountant.h"
@@ -536,12 +537,7 @@ void Trainer::setUpPrivacy() {
     }
     return;
   }
-  // The noise key is the ChaCha20 key derived from the seed; Philox uses its
-  // first word (see keys.h).
-  const NoiseKey key = NoiseKey::fromSeed(seed_);
-  for (int i = 0; i < 4; ++i)
-    noiseKey_[i] = static_cast<uint64_t>(key.chachaKey[2 * i]) |
-                   (static_cast<uint64_t>(key.chachaKey[2 * i + 1]) << 32);
+  noiseKeyWordsFromSeed(seed_, noiseKey_);
 }
 
 void Trainer::restorePrivacy() {
@@ -691,18 +687,9 @@ bool Trainer::budgetAllows(double &nextEpsilon) const {
 
 void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
   const RecipeSpec &r = spec_.recipe;
-  const NoiseKey samplerKey = [&] {
-    NoiseKey key{};
-    key.seed = noiseKey_[0];
-    for (int i = 0; i < 4; ++i) {
-      key.chachaKey[2 * i] = static_cast<uint32_t>(noiseKey_[i]);
-      key.chachaKey[2 * i + 1] = static_cast<uint32_t>(noiseKey_[i] >> 32);
-    }
-    return key;
-  }();
-  const NoiseGenerator generator = r.generator == NoiseGeneratorKind::ChaCha20
-                                       ? NoiseGenerator::ChaCha20
-                                       : NoiseGenerator::Philox;
+  const NoiseKey samplerKey = samplingKeyFromWords(noiseKey_);
+  const NoiseGenerator generator =
+      noiseGeneratorOf(static_cast<int32_t>(r.generator));
   // Both samplers are pure functions of (key, step): nothing to carry over.
   std::vector<int64_t> batch =
       r.sampling == SamplingKind::Poisson
