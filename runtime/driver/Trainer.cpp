@@ -33,13 +33,6 @@
 #include "privacy/PrivacyReport.h"
 #include "privacy/Sampler.h"
 
-#if defined(DPRT_BACKEND_CUDA) && defined(__has_include)
-#if __has_include("NcclCommunicator.h")
-#include "NcclCommunicator.h"
-#define DPRT_DRIVER_HAVE_NCCL 1
-#endif
-#endif
-
 #include <algorithm>
 #include <cctype>
 #include <atomic>
@@ -190,19 +183,6 @@ private:
 // Launch: which ranks this process drives
 //===----------------------------------------------------------------------===//
 
-struct Launch {
-  int world = 1;             ///< ranks of the grid
-  int firstRank = 0;         ///< global rank of local rank 0
-  int localRanks = 1;        ///< ranks driven by this process
-  int firstDevice = 0;       ///< device of local rank 0 (others: consecutive)
-  bool sharedDevice = false; ///< every rank uses device 0 (the CPU)
-  bool multiProcess = false;
-
-  int deviceOf(int localRank) const {
-    return sharedDevice ? 0 : firstDevice + localRank;
-  }
-};
-
 Launch planLaunch(const Options &options, const ProgramSpec &spec) {
   Launch launch;
   launch.world = spec.ranks;
@@ -219,11 +199,15 @@ Launch planLaunch(const Options &options, const ProgramSpec &spec) {
                        std::to_string(availableDevices()) + " GPUs");
     return launch;
   }
-#if defined(DPRT_DRIVER_HAVE_NCCL)
-  // One process per GPU, started by torchrun, Slurm or mpirun: the same
-  // variables the NCCL communicator reads.
-  cuda::LaunchEnvironment environment;
-  if (cuda::readLaunchEnvironment(environment) && environment.world > 1) {
+  // One process per GPU, started by torchrun, Slurm or mpirun.
+  LaunchEnvironment environment;
+  bool launched = false;
+  try {
+    launched = readLaunchEnvironment(environment);
+  } catch (const std::invalid_argument &e) {
+    throw UsageError(std::string("the launcher's environment: ") + e.what());
+  }
+  if (launched && environment.world > 1) {
     if (environment.world != spec.ranks)
       throw UsageError(environment.launcher + " started " +
                        std::to_string(environment.world) +
@@ -235,7 +219,6 @@ Launch planLaunch(const Options &options, const ProgramSpec &spec) {
     launch.firstDevice = environment.localRank;
     return launch;
   }
-#endif
   if (spec.ranks > 1)
     throw UsageError("this program was compiled for " +
                      std::to_string(spec.ranks) + " ranks: pass --gpus " +
@@ -253,34 +236,14 @@ struct Communicators {
 
 Communicators makeCommunicators(const Launch &launch) {
   Communicators c;
-#if defined(DPRT_BACKEND_CUDA)
-#if defined(DPRT_DRIVER_HAVE_NCCL)
-  // NCCL reports a failed peer itself; the driver has nothing to abort.
-  if (launch.multiProcess)
-    c.comms.push_back(cuda::makeNcclCommunicatorFromEnvironment());
-  else
-    c.comms = cuda::makeNcclCommunicators(launch.world);
-  c.abort = [](const std::string &) {};
-  return c;
-#else
-  // Integration point: runtime/cuda/NcclCommunicator.h declares the NCCL
-  // communicators; this build of the driver does not have it.
-  if (launch.world > 1)
-    throw std::runtime_error("this build of the CUDA driver has no NCCL "
-                             "communicator (runtime/cuda/NcclCommunicator.h)");
-  c.comms = makeThreadCommunicators(1);
-#endif
-#else
-  c.comms = makeThreadCommunicators(launch.world);
-#endif
-  std::vector<ThreadCommunicator *> threads;
+  c.comms = dprt::makeCommunicators(launch);
+  std::vector<Communicator *> comms;
   for (auto &comm : c.comms)
-    threads.push_back(static_cast<ThreadCommunicator *>(comm.get()));
-  c.abort = [threads](const std::string &reason) {
-    for (ThreadCommunicator *t : threads)
-      t->abort(reason);
+    comms.push_back(comm.get());
+  c.abort = [comms](const std::string &reason) {
+    for (Communicator *comm : comms)
+      comm->abort(reason);
   };
-  (void)launch;
   return c;
 }
 

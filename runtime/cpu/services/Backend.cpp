@@ -1,8 +1,10 @@
 //===- Backend.cpp - Backend services of the CPU backend ------------------===//
 //
-// The arena is one aligned host allocation, copies are memcpy, and a step is
-// a plain call. The CPU backend keeps no per-rank state (Rank::backend stays
-// null): kernels run on the rank's thread, in issue order.
+// Every rank is a thread of this process, exchanging data through thread
+// communicators. The arena is one aligned host allocation, copies are
+// memcpy, and a step is a plain call. The CPU backend keeps no per-rank state
+// (Rank::backend stays null): kernels run on the rank's thread, in issue
+// order.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,6 +40,17 @@ void requireRange(const Rank *rank, const char *service, int64_t offset,
 const char *backendName() { return "cpu"; }
 
 int availableDevices() { return 1; }
+
+bool readLaunchEnvironment(LaunchEnvironment &) { return false; }
+
+std::vector<std::unique_ptr<Communicator>>
+makeCommunicators(const Launch &launch) {
+  if (launch.multiProcess || launch.localRanks != launch.world)
+    throw std::runtime_error("the CPU backend runs all " +
+                             std::to_string(launch.world) +
+                             " ranks as threads of one process");
+  return makeThreadCommunicators(launch.world);
+}
 
 void initRank(Rank *rank, int device) {
   if (device != 0)

@@ -71,12 +71,14 @@ inline NoiseKey samplingKeyFromWords(const uint64_t words[4]) {
 /// values before asking).
 DPRT_HOST_DEVICE inline NoiseGenerator
 noiseGeneratorOf(int32_t noiseGeneratorKind) {
-  return noiseGeneratorKind == static_cast<int32_t>(NoiseGeneratorKind::ChaCha20)
+  return noiseGeneratorKind ==
+                 static_cast<int32_t>(NoiseGeneratorKind::ChaCha20)
              ? NoiseGenerator::ChaCha20
              : NoiseGenerator::Philox;
 }
 
-DPRT_HOST_DEVICE inline NoiseGenerator noiseGeneratorOf(const StepState &state) {
+DPRT_HOST_DEVICE inline NoiseGenerator
+noiseGeneratorOf(const StepState &state) {
   return noiseGeneratorOf(state.noiseGenerator);
 }
 
