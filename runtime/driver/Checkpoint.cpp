@@ -261,6 +261,53 @@ std::string CheckpointDirectory::commit() {
   return target;
 }
 
+const char *optimizerName(OptimizerKind kind) {
+  switch (kind) {
+  case OptimizerKind::SGD:
+    return "sgd";
+  case OptimizerKind::Momentum:
+    return "momentum";
+  case OptimizerKind::AdamW:
+    return "adamw";
+  }
+  return "?";
+}
+
+void describeProgram(const ProgramSpec &spec, CheckpointState &s) {
+  const RecipeSpec &r = spec.recipe;
+  s.model = spec.model;
+  s.backend = spec.backend;
+  s.compute = nameOf(spec.compute);
+  s.ranks = spec.ranks;
+  s.optimizer = optimizerName(r.optimizer);
+  s.lr = r.lr;
+  s.momentum = r.momentum;
+  s.nesterov = r.nesterov;
+  s.beta1 = r.beta1;
+  s.beta2 = r.beta2;
+  s.eps = r.eps;
+  s.weightDecay = r.weightDecay;
+}
+
+void checkResumable(const ProgramSpec &spec, const CheckpointState &s,
+                    const std::string &path) {
+  const RecipeSpec &r = spec.recipe;
+  if (s.model != spec.model)
+    throw UsageError("the checkpoint '" + path + "' is of model '" + s.model +
+                     "', this program trains '" + spec.model + "'");
+  if (s.compute != nameOf(spec.compute))
+    throw UsageError("the checkpoint '" + path + "' was trained in " +
+                     s.compute + ", this program computes in " +
+                     nameOf(spec.compute));
+  if (s.optimizer != optimizerName(r.optimizer) || s.lr != r.lr ||
+      s.momentum != r.momentum || s.nesterov != r.nesterov ||
+      s.beta1 != r.beta1 || s.beta2 != r.beta2 || s.eps != r.eps ||
+      s.weightDecay != r.weightDecay || s.maxNorm != r.maxNorm)
+    throw UsageError("the checkpoint '" + path +
+                     "' was written by a program with another optimizer or "
+                     "clipping bound; resume with the program that wrote it");
+}
+
 std::string resolveCheckpoint(const std::string &dir) {
   std::error_code ec;
   if (fs::exists(fs::path(dir) / "state.json", ec))

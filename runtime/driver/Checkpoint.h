@@ -19,6 +19,7 @@
 #ifndef DPRT_DRIVER_CHECKPOINT_H
 #define DPRT_DRIVER_CHECKPOINT_H
 
+#include "dprt/program.h"
 #include "privacy/Accountant.h"
 
 #include <cstdint>
@@ -59,6 +60,18 @@ struct CheckpointState {
   double lr = 0, momentum = 0, beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0;
   bool nesterov = false;
 };
+
+/// "sgd", "momentum", "adamw".
+const char *optimizerName(OptimizerKind kind);
+
+/// The program's part of a checkpoint's state: model, backend, compute type,
+/// ranks and the recipe's optimizer.
+void describeProgram(const ProgramSpec &spec, CheckpointState &state);
+
+/// Throws UsageError naming `path` unless the checkpoint was written by a
+/// program with this model, compute type, optimizer and clipping bound.
+void checkResumable(const ProgramSpec &spec, const CheckpointState &state,
+                    const std::string &path);
 
 std::string toJson(const CheckpointState &state);
 /// Throws UsageError naming `path` when the text is not a valid state.json.
