@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <unistd.h>
 
@@ -25,6 +26,9 @@ namespace {
 
 using privacy::jsonNumber;
 using privacy::jsonString;
+
+/// JSON numbers are doubles: whole numbers are exact up to 2^53.
+constexpr int64_t kMaxJsonInteger = int64_t{1} << 53;
 
 [[noreturn]] void ioError(const std::string &what, const std::string &path) {
   throw std::runtime_error(what + " '" + path + "': " + std::strerror(errno));
@@ -45,6 +49,29 @@ uint64_t parseHex64(const JsonValue &value) {
     throw JsonError("expected a hex string like 0x0123456789abcdef, got '" +
                     text + "'");
   return v;
+}
+
+/// The member `key` of `object` as a whole number in [min, max], checked
+/// before it is narrowed to the field it fills.
+int64_t integerIn(const JsonValue &object, const char *key, int64_t min,
+                  int64_t max) {
+  const int64_t value = object.at(key).integer();
+  if (value < min || value > max)
+    throw JsonError(std::string("\"") + key + "\" must be in [" +
+                    std::to_string(min) + ", " + std::to_string(max) +
+                    "], got " + std::to_string(value));
+  return value;
+}
+
+/// The member `key` as a finite number in [min, max].
+double numberIn(const JsonValue &object, const char *key, double min,
+                double max) {
+  const double value = object.at(key).number();
+  if (!(value >= min && value <= max))
+    throw JsonError(std::string("\"") + key + "\" must be in [" +
+                    jsonNumber(min) + ", " + jsonNumber(max) + "], got " +
+                    jsonNumber(value));
+  return value;
 }
 
 void fsyncDirectory(const std::string &dir) {
@@ -135,9 +162,10 @@ CheckpointState checkpointStateFromJson(const std::string &text,
     s.model = root.at("model").string();
     s.backend = root.at("backend").string();
     s.compute = root.at("compute").string();
-    s.ranks = static_cast<int32_t>(root.at("ranks").integer());
-    s.step = root.at("step").integer();
-    s.totalSteps = root.at("total_steps").integer();
+    s.ranks = static_cast<int32_t>(
+        integerIn(root, "ranks", 1, std::numeric_limits<int32_t>::max()));
+    s.step = integerIn(root, "step", 0, kMaxSteps);
+    s.totalSteps = integerIn(root, "total_steps", 0, kMaxSteps);
     s.seed = parseHex64(root.at("seed"));
     s.initKey = parseHex64(root.at("init_key"));
     const auto &keys = root.at("noise_key").array();
@@ -148,24 +176,31 @@ CheckpointState checkpointStateFromJson(const std::string &text,
     s.generator = root.at("noise_generator").string();
     const JsonValue &sampler = root.at("sampler");
     s.sampler = sampler.at("kind").string();
-    s.nextSamplerStep = sampler.at("next_step").integer();
-    s.q = sampler.at("q").number();
-    s.shuffleBatch = sampler.at("batch").integer();
-    s.datasetRecords = sampler.at("dataset_records").integer();
+    s.nextSamplerStep = integerIn(sampler, "next_step", 1, kMaxSteps + 1);
+    s.q = numberIn(sampler, "q", 0, 1);
+    s.shuffleBatch = integerIn(sampler, "batch", 0, kMaxJsonInteger);
+    s.datasetRecords =
+        integerIn(sampler, "dataset_records", 0, kMaxJsonInteger);
     s.datasetFingerprint = parseHex64(sampler.at("dataset_fingerprint"));
     const JsonValue &privacy = root.at("privacy");
-    s.sigma = privacy.at("sigma").number();
-    s.maxNorm = privacy.at("max_grad_norm").number();
-    s.delta = privacy.at("delta").number();
+    s.sigma = numberIn(privacy, "sigma", 0, HUGE_VAL);
+    s.maxNorm = numberIn(privacy, "max_grad_norm", 0, HUGE_VAL);
+    s.delta = numberIn(privacy, "delta", 0, 1);
     const JsonValue &target = privacy.at("target_epsilon");
-    s.targetEpsilon = target.isNull() ? 0 : target.number();
+    s.targetEpsilon =
+        target.isNull() ? 0 : numberIn(privacy, "target_epsilon", 0, HUGE_VAL);
     const JsonValue &epsilon = privacy.at("epsilon");
     s.epsilon = epsilon.isNull() ? HUGE_VAL : epsilon.number();
+    // The history is replayed one step at a time on resume: its length is
+    // bounded by the step before anything is composed.
+    int64_t history = 0;
     for (const JsonValue &segment :
-         root.at("accountant").at("segments").array())
-      s.segments.push_back({segment.at("q").number(),
-                            segment.at("sigma").number(),
-                            segment.at("steps").integer()});
+         root.at("accountant").at("segments").array()) {
+      s.segments.push_back({numberIn(segment, "q", 0, 1),
+                            numberIn(segment, "sigma", 0, HUGE_VAL),
+                            integerIn(segment, "steps", 0, s.step - history)});
+      history += s.segments.back().steps;
+    }
     const JsonValue &opt = root.at("optimizer");
     s.optimizer = opt.at("kind").string();
     s.lr = opt.at("lr").number();
@@ -179,7 +214,7 @@ CheckpointState checkpointStateFromJson(const std::string &text,
     throw UsageError("the checkpoint state '" + path +
                      "' is not valid: " + e.what());
   }
-  if (s.step < 0 || s.nextSamplerStep != s.step + 1)
+  if (s.nextSamplerStep != s.step + 1 || (s.step > 0 && s.totalSteps < s.step))
     throw UsageError("the checkpoint state '" + path +
                      "' is not valid: inconsistent step counters");
   return s;

@@ -19,6 +19,12 @@ public:
   using std::runtime_error::runtime_error;
 };
 
+/// The largest --steps: the noise and sampling counters hold the step in 56
+/// bits (dprt/rng.h), beyond which two steps would draw the same noise.
+constexpr int64_t kMaxSteps = (int64_t{1} << 56) - 1;
+/// The largest --gpus.
+constexpr int64_t kMaxGpus = 1024;
+
 struct Options {
   std::string data;
   std::optional<int64_t> steps;

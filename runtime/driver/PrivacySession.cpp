@@ -169,6 +169,13 @@ PrivacySession PrivacySession::resume(const Options &o, const RecipeSpec &r,
     refuse("--delta", "delta = " + std::to_string(s.delta));
   if (o.seed && *o.seed != s.seed)
     refuse("--seed", "seed = " + std::to_string(s.seed));
+  if (!o.noiseKey.empty()) {
+    uint64_t given[4];
+    readNoiseKey(o.noiseKey, given);
+    if (!std::equal(given, given + 4, s.noiseKey))
+      refuse("--noise-key", "another secret key (the one the checkpoint "
+                            "holds)");
+  }
   if (s.sampler != samplerName(r.sampling) ||
       s.generator != generatorName(r.generator))
     throw UsageError("the checkpoint '" + path +

@@ -160,10 +160,19 @@ SafetensorsReader::SafetensorsReader(const std::string &path) : path_(path) {
       else
         throw JsonError("tensor '" + name + "' has dtype " + dtype +
                         " (F32, F64 or BF16 expected)");
+      // Each dimension, and the running element count, must fit in the
+      // file's data before they are multiplied: a corrupt header must not
+      // overflow the byte count it is checked against.
+      int64_t elements = 1;
       for (const JsonValue &d : value.at("shape").array()) {
-        t.shape.push_back(d.integer());
-        if (t.shape.back() < 0)
+        const int64_t dim = d.integer();
+        if (dim < 0)
           throw JsonError("tensor '" + name + "' has a negative dimension");
+        if (dim > 0 && elements > dataBytes / dim)
+          throw JsonError("tensor '" + name +
+                          "' has more elements than the file has bytes");
+        elements *= dim;
+        t.shape.push_back(dim);
       }
       const auto &offsets = value.at("data_offsets").array();
       if (offsets.size() != 2)

@@ -228,6 +228,13 @@ int Trainer::run() {
     resumed = std::make_unique<CheckpointState>(checkpointStateFromJson(
         readTextFile(resumePath + "/state.json"), resumePath + "/state.json"));
   }
+  if (resumed && o_.steps && *o_.steps < resumed->step)
+    throw UsageError("--steps " + std::to_string(*o_.steps) +
+                     " is below the step of the checkpoint '" + resumePath +
+                     "', " + std::to_string(resumed->step) +
+                     ": --steps is the total to train to, so ask for at "
+                     "least " +
+                     std::to_string(resumed->step));
   totalSteps_ = o_.steps  ? *o_.steps
                 : resumed ? resumed->totalSteps
                           : spec_.recipe.steps;

@@ -683,3 +683,119 @@ TEST_F(TrainingProgram, ZeroStepsInitializesAndSavesWithoutData) {
                                            dir_ / "init", "--steps", "2"});
   EXPECT_EQ(resumed.status, 0) << resumed.err;
 }
+
+TEST_F(TrainingProgram, CountsAreRangeCheckedBeforeTheyAreConverted) {
+  const std::vector<BadInput> cases = {
+      {"steps too large",
+       kClassifier1,
+       {"--data", csv_, "--steps", "1e19"},
+       "option --steps must be <= 72057594037927935, got 1e19"},
+      {"steps beyond the counter",
+       kClassifier1,
+       {"--data", csv_, "--steps", "72057594037927936"},
+       "option --steps must be <= 72057594037927935"},
+      {"steps negative",
+       kClassifier1,
+       {"--data", csv_, "--steps", "-1"},
+       "option --steps must be >= 0, got -1"},
+      {"steps fractional",
+       kClassifier1,
+       {"--data", csv_, "--steps", "2.5e0"},
+       "option --steps needs a whole number, got '2.5e0'"},
+      {"steps hexadecimal float",
+       kClassifier1,
+       {"--data", csv_, "--steps", "0x1e"},
+       "option --steps needs a whole number, got '0x1e'"},
+      {"save-every beyond int64",
+       kClassifier1,
+       {"--data", csv_, "--save", dir_ / "ck", "--save-every",
+        "99999999999999999999"},
+       "option --save-every must be <= 9223372036854775807, got "
+       "99999999999999999999"},
+      {"save-every zero",
+       kClassifier1,
+       {"--data", csv_, "--save", dir_ / "ck", "--save-every", "0"},
+       "option --save-every must be >= 1, got 0"},
+      {"gpus beyond int32",
+       kClassifier1,
+       {"--data", csv_, "--gpus", "4294967297"},
+       "option --gpus must be <= 1024, got 4294967297"},
+      {"generate negative",
+       kBigram1,
+       {"--data", text_, "--generate", "-5"},
+       "option --generate must be >= 0, got -5"},
+  };
+  for (const BadInput &c : cases) {
+    RunResult r = runProgram(c.binary, c.args);
+    EXPECT_EQ(r.status, 2) << c.what << ": " << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos)
+        << c.what << ": expected '" << c.message << "' in: " << r.err;
+  }
+  // Exponent form is a count like any other.
+  RunResult r = train(kClassifier1, {"--data", csv_, "--steps", "3e0",
+                                     "--metrics", dir_ / "m.jsonl"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(readJsonLines(dir_ / "m.jsonl").size(), 3u);
+}
+
+TEST_F(TrainingProgram,
+       ResumeRefusesFewerStepsThanTheCheckpointsAndAnotherKey) {
+  const std::string ck = dir_ / "ck";
+  ASSERT_EQ(train(kClassifier1, {"--data", csv_, "--steps", "3", "--sigma", "1",
+                                 "--save", ck})
+                .status,
+            0);
+  RunResult fewer = runProgram(kClassifier1, {"--data", csv_, "--resume", ck,
+                                              "--steps", "1", "--quiet"});
+  EXPECT_EQ(fewer.status, 2) << fewer.err;
+  EXPECT_NE(fewer.err.find("--steps 1 is below the step of the checkpoint '" +
+                           ck + "/step-00000003', 3"),
+            std::string::npos)
+      << fewer.err;
+  // Equal is fine: nothing left to train.
+  EXPECT_EQ(runProgram(kClassifier1, {"--data", csv_, "--resume", ck, "--steps",
+                                      "3", "--quiet"})
+                .status,
+            0);
+
+  // A secure run resumed with another key file would change the noise.
+  const std::string lm = dir_ / "lm";
+  ASSERT_EQ(
+      train(kBigram1, {"--data", text_, "--steps", "2", "--save", lm}).status,
+      0);
+  writeFile(dir_ / "other.key", std::string(64, 'b') + "\n");
+  RunResult other =
+      runProgram(kBigram1, {"--data", text_, "--resume", lm, "--steps", "3",
+                            "--noise-key", dir_ / "other.key"});
+  EXPECT_EQ(other.status, 2) << other.err;
+  EXPECT_NE(other.err.find("--noise-key cannot change when resuming"),
+            std::string::npos)
+      << other.err;
+  EXPECT_EQ(other.err.find(std::string(16, 'b')), std::string::npos)
+      << "the message must not print a key";
+}
+
+TEST_F(TrainingProgram, NoiseKeyIsRefusedWhereTheRecipeIsNotSecure) {
+  // The classifier's recipe uses Philox, keyed by the seed.
+  RunResult r = runProgram(
+      kClassifier1, {"--data", csv_, "--steps", "1", "--noise-key", key_});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("--noise-key keys the secure (ChaCha20) noise, but "
+                       "this program's recipe uses the philox generator"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(TrainingProgram, DataOutsideTheComputeTypeIsADataError) {
+  writeFile(dir_ / "huge.csv", classifierCsv(20) + "1,1e39,0,0,1\n");
+  RunResult r = runProgram(kClassifier1, {"--data", dir_ / "huge.csv"});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("huge.csv:22: field 2 '1e39' overflows the model's "
+                       "compute type f32"),
+            std::string::npos)
+      << r.err;
+  // The f64 model represents it.
+  RunResult f64 =
+      train(kClassifierF64, {"--data", dir_ / "huge.csv", "--steps", "0"});
+  EXPECT_EQ(f64.status, 0) << f64.err;
+}
