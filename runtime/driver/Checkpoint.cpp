@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cinttypes>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +18,8 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -241,6 +244,168 @@ std::string readTextFile(const std::string &path) {
   std::ostringstream contents;
   contents << in.rdbuf();
   return contents.str();
+}
+
+namespace {
+
+/// Field 22 of /proc/PID/stat: when the process started, in clock ticks
+/// since boot (0 if unknown). With the pid it names one process even after
+/// the pid is reused.
+uint64_t processStartTicks(long pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  // Field 2, the command, is in parentheses and may hold spaces.
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos)
+    return 0;
+  std::istringstream fields(stat.substr(close + 1));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i)
+    if (i == 22)
+      return std::strtoull(field.c_str(), nullptr, 10);
+  return 0;
+}
+
+std::string hostName() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0)
+    return "unknown";
+  return name;
+}
+
+/// Who a lock file names.
+struct LockOwner {
+  bool known = false; ///< the file held a readable owner
+  long pid = 0;
+  std::string host;
+  uint64_t startTicks = 0;
+
+  std::string describe() const {
+    return "process " + std::to_string(pid) + " on host " + host;
+  }
+};
+
+LockOwner readLockOwner(int fd) {
+  std::string text;
+  char buffer[512];
+  for (off_t at = 0;;) {
+    const ssize_t n = ::pread(fd, buffer, sizeof(buffer), at);
+    if (n <= 0)
+      break;
+    text.append(buffer, static_cast<size_t>(n));
+    at += n;
+    if (text.size() > 4096)
+      break;
+  }
+  LockOwner owner;
+  try {
+    const JsonValue root = JsonValue::parse(text);
+    const int64_t pid = root.at("pid").integer();
+    if (pid <= 0 || pid > std::numeric_limits<int32_t>::max())
+      return owner;
+    owner.pid = static_cast<long>(pid);
+    owner.host = root.at("host").string();
+    owner.startTicks = parseHex64(root.at("start_ticks"));
+    owner.known = true;
+  } catch (const JsonError &) {
+  }
+  return owner;
+}
+
+/// Whether the owner (on this host) still runs: its pid exists and, when
+/// the lock recorded it, started at the same time.
+bool runsHere(const LockOwner &owner) {
+  if (::kill(static_cast<pid_t>(owner.pid), 0) != 0 && errno != EPERM)
+    return false;
+  const uint64_t start = processStartTicks(owner.pid);
+  return owner.startTicks == 0 || start == 0 || start == owner.startTicks;
+}
+
+} // namespace
+
+const char *CheckpointLock::fileName() { return "lock"; }
+
+CheckpointLock::CheckpointLock(const std::string &dir, std::string &warning) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir, ec))
+    throw UsageError(
+        "cannot create the checkpoint directory '" + dir +
+        "' (--save): " + (ec ? ec.message() : std::string("not a directory")));
+  path_ = (fs::path(dir) / fileName()).string();
+  const std::string host = hostName();
+  auto inUse = [&](const LockOwner &owner, const std::string &advice) {
+    return UsageError(
+        "the checkpoint directory '" + dir + "' (--save) is in use by " +
+        (owner.known ? owner.describe() : std::string("another process")) +
+        " (its lock file " + path_ + "): " + advice);
+  };
+  // A previous owner removes the file when it ends: if it went between our
+  // open and our flock, the flock is on a file no one else will see.
+  for (int attempt = 0;; ++attempt) {
+    const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+      throw UsageError("cannot write into the checkpoint directory '" + dir +
+                       "' (--save): cannot create '" + path_ +
+                       "': " + std::strerror(errno));
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+      const LockOwner owner = readLockOwner(fd);
+      ::close(fd);
+      throw inUse(owner, "wait for that run to end, or save elsewhere");
+    }
+    // Other flock failures (a file system without locks) leave the decision
+    // to the owner the file names.
+    struct stat held, named;
+    if (::fstat(fd, &held) == 0 &&
+        (::stat(path_.c_str(), &named) != 0 || held.st_ino != named.st_ino ||
+         held.st_dev != named.st_dev)) {
+      ::close(fd);
+      if (attempt < 10)
+        continue;
+      throw std::runtime_error("cannot take the lock '" + path_ +
+                               "': it keeps being replaced");
+    }
+    const LockOwner owner = readLockOwner(fd);
+    if (owner.known && owner.host != host) {
+      ::close(fd);
+      throw inUse(owner, "its process cannot be checked from here; if that "
+                         "run has ended, remove the lock file");
+    }
+    if (owner.known && runsHere(owner)) {
+      ::close(fd);
+      throw inUse(owner, "wait for that run to end, or save elsewhere");
+    }
+    if (owner.known)
+      warning = "taking over the stale lock " + path_ + " of " +
+                owner.describe() + ", which is no longer running";
+    else if (held.st_size > 0)
+      warning = "taking over the unreadable lock " + path_;
+    const std::string content =
+        "{\"pid\": " + std::to_string(::getpid()) +
+        ", \"host\": " + jsonString(host) + ", \"start_ticks\": " +
+        jsonString(hex64(processStartTicks(::getpid()))) + "}\n";
+    if (::ftruncate(fd, 0) != 0 ||
+        ::pwrite(fd, content.data(), content.size(), 0) !=
+            static_cast<ssize_t>(content.size()) ||
+        ::fsync(fd) != 0) {
+      const int error = errno;
+      ::close(fd);
+      throw UsageError("cannot write the lock file '" + path_ +
+                       "' (--save): " + std::strerror(error));
+    }
+    fd_ = fd;
+    return;
+  }
+}
+
+CheckpointLock::~CheckpointLock() {
+  if (fd_ < 0)
+    return;
+  // Removed while still held, so that no one takes a lock that is about to
+  // vanish (the next owner checks that the file it holds is still there).
+  ::unlink(path_.c_str());
+  ::close(fd_);
 }
 
 std::string CheckpointDirectory::begin(int64_t step) {

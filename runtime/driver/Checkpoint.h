@@ -97,6 +97,33 @@ private:
   int64_t step_ = 0;
 };
 
+/// DIR/lock: one run saves into a checkpoint directory at a time (two would
+/// remove each other's temporary directories and race on `latest`). The
+/// lock is an flock on DIR/lock, which holds the owner's pid, host and
+/// process start time as one line of JSON; the kernel drops the flock when
+/// the owner dies. A lock whose process is gone from this host (a crashed
+/// run) is stale and taken over with a warning; a lock held by a live
+/// process, or naming another host (its pid cannot be checked from here),
+/// stops the run at its start with a message naming the owner.
+class CheckpointLock {
+public:
+  /// Creates DIR if needed and takes its lock. Throws UsageError when DIR
+  /// cannot be created or written, or another run holds the lock; sets
+  /// `warning` when a stale lock was taken over.
+  CheckpointLock(const std::string &dir, std::string &warning);
+  /// Removes DIR/lock and releases it.
+  ~CheckpointLock();
+  CheckpointLock(const CheckpointLock &) = delete;
+  CheckpointLock &operator=(const CheckpointLock &) = delete;
+
+  /// "lock"
+  static const char *fileName();
+
+private:
+  std::string path_;
+  int fd_ = -1;
+};
+
 /// Writes `content` to `path` and fsyncs it; throws std::runtime_error.
 void writeFileDurably(const std::string &path, const std::string &content);
 

@@ -78,6 +78,11 @@ private:
       std::fprintf(stderr, "%s\n", line.c_str());
   }
 
+  /// Warnings go to stderr even with --quiet.
+  void warn(const std::string &line) const;
+  /// Takes the --save directory's lock and opens --metrics and --trace, so
+  /// that a path that cannot be written stops the run before it trains.
+  void openOutputs(const Launch &launch, bool resumed);
   void loadData();
   void trainStep(int64_t step, StepMetrics &metrics);
   void saveCheckpoint();
@@ -96,6 +101,9 @@ private:
   std::unique_ptr<ProcessRanks> ranks_;
   std::unique_ptr<Checkpointer> checkpointer_;
   RunReport report_;
+  std::optional<CheckpointLock> lock_;
+  std::ofstream metrics_;
+  std::string tracePath_;
 };
 
 void Trainer::loadData() {
@@ -213,6 +221,37 @@ void Trainer::saveCheckpoint() {
   log("saved checkpoint of step " + std::to_string(step_) + " to " + path);
 }
 
+void Trainer::warn(const std::string &line) const {
+  if (leader_)
+    std::fprintf(stderr, "%s: warning: %s\n", program_.c_str(), line.c_str());
+}
+
+void Trainer::openOutputs(const Launch &launch, bool resumed) {
+  if (!o_.save.empty() && leader_) {
+    std::string warning;
+    lock_.emplace(o_.save, warning);
+    if (!warning.empty())
+      warn(warning);
+  }
+  if (!o_.metrics.empty() && leader_) {
+    metrics_.open(o_.metrics, resumed ? std::ios::app : std::ios::trunc);
+    if (!metrics_)
+      throw UsageError("cannot write the metrics file '" + o_.metrics +
+                       "': " + std::strerror(errno));
+  }
+  if (!o_.trace.empty() && (leader_ || launch.multiProcess)) {
+    tracePath_ = o_.trace;
+    if (launch.multiProcess)
+      tracePath_ += ".rank" + std::to_string(launch.firstRank);
+    // Written at the end; created now so that a path that cannot be
+    // written fails before the training it would record.
+    std::ofstream probe(tracePath_, std::ios::trunc);
+    if (!probe)
+      throw UsageError("cannot write the trace file '" + tracePath_ +
+                       "' (--trace): " + std::strerror(errno));
+  }
+}
+
 int Trainer::run() {
   if (!o_.trace.empty())
     trace::enable();
@@ -257,12 +296,14 @@ int Trainer::run() {
     throw std::runtime_error("the program has no mask buffer; padding rows "
                              "would enter the gradient");
 
-  ranks_ = std::make_unique<ProcessRanks>(launch, spec_);
-  checkpointer_ = std::make_unique<Checkpointer>(spec_, *ranks_);
   if (launch.multiProcess && (!o_.save.empty() || !o_.resume.empty()))
     throw UsageError("--save and --resume are not supported yet when the "
                      "program runs one process per GPU; use --gpus N on one "
                      "machine");
+  openOutputs(launch, resumed != nullptr);
+
+  ranks_ = std::make_unique<ProcessRanks>(launch, spec_);
+  checkpointer_ = std::make_unique<Checkpointer>(spec_, *ranks_);
   {
     std::ostringstream os;
     os << program_ << ": " << spec_.model << " on " << launch.world << " "
@@ -276,14 +317,6 @@ int Trainer::run() {
   if (resumed) {
     checkpointer_->load(resumePath);
     log("resumed from " + resumePath + " at step " + std::to_string(step_));
-  }
-
-  std::ofstream metrics;
-  if (!o_.metrics.empty() && leader_) {
-    metrics.open(o_.metrics, resumed ? std::ios::app : std::ios::trunc);
-    if (!metrics)
-      throw UsageError("cannot write the metrics file '" + o_.metrics +
-                       "': " + std::strerror(errno));
   }
 
   Progress progress(o_.quiet || !leader_, step_ + 1, totalSteps_);
@@ -309,9 +342,9 @@ int Trainer::run() {
     }
     StepMetrics m;
     trainStep(step, m);
-    if (metrics.is_open()) {
-      metrics << toJsonLine(m) << "\n";
-      metrics.flush();
+    if (metrics_.is_open()) {
+      metrics_ << toJsonLine(m) << "\n";
+      metrics_.flush();
     }
     progress.update(m);
     savedLast = false;
@@ -333,12 +366,8 @@ int Trainer::run() {
       std::fflush(stdout);
     }
   }
-  if (!o_.trace.empty() && (leader_ || launch.multiProcess)) {
-    std::string path = o_.trace;
-    if (launch.multiProcess)
-      path += ".rank" + std::to_string(launch.firstRank);
-    trace::writeChromeTrace(path);
-  }
+  if (!tracePath_.empty())
+    trace::writeChromeTrace(tracePath_);
   if (leader_) {
     ending.step = step_;
     ending.totalSteps = totalSteps_;

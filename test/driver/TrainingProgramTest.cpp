@@ -19,9 +19,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
 #include <filesystem>
 #include <sstream>
 #include <string>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <vector>
 
 using namespace dpctest;
@@ -798,4 +802,103 @@ TEST_F(TrainingProgram, DataOutsideTheComputeTypeIsADataError) {
   RunResult f64 =
       train(kClassifierF64, {"--data", dir_ / "huge.csv", "--steps", "0"});
   EXPECT_EQ(f64.status, 0) << f64.err;
+}
+
+TEST_F(TrainingProgram, OutputPathsAreCheckedBeforeTraining) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--save", "/proc/dpc-no-such-dir"},
+       "cannot create the checkpoint directory '/proc/dpc-no-such-dir' "
+       "(--save)"},
+      {{"--save", csv_},
+       "cannot create the checkpoint directory '" + csv_ + "' (--save): "},
+      {{"--trace", dir_ / "no/such/trace.json"},
+       "cannot write the trace file '" + dir_ / "no/such/trace.json" +
+           "' (--trace)"},
+  };
+  for (const auto &[flags, message] : cases) {
+    std::vector<std::string> args = {"--data", csv_,        "--steps",
+                                     "5",      "--metrics", dir_ / "m.jsonl"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    RunResult r = runProgram(kClassifier1, args);
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+    // Not one step was trained.
+    EXPECT_TRUE(!std::filesystem::exists(dir_ / "m.jsonl") ||
+                readFile(dir_ / "m.jsonl").empty());
+  }
+}
+
+namespace {
+std::string thisHost() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+std::string lockJson(long pid, const std::string &host) {
+  return "{\"pid\": " + std::to_string(pid) + ", \"host\": \"" + host +
+         "\", \"start_ticks\": \"0x0000000000000000\"}\n";
+}
+} // namespace
+
+TEST_F(TrainingProgram, ASecondRunSavingIntoTheSameDirectoryStopsAtItsStart) {
+  const std::string ck = dir_ / "ck";
+  std::filesystem::create_directories(ck);
+  // This test process holds the lock, as a running program would.
+  const int fd = open((ck + "/lock").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0);
+  writeFile(ck + "/lock", lockJson(getpid(), thisHost()));
+  RunResult r = runProgram(
+      kClassifier1, {"--data", csv_, "--steps", "2", "--save", ck, "--quiet"});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("the checkpoint directory '" + ck +
+                       "' (--save) is in use by process " +
+                       std::to_string(getpid()) + " on host " + thisHost()),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(ck + "/latest"));
+  // A live owner on this host is respected even without the flock (a file
+  // system without locks).
+  close(fd);
+  r = runProgram(kClassifier1,
+                 {"--data", csv_, "--steps", "2", "--save", ck, "--quiet"});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("is in use by process " + std::to_string(getpid())),
+            std::string::npos)
+      << r.err;
+  // An owner on another host cannot be checked: refused, with advice.
+  writeFile(ck + "/lock", lockJson(1, "elsewhere.example"));
+  r = runProgram(kClassifier1,
+                 {"--data", csv_, "--steps", "2", "--save", ck, "--quiet"});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("in use by process 1 on host elsewhere.example"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("remove the lock file"), std::string::npos) << r.err;
+}
+
+TEST_F(TrainingProgram, AStaleLockIsTakenOverWithAWarning) {
+  const std::string ck = dir_ / "ck";
+  std::filesystem::create_directories(ck);
+  // The pid of a process that has ended.
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0)
+    _exit(0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  writeFile(ck + "/lock", lockJson(child, thisHost()));
+  RunResult r = runProgram(
+      kClassifier1, {"--data", csv_, "--steps", "2", "--save", ck, "--quiet"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: taking over the stale lock " + ck +
+                       "/lock of process " + std::to_string(child) +
+                       " on host " + thisHost() +
+                       ", which is no longer running"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(readFile(ck + "/latest"), "step-00000002\n");
+  // The run removed its lock when it ended.
+  EXPECT_FALSE(std::filesystem::exists(ck + "/lock"));
 }
