@@ -2,10 +2,12 @@
 
 #include "Checkpoint.h"
 
+#include "Checksum.h"
 #include "Json.h"
 #include "Options.h"
 #include "privacy/PrivacyReport.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cmath>
@@ -145,8 +147,16 @@ std::string toJson(const CheckpointState &s) {
      << ", \"beta1\": " << jsonNumber(s.beta1)
      << ", \"beta2\": " << jsonNumber(s.beta2)
      << ", \"eps\": " << jsonNumber(s.eps)
-     << ", \"weight_decay\": " << jsonNumber(s.weightDecay) << "}\n"
-     << "}\n";
+     << ", \"weight_decay\": " << jsonNumber(s.weightDecay) << "}";
+  if (!s.files.empty()) {
+    os << ",\n  \"files\": {";
+    for (size_t i = 0; i < s.files.size(); ++i)
+      os << (i ? ", " : "") << jsonString(s.files[i].name)
+         << ": {\"bytes\": " << s.files[i].bytes
+         << ", \"xxh3_64\": " << jsonString(hex64(s.files[i].checksum)) << "}";
+    os << "}";
+  }
+  os << "\n}\n";
   return os.str();
 }
 
@@ -213,6 +223,15 @@ CheckpointState checkpointStateFromJson(const std::string &text,
     s.beta2 = opt.at("beta2").number();
     s.eps = opt.at("eps").number();
     s.weightDecay = opt.at("weight_decay").number();
+    if (const JsonValue *files = root.find("files"))
+      for (const auto &[name, file] : files->object()) {
+        if (name.empty() || name.find('/') != std::string::npos ||
+            name[0] == '.')
+          throw JsonError("\"files\" names '" + name +
+                          "', not a file of the checkpoint");
+        s.files.push_back({name, integerIn(file, "bytes", 0, kMaxJsonInteger),
+                           parseHex64(file.at("xxh3_64"))});
+      }
   } catch (const JsonError &e) {
     throw UsageError("the checkpoint state '" + path +
                      "' is not valid: " + e.what());
@@ -506,6 +525,45 @@ void checkResumable(const ProgramSpec &spec, const CheckpointState &s,
     throw UsageError("the checkpoint '" + path +
                      "' was written by a program with another optimizer or "
                      "clipping bound; resume with the program that wrote it");
+}
+
+const std::vector<std::string> &checkpointTensorFiles() {
+  static const std::vector<std::string> files = {"params.safetensors",
+                                                 "optimizer.safetensors"};
+  return files;
+}
+
+bool verifyCheckpointFiles(const std::string &path,
+                           const CheckpointState &state) {
+  if (state.files.empty())
+    return false;
+  for (const std::string &name : checkpointTensorFiles()) {
+    const std::string file = (fs::path(path) / name).string();
+    auto recorded =
+        std::find_if(state.files.begin(), state.files.end(),
+                     [&](const CheckpointFile &f) { return f.name == name; });
+    if (recorded == state.files.end())
+      throw UsageError("the checkpoint '" + path + "' records no checksum of " +
+                       name + " in its state.json");
+    int64_t bytes = 0;
+    uint64_t checksum = 0;
+    try {
+      checksum = checksumOfFile(file, bytes);
+    } catch (const std::runtime_error &e) {
+      throw UsageError(e.what());
+    }
+    if (bytes != recorded->bytes || checksum != recorded->checksum)
+      throw UsageError("the checkpoint file '" + file + "' is corrupt: " +
+                       (bytes != recorded->bytes
+                            ? "it has " + std::to_string(bytes) +
+                                  " bytes, state.json "
+                                  "records " +
+                                  std::to_string(recorded->bytes)
+                            : "its XXH3-64 checksum is " + hex64(checksum) +
+                                  ", state.json records " +
+                                  hex64(recorded->checksum)));
+  }
+  return true;
 }
 
 std::string resolveCheckpoint(const std::string &dir) {

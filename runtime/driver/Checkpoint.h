@@ -7,7 +7,9 @@
 //   optimizer.safetensors  per unit, the full optimizer state
 //                          ("<unit>.momentum", "<unit>.adam_m",
 //                          "<unit>.adam_v"), flat
-//   state.json             everything else a resumed run needs (below)
+//   state.json             everything else a resumed run needs (below),
+//                          with the size and XXH3-64 checksum of each
+//                          tensor file, verified on resume
 // and DIR/latest names the newest one. A save writes into a temporary
 // directory DIR/.tmp-..., fsyncs every file and the directory, renames it
 // into place and only then replaces `latest` (write a temporary file, fsync,
@@ -27,6 +29,13 @@
 #include <vector>
 
 namespace dprt::driver {
+
+/// A tensor file of a checkpoint as state.json records it.
+struct CheckpointFile {
+  std::string name; ///< "params.safetensors", "optimizer.safetensors"
+  int64_t bytes = 0;
+  uint64_t checksum = 0; ///< XXH3-64 of the whole file (Checksum.h)
+};
 
 /// state.json: the run's progress and every parameter of its privacy
 /// guarantee. Samplers and noise are counter-based, so the step number and
@@ -59,7 +68,19 @@ struct CheckpointState {
   std::string optimizer; ///< "sgd", "momentum", "adamw"
   double lr = 0, momentum = 0, beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0;
   bool nesterov = false;
+  /// The tensor files; empty in checkpoints written before checksums.
+  std::vector<CheckpointFile> files;
 };
+
+/// The tensor files every checkpoint holds.
+const std::vector<std::string> &checkpointTensorFiles();
+
+/// Throws UsageError naming the file when a tensor file of the checkpoint
+/// directory `path` is missing, has another size or another checksum than
+/// `state` records. Returns false (verifying nothing) for a checkpoint
+/// written before checksums.
+bool verifyCheckpointFiles(const std::string &path,
+                           const CheckpointState &state);
 
 /// "sgd", "momentum", "adamw".
 const char *optimizerName(OptimizerKind kind);

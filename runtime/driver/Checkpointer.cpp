@@ -123,7 +123,12 @@ std::string Checkpointer::save(const std::string &dir,
   }
   params.close();
   optimizer.close();
-  writeFileDurably(temporary + "/state.json", toJson(state));
+  CheckpointState withFiles = state;
+  withFiles.files = {{"params.safetensors", params.checksum().bytes(),
+                      params.checksum().value()},
+                     {"optimizer.safetensors", optimizer.checksum().bytes(),
+                      optimizer.checksum().value()}};
+  writeFileDurably(temporary + "/state.json", toJson(withFiles));
   return directory.commit();
 }
 

@@ -279,6 +279,10 @@ int Trainer::run() {
                           : spec_.recipe.steps;
   if (resumed) {
     checkResumable(spec_, *resumed, resumePath);
+    if (!verifyCheckpointFiles(resumePath, *resumed))
+      warn("the checkpoint '" + resumePath +
+           "' records no checksums (written by an older program): its "
+           "tensor files are not verified");
     privacy_.emplace(PrivacySession::resume(o_, spec_.recipe, *resumed,
                                             resumePath, data_.get(),
                                             totalSteps_, keyShared));

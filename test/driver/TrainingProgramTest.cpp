@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Checkpoint.h"
+#include "Checksum.h"
 #include "Json.h"
 #include "ProcessHelpers.h"
 #include "Safetensors.h"
@@ -901,4 +902,57 @@ TEST_F(TrainingProgram, AStaleLockIsTakenOverWithAWarning) {
   EXPECT_EQ(readFile(ck + "/latest"), "step-00000002\n");
   // The run removed its lock when it ended.
   EXPECT_FALSE(std::filesystem::exists(ck + "/lock"));
+}
+
+TEST_F(TrainingProgram, CheckpointFilesAreChecksummedAndVerifiedOnResume) {
+  const std::string ck = dir_ / "ck";
+  ASSERT_EQ(train(kClassifier1, {"--data", csv_, "--steps", "3", "--sigma", "1",
+                                 "--save", ck})
+                .status,
+            0);
+  const std::string path = resolveCheckpoint(ck);
+  JsonValue state = JsonValue::parse(readFile(path + "/state.json"));
+  for (const char *name : {"params.safetensors", "optimizer.safetensors"}) {
+    int64_t bytes = 0;
+    const uint64_t checksum =
+        dprt::driver::checksumOfFile(path + "/" + name, bytes);
+    const JsonValue &file = state.at("files").at(name);
+    EXPECT_EQ(file.at("bytes").integer(), bytes) << name;
+    EXPECT_EQ(file.at("xxh3_64").string(), dprt::driver::checksumText(checksum))
+        << name;
+  }
+  const std::vector<std::string> resume = {"--data",  csv_, "--resume", ck,
+                                           "--steps", "4",  "--quiet"};
+  // One flipped bit in the last tensor's data.
+  const std::string params = path + "/params.safetensors";
+  const std::string original = readFile(params);
+  std::string flipped = original;
+  flipped[flipped.size() - 2] ^= 0x10;
+  writeFile(params, flipped);
+  RunResult r = runProgram(kClassifier1, resume);
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("the checkpoint file '" + params +
+                       "' is corrupt: its XXH3-64 checksum is "),
+            std::string::npos)
+      << r.err;
+  // A truncated file names its size.
+  writeFile(params, original.substr(0, original.size() - 4));
+  r = runProgram(kClassifier1, resume);
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("is corrupt: it has " +
+                       std::to_string(original.size() - 4) + " bytes"),
+            std::string::npos)
+      << r.err;
+  writeFile(params, original);
+  EXPECT_EQ(runProgram(kClassifier1, resume).status, 0);
+
+  // A checkpoint from before checksums resumes, with a warning.
+  std::string text = readFile(path + "/state.json");
+  const size_t files = text.find(",\n  \"files\"");
+  ASSERT_NE(files, std::string::npos) << text;
+  writeFile(path + "/state.json", text.substr(0, files) + "\n}\n");
+  r = runProgram(kClassifier1,
+                 {"--data", csv_, "--resume", path, "--steps", "4", "--quiet"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("records no checksums"), std::string::npos) << r.err;
 }
