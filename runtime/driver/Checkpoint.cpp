@@ -566,6 +566,74 @@ bool verifyCheckpointFiles(const std::string &path,
   return true;
 }
 
+namespace {
+
+/// The step and suffix of a checkpoint name "step-NNNNNNNN[.k]"; false for
+/// any other name.
+bool parseStepName(const std::string &name, int64_t &step, int64_t &suffix) {
+  if (name.rfind("step-", 0) != 0)
+    return false;
+  const size_t dot = name.find('.', 5);
+  const std::string digits = name.substr(5, dot - 5);
+  const std::string tail = dot == std::string::npos ? "" : name.substr(dot + 1);
+  if (digits.empty() || digits.size() > 17 ||
+      digits.find_first_not_of("0123456789") != std::string::npos ||
+      (dot != std::string::npos &&
+       (tail.empty() || tail.size() > 9 ||
+        tail.find_first_not_of("0123456789") != std::string::npos)))
+    return false;
+  step = std::stoll(digits);
+  suffix = tail.empty() ? 0 : std::stoll(tail);
+  return true;
+}
+
+} // namespace
+
+std::vector<std::string> pruneCheckpoints(const std::string &dir,
+                                          int64_t keep) {
+  struct Entry {
+    int64_t step, suffix;
+    std::string name;
+  };
+  std::vector<Entry> checkpoints;
+  std::error_code ec;
+  for (const auto &entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    int64_t step = 0, suffix = 0;
+    if (parseStepName(name, step, suffix) && entry.is_directory(ec) &&
+        fs::exists(entry.path() / "state.json", ec))
+      checkpoints.push_back({step, suffix, name});
+  }
+  std::sort(checkpoints.begin(), checkpoints.end(),
+            [](const Entry &a, const Entry &b) {
+              return a.step != b.step ? a.step < b.step : a.suffix < b.suffix;
+            });
+  std::string latest;
+  if (fs::exists(fs::path(dir) / "latest", ec)) {
+    latest = readTextFile((fs::path(dir) / "latest").string());
+    while (!latest.empty() && (latest.back() == '\n' || latest.back() == '\r'))
+      latest.pop_back();
+  }
+  std::vector<std::string> removed;
+  const int64_t surplus =
+      static_cast<int64_t>(checkpoints.size()) - std::max<int64_t>(keep, 1);
+  for (int64_t i = 0; i < surplus; ++i) {
+    const std::string &name = checkpoints[i].name;
+    if (name == latest)
+      continue;
+    const fs::path from = fs::path(dir) / name;
+    const fs::path doomed = fs::path(dir) / (".tmp-pruned-" + name + "-" +
+                                             std::to_string(::getpid()));
+    if (std::rename(from.c_str(), doomed.c_str()) != 0)
+      ioError("cannot remove the old checkpoint", from.string());
+    fs::remove_all(doomed, ec);
+    removed.push_back(name);
+  }
+  if (!removed.empty())
+    fsyncDirectory(dir);
+  return removed;
+}
+
 std::string resolveCheckpoint(const std::string &dir) {
   std::error_code ec;
   if (fs::exists(fs::path(dir) / "state.json", ec))

@@ -145,6 +145,13 @@ private:
   int fd_ = -1;
 };
 
+/// --keep-last: removes all but the `keep` newest checkpoints of `dir` (by
+/// step, then suffix), never the one DIR/latest names. Each is first
+/// renamed to a temporary name (which the next save cleans up, should the
+/// removal be interrupted), so that no half-removed directory ever looks
+/// like a checkpoint. Returns the names removed.
+std::vector<std::string> pruneCheckpoints(const std::string &dir, int64_t keep);
+
 /// Writes `content` to `path` and fsyncs it; throws std::runtime_error.
 void writeFileDurably(const std::string &path, const std::string &content);
 

@@ -144,6 +144,8 @@ Options parseOptions(int argc, const char *const *argv) {
         throw UsageError("option --save needs a directory");
     } else if (flag == "--save-every") {
       o.saveEvery = parseInteger(flag, takeValue(), 1, kMaxInt64);
+    } else if (flag == "--keep-last") {
+      o.keepLast = parseInteger(flag, takeValue(), 1, kMaxInt64);
     } else if (flag == "--resume") {
       o.resume = takeValue();
       if (o.resume.empty())
@@ -170,6 +172,8 @@ Options parseOptions(int argc, const char *const *argv) {
     throw UsageError("give the noise as --sigma or as --epsilon, not both");
   if (o.saveEvery > 0 && o.save.empty())
     throw UsageError("--save-every needs --save DIR");
+  if (o.keepLast > 0 && o.save.empty())
+    throw UsageError("--keep-last needs --save DIR");
   return o;
 }
 
@@ -238,6 +242,8 @@ std::string usageText(const std::string &program, const ProgramSpec &spec) {
      << "checkpoints\n"
      << "  --save DIR         save a checkpoint into DIR at the end\n"
      << "  --save-every K     ... and every K steps\n"
+     << "  --keep-last K      after each save, remove all but the K newest\n"
+     << "                     checkpoints of DIR (default: keep all)\n"
      << "  --resume DIR       continue from DIR's latest checkpoint (exactly\n"
      << "                     as if the run had not stopped)\n"
      << "output\n"

@@ -35,6 +35,7 @@ struct Options {
   std::string noiseKey; ///< file with the secret ChaCha20 key (64 hex digits)
   std::string save;
   int64_t saveEvery = 0; ///< 0: save at the end only
+  int64_t keepLast = 0;  ///< 0: keep every checkpoint
   std::string resume;
   std::string metrics;
   std::string trace;

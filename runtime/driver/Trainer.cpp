@@ -219,6 +219,10 @@ void Trainer::saveCheckpoint() {
   state.datasetFingerprint = data_ ? data_->fingerprint() : 0;
   const std::string path = checkpointer_->save(o_.save, state);
   log("saved checkpoint of step " + std::to_string(step_) + " to " + path);
+  if (o_.keepLast > 0)
+    for (const std::string &name : pruneCheckpoints(o_.save, o_.keepLast))
+      log("removed the older checkpoint " + name + " (--keep-last " +
+          std::to_string(o_.keepLast) + ")");
 }
 
 void Trainer::warn(const std::string &line) const {

@@ -447,3 +447,32 @@ TEST(CheckpointDirectory, PublishesAtomicallyAndNeverOverwrites) {
     temporaries += e.path().filename().string().rfind(".tmp-", 0) == 0;
   EXPECT_EQ(temporaries, 1);
 }
+
+TEST(CheckpointDirectory, PruneKeepsTheNewestAndTheOneLatestNames) {
+  TempDir dir;
+  const std::string root = dir / "ck";
+  for (const char *name : {"step-00000002", "step-00000004", "step-00000004.1",
+                           "step-00000006", "step-00000010"}) {
+    std::filesystem::create_directories(root + "/" + name);
+    writeFile(root + "/" + name + "/state.json", "{}");
+  }
+  // Not checkpoints: left alone.
+  std::filesystem::create_directories(root + "/notes");
+  std::filesystem::create_directories(root + "/step-00000001");
+  writeFile(root + "/lock", "");
+  // `latest` names an older one (a run resumed from step 4 saved again).
+  writeFile(root + "/latest", "step-00000004\n");
+  std::vector<std::string> removed = pruneCheckpoints(root, 2);
+  EXPECT_EQ(removed,
+            (std::vector<std::string>{"step-00000002", "step-00000004.1"}));
+  for (const char *kept : {"step-00000004", "step-00000006", "step-00000010",
+                           "notes", "step-00000001", "lock"})
+    EXPECT_TRUE(std::filesystem::exists(root + "/" + kept)) << kept;
+  for (const auto &e : std::filesystem::directory_iterator(root))
+    EXPECT_NE(e.path().filename().string().rfind(".tmp-", 0), 0u);
+  // Keeping one never removes the newest.
+  writeFile(root + "/latest", "step-00000010\n");
+  EXPECT_EQ(pruneCheckpoints(root, 1),
+            (std::vector<std::string>{"step-00000004", "step-00000006"}));
+  EXPECT_TRUE(std::filesystem::exists(root + "/step-00000010/state.json"));
+}

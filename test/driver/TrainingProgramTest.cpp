@@ -956,3 +956,26 @@ TEST_F(TrainingProgram, CheckpointFilesAreChecksummedAndVerifiedOnResume) {
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.err.find("records no checksums"), std::string::npos) << r.err;
 }
+
+TEST_F(TrainingProgram, KeepLastPrunesOlderCheckpointsAfterEachSave) {
+  const std::string ck = dir_ / "ck";
+  RunResult r = runProgram(
+      kClassifier1, {"--data", csv_, "--steps", "9", "--sigma", "1", "--save",
+                     ck, "--save-every", "2", "--keep-last", "2"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::vector<std::string> names;
+  for (const auto &e : std::filesystem::directory_iterator(ck))
+    names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"latest", "step-00000008",
+                                             "step-00000009"}));
+  EXPECT_EQ(readFile(ck + "/latest"), "step-00000009\n");
+  EXPECT_NE(r.err.find("removed the older checkpoint step-00000006 "
+                       "(--keep-last 2)"),
+            std::string::npos)
+      << r.err;
+  RunResult alone =
+      runProgram(kClassifier1, {"--data", csv_, "--keep-last", "2"});
+  EXPECT_EQ(alone.status, 2);
+  EXPECT_NE(alone.err.find("--keep-last needs --save DIR"), std::string::npos);
+}
