@@ -11,6 +11,7 @@
 #include "dprt/kernels.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <memory>
 
@@ -31,6 +32,15 @@ void readTensor(SafetensorsReader &reader, const TensorInfo &tensor, DType to,
   for (int64_t i = 0; i < n; ++i)
     storeAs(to, loadAs(tensor.dtype, raw.data() + i * sizeOf(tensor.dtype)),
             out + i * sizeOf(to));
+}
+
+/// The index of the first non-finite element of `count` acc elements, or
+/// -1.
+int64_t firstNonFinite(DType acc, const char *data, int64_t count) {
+  for (int64_t i = 0; i < count; ++i)
+    if (!std::isfinite(loadAs(acc, data + i * sizeOf(acc))))
+      return i;
+  return -1;
 }
 
 } // namespace
@@ -116,6 +126,15 @@ std::string Checkpointer::save(const std::string &dir,
     for (const auto &[name, offset] : optimizerTensors(unit))
       offsets.push_back(offset);
     std::vector<std::vector<char>> fulls = gatherUnit(unit, offsets);
+    // A checkpoint of NaN weights would only spread the damage.
+    for (size_t k = 0; k < fulls.size(); ++k)
+      if (int64_t at = firstNonFinite(acc, fulls[k].data(), unit.numel);
+          at >= 0)
+        throw std::runtime_error(
+            "not saving the checkpoint of step " + std::to_string(state.step) +
+            ": element " + std::to_string(at) + " of " +
+            (k == 0 ? "the parameters" : "the optimizer state") + " of unit '" +
+            unit.name + "' is not finite");
     for (const ParamSpec *p : byUnit[u])
       params.write(fulls[0].data() + p->offsetInUnit * accBytes);
     for (size_t k = 1; k < fulls.size(); ++k)
@@ -170,6 +189,14 @@ void Checkpointer::load(const std::string &path) {
                          "' has another shape than the model's");
       readTensor(*params, *t, acc,
                  fulls[0].data() + p->offsetInUnit * accBytes);
+      if (int64_t at = firstNonFinite(
+              acc, fulls[0].data() + p->offsetInUnit * accBytes, t->numel());
+          at >= 0)
+        throw UsageError("the checkpoint '" + path +
+                         "' is not usable: "
+                         "element " +
+                         std::to_string(at) + " of parameter '" + p->name +
+                         "' in params.safetensors is not finite");
     }
     for (const auto &[name, offset] : optimizerTensors(unit)) {
       const TensorInfo *t = optimizer->find(name);
@@ -179,6 +206,13 @@ void Checkpointer::load(const std::string &path) {
                          std::to_string(unit.numel) + " elements");
       fulls.emplace_back(unit.numel * accBytes);
       readTensor(*optimizer, *t, acc, fulls.back().data());
+      if (int64_t at = firstNonFinite(acc, fulls.back().data(), unit.numel);
+          at >= 0)
+        throw UsageError("the checkpoint '" + path +
+                         "' is not usable: "
+                         "element " +
+                         std::to_string(at) + " of '" + name +
+                         "' in optimizer.safetensors is not finite");
       offsets.push_back(offset);
     }
     scatterUnit(unit, offsets, fulls);

@@ -157,6 +157,9 @@ Options parseOptions(int argc, const char *const *argv) {
     } else if (flag == "--no-budget-stop") {
       noValue();
       o.budgetStop = false;
+    } else if (flag == "--skip-nonfinite-steps") {
+      noValue();
+      o.skipNonFiniteSteps = true;
     } else if (flag == "--generate") {
       o.generate = parseInteger(flag, takeValue(), 0, kMaxInt64);
     } else if (flag == "--gpus") {
@@ -239,6 +242,11 @@ std::string usageText(const std::string &program, const ProgramSpec &spec) {
      << "                     operating system (saved in checkpoints)\n"
      << "  --no-budget-stop   keep training when the next step would exceed\n"
      << "                     the target epsilon (default: stop)\n"
+     << "  --skip-nonfinite-steps\n"
+     << "                     a step whose loss or gradient is not finite\n"
+     << "                     takes no update and training goes on (it still\n"
+     << "                     counts for epsilon); default: stop with an\n"
+     << "                     error before the update\n"
      << "checkpoints\n"
      << "  --save DIR         save a checkpoint into DIR at the end\n"
      << "  --save-every K     ... and every K steps\n"

@@ -40,6 +40,9 @@ struct Options {
   std::string metrics;
   std::string trace;
   bool budgetStop = true;
+  /// A step whose loss or gradient is not finite takes no update (instead
+  /// of stopping the run).
+  bool skipNonFiniteSteps = false;
   int64_t generate = 0;
   std::optional<int> gpus;
   bool quiet = false;

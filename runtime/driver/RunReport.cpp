@@ -14,8 +14,10 @@ void RunReport::addStep(const StepMetrics &m) {
   trainedTokens_ += m.tokens;
   ++stepsRun_;
   peakBytes_ = std::max(peakBytes_, m.memoryBytes);
-  if (!std::isnan(m.loss))
+  if (std::isfinite(m.loss))
     lastLoss_ = m.loss;
+  if (m.skipped)
+    ++skippedSteps_;
   if (!std::isnan(m.exposedCommSeconds))
     exposedCommSeconds_ += m.exposedCommSeconds;
 }
@@ -37,6 +39,9 @@ std::string RunReport::text(const ProgramSpec &spec, int world,
     os << "  data              " << data << "\n";
   if (!std::isnan(lastLoss_))
     os << "  last loss         " << lastLoss_ << "\n";
+  if (skippedSteps_ > 0)
+    os << "  skipped steps     " << skippedSteps_
+       << " (loss or gradient not finite: no update, counted for epsilon)\n";
   char line[160];
   const double seconds = trainSeconds_ > 0 ? trainSeconds_ : 0;
   std::snprintf(line, sizeof(line),

@@ -54,6 +54,7 @@ private:
   int64_t trainedTokens_ = 0;
   int64_t stepsRun_ = 0;
   int64_t peakBytes_ = 0;
+  int64_t skippedSteps_ = 0;
   double lastLoss_ = std::nan("");
 };
 

@@ -128,6 +128,9 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
   const int64_t accBytes = sizeOf(acc);
   StepTotals totals;
   int64_t peak = 0;
+  struct {
+    bool loss = false, gradient = false;
+  } nonFinite;
 
   const auto begin = Clock::now();
   ranks_->run([&](int i) {
@@ -174,9 +177,28 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
         sums[2] +=
             static_cast<double>(data_->tokensOf(batch[part.first + row]));
     }
-    {
+    // Before the update: a non-finite loss or clipped gradient sum would
+    // spread NaN into every parameter. The verdict is all-reduced, so that
+    // every rank takes (or skips) the update alike.
+    double verdict[2] = {sums[0], 0}; // loss sum, ranks with a bad gradient
+    for (const UnitSpec &unit : spec_.units)
+      if (!allFinite(&rank, acc, unit.gradShard, unit.shardElems))
+        verdict[1] = 1;
+    rank.comm->allReduceHost(verdict, 2);
+    const bool lossFinite = std::isfinite(verdict[0]);
+    const bool gradientFinite = verdict[1] == 0;
+    if (lossFinite && gradientFinite) {
       DPRT_TRACE(rank.rank, trace::Track::Compute, "dp_apply");
       runCaptured(&rank, kApplySlot, dp_apply);
+    } else if (o_.skipNonFiniteSteps) {
+      // No noise, no optimizer step: the gradients are dropped as dp_apply
+      // would have zeroed them after using them.
+      for (const UnitSpec &unit : spec_.units)
+        zero(&rank, rank.arena + unit.gradShard, unit.shardElems * accBytes);
+    }
+    if (i == 0) {
+      nonFinite.loss = !lossFinite;
+      nonFinite.gradient = !gradientFinite;
     }
     synchronize(&rank);
     sums[3] = rank.exposedCommSeconds;
@@ -187,7 +209,19 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
     }
   });
   const double seconds = secondsSince(begin);
+  if ((nonFinite.loss || nonFinite.gradient) && !o_.skipNonFiniteSteps)
+    throw std::runtime_error(
+        "step " + std::to_string(step) + ": the " +
+        (nonFinite.loss ? "loss" : "clipped gradient sum") +
+        " is not finite (NaN or infinity, from the sampled records or the "
+        "parameters); stopped before the update, so nothing of this step "
+        "was saved; pass --skip-nonfinite-steps to skip such steps");
 
+  if (nonFinite.loss || nonFinite.gradient)
+    warn("step " + std::to_string(step) + ": the " +
+         (nonFinite.loss ? "loss" : "clipped gradient sum") +
+         " is not finite; skipped (no update, counted for epsilon)");
+  // A skipped step still counts: its batch was sampled.
   privacy_->composeStep();
   step_ = step;
 
@@ -202,6 +236,7 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
   metrics.stepSeconds = seconds;
   metrics.wallSeconds = secondsSince(start_);
   metrics.memoryBytes = peak;
+  metrics.skipped = nonFinite.loss || nonFinite.gradient;
   if (!o_.trace.empty()) // else it stays NaN: not measured
     metrics.exposedCommSeconds =
         totals.exposedCommSeconds / ranks_->launch().world;

@@ -979,3 +979,163 @@ TEST_F(TrainingProgram, KeepLastPrunesOlderCheckpointsAfterEachSave) {
   EXPECT_EQ(alone.status, 2);
   EXPECT_NE(alone.err.find("--keep-last needs --save DIR"), std::string::npos);
 }
+
+namespace {
+/// Every tensor of a safetensors file as doubles, by name.
+std::vector<std::pair<std::string, std::vector<double>>>
+readTensors(const std::string &file) {
+  SafetensorsReader reader(file);
+  std::vector<std::pair<std::string, std::vector<double>>> tensors;
+  for (const auto &t : reader.tensors()) {
+    std::vector<char> raw(t.end - t.begin);
+    reader.read(t, raw.data());
+    std::vector<double> values(t.numel());
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      float f;
+      std::memcpy(&f, raw.data() + 4 * i, 4);
+      values[i] = f;
+    }
+    tensors.emplace_back(t.name, values);
+  }
+  return tensors;
+}
+
+/// Records 5, 15, 25, ... have features so large that their logits overflow
+/// f32: finite data (3.4e38 fits in f32), non-finite loss and gradient.
+std::string csvWithOverflowingRecords() {
+  std::istringstream in(classifierCsv(300));
+  std::ostringstream out;
+  std::string line;
+  for (int i = -1; std::getline(in, line); ++i)
+    out << (i % 10 == 5 ? "3.4e38,3.4e38,3.4e38,3.4e38,0" : line) << "\n";
+  return out.str();
+}
+} // namespace
+
+TEST_F(TrainingProgram, ANonFiniteGradientStopsTheRunBeforeTheUpdate) {
+  const std::string ck = dir_ / "ck";
+  RunResult r = runProgram(kClassifier2,
+                           {"--data", csv_, "--steps", "6", "--sigma", "1",
+                            "--save", ck, "--save-every", "1", "--metrics",
+                            dir_ / "m.jsonl", "--quiet"},
+                           {"DPC_FIXTURE_NAN_GRADIENT_STEP=3"});
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("error: step 3: the clipped gradient sum is not "
+                       "finite"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("pass --skip-nonfinite-steps"), std::string::npos);
+  // Steps 1 and 2 were saved; nothing of step 3.
+  EXPECT_EQ(readFile(ck + "/latest"), "step-00000002\n");
+  EXPECT_FALSE(std::filesystem::exists(ck + "/step-00000003"));
+  EXPECT_EQ(readJsonLines(dir_ / "m.jsonl").size(), 2u);
+  for (const auto &[name, values] : readParams(ck))
+    for (double v : values)
+      EXPECT_TRUE(std::isfinite(v)) << name;
+}
+
+TEST_F(TrainingProgram, ANonFiniteLossFromTheDataStopsTheRun) {
+  writeFile(dir_ / "huge.csv", csvWithOverflowingRecords());
+  RunResult r = runProgram(kClassifier1,
+                           {"--data", dir_ / "huge.csv", "--steps", "5",
+                            "--sigma", "1", "--save", dir_ / "ck", "--quiet"});
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find(": the loss is not finite"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "ck/latest"));
+}
+
+TEST_F(TrainingProgram, SkipNonFiniteStepsTakesNoUpdateButCountsTheStep) {
+  const std::string ck = dir_ / "ck";
+  RunResult r = runProgram(kClassifier2,
+                           {"--data", csv_, "--steps", "4", "--sigma", "1",
+                            "--save", ck, "--save-every", "1", "--metrics",
+                            dir_ / "m.jsonl", "--skip-nonfinite-steps"},
+                           {"DPC_FIXTURE_NAN_GRADIENT_STEP=3"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: step 3: the clipped gradient sum is not "
+                       "finite; skipped (no update, counted for epsilon)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("skipped steps     1 "), std::string::npos) << r.out;
+  auto lines = readJsonLines(dir_ / "m.jsonl");
+  ASSERT_EQ(lines.size(), 4u);
+  for (size_t i = 0; i < lines.size(); ++i)
+    EXPECT_EQ(lines[i].at("skipped").boolean(), i == 2) << "step " << i + 1;
+  // Only the gradient was poisoned: the loss is reported.
+  EXPECT_TRUE(lines[2].at("loss").isNumber());
+  // Step 3 changed neither the parameters nor the optimizer state ...
+  const std::string two = ck + "/step-00000002", three = ck + "/step-00000003";
+  EXPECT_EQ(readTensors(two + "/params.safetensors"),
+            readTensors(three + "/params.safetensors"));
+  EXPECT_EQ(readTensors(two + "/optimizer.safetensors"),
+            readTensors(three + "/optimizer.safetensors"));
+  EXPECT_NE(readTensors(three + "/params.safetensors"),
+            readTensors(ck + "/step-00000004/params.safetensors"));
+  // ... but the accountant composed it: its batch was sampled.
+  JsonValue state = JsonValue::parse(readFile(three + "/state.json"));
+  EXPECT_EQ(
+      state.at("accountant").at("segments").array()[0].at("steps").integer(),
+      3);
+  EXPECT_GT(lines[2].at("epsilon").number(), lines[1].at("epsilon").number());
+}
+
+TEST_F(TrainingProgram, SkippedStepsFromTheDataKeepTheModelFinite) {
+  writeFile(dir_ / "huge.csv", csvWithOverflowingRecords());
+  RunResult r =
+      train(kClassifier1, {"--data", dir_ / "huge.csv", "--steps", "12",
+                           "--sigma", "1", "--save", dir_ / "ck", "--metrics",
+                           dir_ / "m.jsonl", "--skip-nonfinite-steps"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  int skipped = 0;
+  for (const JsonValue &m : readJsonLines(dir_ / "m.jsonl"))
+    if (m.at("skipped").boolean()) {
+      ++skipped;
+      EXPECT_TRUE(m.at("loss").isNull());
+    }
+  EXPECT_GT(skipped, 0);
+  EXPECT_LT(skipped, 12);
+  for (const auto &[name, values] : readParams(dir_ / "ck"))
+    for (double v : values)
+      EXPECT_TRUE(std::isfinite(v)) << name;
+}
+
+TEST_F(TrainingProgram, NonFiniteParametersAreNeverSavedNorResumed) {
+  const std::string ck = dir_ / "ck";
+  // An update that leaves a NaN weight (the fixture's hook): the save of
+  // that step refuses.
+  RunResult r = runProgram(kClassifier1,
+                           {"--data", csv_, "--steps", "4", "--sigma", "1",
+                            "--save", ck, "--save-every", "1", "--quiet"},
+                           {"DPC_FIXTURE_NAN_WEIGHT_STEP=2"});
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("not saving the checkpoint of step 2: element 0 of "
+                       "the parameters of unit 'unit.w' is not finite"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(readFile(ck + "/latest"), "step-00000001\n");
+
+  // A checkpoint whose file holds a NaN (checksum and all) is refused.
+  const std::string path = resolveCheckpoint(ck);
+  const std::string params = path + "/params.safetensors";
+  std::string bytes = readFile(params);
+  const uint64_t headerSize = static_cast<unsigned char>(bytes[0]) |
+                              static_cast<unsigned char>(bytes[1]) << 8;
+  const float nan = std::nanf("");
+  std::memcpy(&bytes[8 + headerSize], &nan, 4); // w[0], the first tensor
+  int64_t size = 0;
+  const std::string before =
+      dprt::driver::checksumText(dprt::driver::checksumOfFile(params, size));
+  writeFile(params, bytes);
+  const std::string after =
+      dprt::driver::checksumText(dprt::driver::checksumOfFile(params, size));
+  std::string state = readFile(path + "/state.json");
+  state.replace(state.find(before), before.size(), after);
+  writeFile(path + "/state.json", state);
+  RunResult resumed = runProgram(
+      kClassifier1, {"--data", csv_, "--resume", ck, "--steps", "3"});
+  EXPECT_EQ(resumed.status, 2) << resumed.err;
+  EXPECT_NE(resumed.err.find("is not usable: element 0 of parameter 'w' in "
+                             "params.safetensors is not finite"),
+            std::string::npos)
+      << resumed.err;
+}

@@ -11,6 +11,7 @@
 #include "dprt/backend.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -119,6 +120,21 @@ void uploadStepState(Rank *rank) {
 void synchronize(Rank *) {}
 
 void runCaptured(Rank *rank, int, void (*step)(Rank *)) { step(rank); }
+
+bool allFinite(Rank *rank, DType acc, int64_t offset, int64_t count) {
+  if (acc != DType::F32 && acc != DType::F64)
+    throw std::invalid_argument(std::string("allFinite: acc buffers are f32 "
+                                            "or f64, got ") +
+                                nameOf(acc));
+  requireRange(rank, "allFinite", offset, count * sizeOf(acc));
+  const char *data = rank->arena + offset;
+  if (acc == DType::F64) {
+    const auto *p = reinterpret_cast<const double *>(data);
+    return std::all_of(p, p + count, [](double x) { return std::isfinite(x); });
+  }
+  const auto *p = reinterpret_cast<const float *>(data);
+  return std::all_of(p, p + count, [](float x) { return std::isfinite(x); });
+}
 
 int64_t peakMemoryBytes(Rank *rank) { return rank->arenaBytes; }
 
