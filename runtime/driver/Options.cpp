@@ -237,9 +237,10 @@ std::string usageText(const std::string &program, const ProgramSpec &spec) {
      << "  --seed N           key of initialization, sampling and noise "
         "(default "
      << r.seed << ")\n"
-     << "  --noise-key FILE   secret key of the secure (ChaCha20) noise and\n"
-     << "                     sampler: 64 hex digits; default: fresh from the\n"
-     << "                     operating system (saved in checkpoints)\n"
+     << "  --noise-key FILE   secure recipes only: the secret key of the\n"
+     << "                     ChaCha20 noise and sampler, 64 hex digits;\n"
+     << "                     default: fresh from the operating system\n"
+     << "                     (saved in checkpoints)\n"
      << "  --no-budget-stop   keep training when the next step would exceed\n"
      << "                     the target epsilon (default: stop)\n"
      << "  --skip-nonfinite-steps\n"
@@ -248,7 +249,8 @@ std::string usageText(const std::string &program, const ProgramSpec &spec) {
      << "                     counts for epsilon); default: stop with an\n"
      << "                     error before the update\n"
      << "checkpoints\n"
-     << "  --save DIR         save a checkpoint into DIR at the end\n"
+     << "  --save DIR         save a checkpoint into DIR at the end (DIR is\n"
+     << "                     locked while the run saves there)\n"
      << "  --save-every K     ... and every K steps\n"
      << "  --keep-last K      after each save, remove all but the K newest\n"
      << "                     checkpoints of DIR (default: keep all)\n"
@@ -266,8 +268,9 @@ std::string usageText(const std::string &program, const ProgramSpec &spec) {
      << "                     equal the program's ranks)\n"
      << "  -h, --help         this text\n"
      << "\n"
-     << "Exit status: 0 done, 1 failure, 2 bad arguments, data or "
-        "checkpoint.\n";
+     << "Counts may be written in exponent form (--steps 1e4).\n"
+     << "Exit status: 0 done, 1 failure (also a non-finite step), 2 bad\n"
+     << "arguments, data or checkpoint, or a --save DIR another run holds.\n";
   return os.str();
 }
 

@@ -1139,3 +1139,11 @@ TEST_F(TrainingProgram, NonFiniteParametersAreNeverSavedNorResumed) {
             std::string::npos)
       << resumed.err;
 }
+
+TEST_F(TrainingProgram, HelpDocumentsTheCheckpointAndNonFiniteOptions) {
+  RunResult r = runProgram(kClassifier1, {"--help"});
+  EXPECT_EQ(r.status, 0);
+  for (const char *flag : {"--keep-last K", "--skip-nonfinite-steps",
+                           "--noise-key FILE"})
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+}
