@@ -7,6 +7,7 @@ packages=(
   cmake ninja-build g++ make python3 python3-venv
   llvm-22 llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   libgtest-dev libopenblas-dev
+  libxxhash-dev
   fortunes fortunes-min
 )
 

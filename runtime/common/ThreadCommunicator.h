@@ -7,9 +7,9 @@
 // same communicators can be used for any number of collectives in a row.
 // Sums run in rank order 0, 1, ..., so a run gives the same bits every time.
 //
-// When one rank fails (an exception), the driver calls `abort` so that the
-// ranks blocked in a collective throw CommunicatorAborted instead of waiting
-// forever.
+// When one rank fails (an exception), the driver calls `abort` (comm.h) so
+// that the ranks blocked in a collective throw CommunicatorAborted instead
+// of waiting forever.
 //
 //===----------------------------------------------------------------------===//
 
@@ -47,7 +47,7 @@ public:
   /// Wakes every rank of the group waiting in a collective, and makes every
   /// later collective of the group, throw CommunicatorAborted with `reason`.
   /// Safe to call from any thread, more than once (the first reason stays).
-  void abort(const std::string &reason);
+  void abort(const std::string &reason) override;
 
   int index() const { return index_; }
   int world() const;

@@ -34,8 +34,10 @@
 
 #include "common/Trace.h"
 #include "dprt/backend.h"
+#include "dprt/kernels.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -525,6 +527,30 @@ void runCaptured(Rank *rank, int slot, void (*step)(Rank *)) {
                             captured.probes.end());
     captured.probesPending = true;
   }
+}
+
+bool allFinite(Rank *rank, DType acc, int64_t offset, int64_t count) {
+  DeviceState &st = enter(rank);
+  requireAcc(acc, "allFinite");
+  if (count < 0)
+    fail("allFinite: " + std::to_string(count) + " elements");
+  checkArenaRange(rank, offset, count * int64_t(sizeof(float)), "allFinite");
+  if (count == 0)
+    return true;
+  synchronize(rank);
+  // The communication stream is idle between steps, so its scratch (valid
+  // only until the next request for that stream) can hold the one result.
+  auto *sum = static_cast<float *>(scratch(rank, kCommStream, sizeof(float)));
+  cudaStream_t compute = st.streams[kComputeStream];
+  checkCuda(cudaMemsetAsync(sum, 0, sizeof(float), compute),
+            "cudaMemsetAsync(allFinite)");
+  norm_rows(rank, DType::F32, rank->arena + offset, sum, 1, count);
+  float host = 0;
+  checkCuda(cudaMemcpyAsync(&host, sum, sizeof(float), cudaMemcpyDeviceToHost,
+                            compute),
+            "cudaMemcpyAsync(allFinite)");
+  checkCuda(cudaStreamSynchronize(compute), "cudaStreamSynchronize");
+  return std::isfinite(host);
 }
 
 int64_t peakMemoryBytes(Rank *rank) {

@@ -11,10 +11,11 @@
 
 #include "DeviceState.h"
 
+#include "dprt/backend.h"
+
 #include <nccl.h>
 
 #include <chrono>
-#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -158,50 +159,7 @@ void destroyGroup(NcclGroup &group) {
   group.finalizing.clear();
 }
 
-bool readInt(const char *name, int &out) {
-  const char *v = std::getenv(name);
-  if (!v || !*v)
-    return false;
-  char *end = nullptr;
-  long x = std::strtol(v, &end, 10);
-  if (*end || x < 0 || x > INT_MAX)
-    fail(std::string(name) + "=" + v + " is not a non-negative integer");
-  out = int(x);
-  return true;
-}
-
-bool readSet(const char *rankVar, const char *worldVar, const char *localVar,
-             const char *launcher, LaunchEnvironment &env) {
-  int rank = 0, world = 0, local = 0;
-  bool hasRank = readInt(rankVar, rank);
-  bool hasWorld = readInt(worldVar, world);
-  if (!hasRank && !hasWorld)
-    return false;
-  if (hasRank != hasWorld)
-    fail(std::string(rankVar) + " and " + worldVar + " must be set together");
-  if (!readInt(localVar, local))
-    fail(std::string(localVar) + " must be set beside " + rankVar +
-         ": it chooses this process's GPU");
-  if (world < 1 || rank >= world)
-    fail(std::string(rankVar) + "=" + std::to_string(rank) + " is not below " +
-         worldVar + "=" + std::to_string(world));
-  env.rank = rank;
-  env.world = world;
-  env.localRank = local;
-  env.launcher = launcher;
-  return true;
-}
-
 } // namespace
-
-bool readLaunchEnvironment(LaunchEnvironment &env) {
-  // torchrun first: it may run inside an srun or mpirun allocation whose
-  // variables then describe the launcher processes, not the workers.
-  return readSet("RANK", "WORLD_SIZE", "LOCAL_RANK", "torchrun", env) ||
-         readSet("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                 "OMPI_COMM_WORLD_LOCAL_RANK", "mpirun", env) ||
-         readSet("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "srun", env);
-}
 
 NcclCommunicator::NcclCommunicator(ncclComm *comm, int rank, int world,
                                    int device, std::shared_ptr<NcclGroup> group)
@@ -358,7 +316,7 @@ std::vector<std::unique_ptr<Communicator>> makeNcclCommunicators(int world) {
 
 std::unique_ptr<NcclCommunicator> makeNcclCommunicatorFromEnvironment() {
   LaunchEnvironment env;
-  if (!readLaunchEnvironment(env))
+  if (!readLauncherVariables(env))
     fail("no launcher environment: set RANK, WORLD_SIZE and LOCAL_RANK (or "
          "start the processes with torchrun, mpirun or srun)");
   std::string who = "rank " + std::to_string(env.rank) + " of " +
@@ -389,6 +347,23 @@ std::unique_ptr<NcclCommunicator> makeNcclCommunicatorFromEnvironment() {
   awaitCreation(comms, {device}, started, who);
   return std::make_unique<NcclCommunicator>(
       comms[0], env.rank, env.world, device, std::make_shared<NcclGroup>());
+}
+
+//===----------------------------------------------------------------------===//
+// backend.inc: the launch
+//===----------------------------------------------------------------------===//
+
+bool readLaunchEnvironment(LaunchEnvironment &env) {
+  return readLauncherVariables(env);
+}
+
+std::vector<std::unique_ptr<Communicator>>
+makeCommunicators(const Launch &launch) {
+  if (!launch.multiProcess)
+    return makeNcclCommunicators(launch.world);
+  std::vector<std::unique_ptr<Communicator>> comms;
+  comms.push_back(makeNcclCommunicatorFromEnvironment());
+  return comms;
 }
 
 } // namespace dprt::cuda

@@ -6,10 +6,14 @@
 //   (`--gpus N`); communicator r drives device r.
 // - makeNcclCommunicatorFromEnvironment(): one process per GPU started by
 //   torchrun, mpirun or srun. Rank, world size and local rank come from the
-//   launcher's variables; the processes find each other through NCCL's own
+//   launcher's variables (readLauncherVariables, dprt/comm.h); the processes
+//   find each other through NCCL's own
 //   bootstrap: every process must see NCCL_COMM_ID=<host>:<port>, an address
 //   where rank 0 can listen (with it set, ncclGetUniqueId returns the same
 //   id in every process).
+// The backend services readLaunchEnvironment and makeCommunicators
+// (backend.inc) are defined with them: the driver reaches NCCL only through
+// those.
 // Both turn NVLink SHARP (NVLS, multicast) off with NCCL_NVLS_ENABLE=0 unless
 // the environment already sets it. Communicators are non-blocking: creation
 // waits at most DPRT_NCCL_TIMEOUT_S seconds (default 600) for the other
@@ -44,21 +48,6 @@
 struct ncclComm;
 
 namespace dprt::cuda {
-
-/// Where this process sits in a job started by a launcher.
-struct LaunchEnvironment {
-  int rank = 0;
-  int world = 1;
-  int localRank = 0;
-  std::string launcher; ///< "torchrun", "mpirun" or "srun"
-};
-
-/// Reads rank, world size and local rank from the first complete set of
-/// RANK/WORLD_SIZE/LOCAL_RANK (torchrun and most launchers),
-/// OMPI_COMM_WORLD_RANK/_SIZE/_LOCAL_RANK (Open MPI's mpirun) or
-/// SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID (srun). Returns false when none
-/// is set; throws when a set is incomplete or malformed.
-bool readLaunchEnvironment(LaunchEnvironment &env);
 
 /// Communicators created together; their teardown is collective.
 struct NcclGroup;

@@ -2,20 +2,26 @@
 
 #include "Checkpoint.h"
 
+#include "Checksum.h"
 #include "Json.h"
 #include "Options.h"
 #include "privacy/PrivacyReport.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -25,6 +31,9 @@ namespace {
 
 using privacy::jsonNumber;
 using privacy::jsonString;
+
+/// JSON numbers are doubles: whole numbers are exact up to 2^53.
+constexpr int64_t kMaxJsonInteger = int64_t{1} << 53;
 
 [[noreturn]] void ioError(const std::string &what, const std::string &path) {
   throw std::runtime_error(what + " '" + path + "': " + std::strerror(errno));
@@ -45,6 +54,29 @@ uint64_t parseHex64(const JsonValue &value) {
     throw JsonError("expected a hex string like 0x0123456789abcdef, got '" +
                     text + "'");
   return v;
+}
+
+/// The member `key` of `object` as a whole number in [min, max], checked
+/// before it is narrowed to the field it fills.
+int64_t integerIn(const JsonValue &object, const char *key, int64_t min,
+                  int64_t max) {
+  const int64_t value = object.at(key).integer();
+  if (value < min || value > max)
+    throw JsonError(std::string("\"") + key + "\" must be in [" +
+                    std::to_string(min) + ", " + std::to_string(max) +
+                    "], got " + std::to_string(value));
+  return value;
+}
+
+/// The member `key` as a finite number in [min, max].
+double numberIn(const JsonValue &object, const char *key, double min,
+                double max) {
+  const double value = object.at(key).number();
+  if (!(value >= min && value <= max))
+    throw JsonError(std::string("\"") + key + "\" must be in [" +
+                    jsonNumber(min) + ", " + jsonNumber(max) + "], got " +
+                    jsonNumber(value));
+  return value;
 }
 
 void fsyncDirectory(const std::string &dir) {
@@ -115,8 +147,16 @@ std::string toJson(const CheckpointState &s) {
      << ", \"beta1\": " << jsonNumber(s.beta1)
      << ", \"beta2\": " << jsonNumber(s.beta2)
      << ", \"eps\": " << jsonNumber(s.eps)
-     << ", \"weight_decay\": " << jsonNumber(s.weightDecay) << "}\n"
-     << "}\n";
+     << ", \"weight_decay\": " << jsonNumber(s.weightDecay) << "}";
+  if (!s.files.empty()) {
+    os << ",\n  \"files\": {";
+    for (size_t i = 0; i < s.files.size(); ++i)
+      os << (i ? ", " : "") << jsonString(s.files[i].name)
+         << ": {\"bytes\": " << s.files[i].bytes
+         << ", \"xxh3_64\": " << jsonString(hex64(s.files[i].checksum)) << "}";
+    os << "}";
+  }
+  os << "\n}\n";
   return os.str();
 }
 
@@ -135,9 +175,10 @@ CheckpointState checkpointStateFromJson(const std::string &text,
     s.model = root.at("model").string();
     s.backend = root.at("backend").string();
     s.compute = root.at("compute").string();
-    s.ranks = static_cast<int32_t>(root.at("ranks").integer());
-    s.step = root.at("step").integer();
-    s.totalSteps = root.at("total_steps").integer();
+    s.ranks = static_cast<int32_t>(
+        integerIn(root, "ranks", 1, std::numeric_limits<int32_t>::max()));
+    s.step = integerIn(root, "step", 0, kMaxSteps);
+    s.totalSteps = integerIn(root, "total_steps", 0, kMaxSteps);
     s.seed = parseHex64(root.at("seed"));
     s.initKey = parseHex64(root.at("init_key"));
     const auto &keys = root.at("noise_key").array();
@@ -148,24 +189,31 @@ CheckpointState checkpointStateFromJson(const std::string &text,
     s.generator = root.at("noise_generator").string();
     const JsonValue &sampler = root.at("sampler");
     s.sampler = sampler.at("kind").string();
-    s.nextSamplerStep = sampler.at("next_step").integer();
-    s.q = sampler.at("q").number();
-    s.shuffleBatch = sampler.at("batch").integer();
-    s.datasetRecords = sampler.at("dataset_records").integer();
+    s.nextSamplerStep = integerIn(sampler, "next_step", 1, kMaxSteps + 1);
+    s.q = numberIn(sampler, "q", 0, 1);
+    s.shuffleBatch = integerIn(sampler, "batch", 0, kMaxJsonInteger);
+    s.datasetRecords =
+        integerIn(sampler, "dataset_records", 0, kMaxJsonInteger);
     s.datasetFingerprint = parseHex64(sampler.at("dataset_fingerprint"));
     const JsonValue &privacy = root.at("privacy");
-    s.sigma = privacy.at("sigma").number();
-    s.maxNorm = privacy.at("max_grad_norm").number();
-    s.delta = privacy.at("delta").number();
+    s.sigma = numberIn(privacy, "sigma", 0, HUGE_VAL);
+    s.maxNorm = numberIn(privacy, "max_grad_norm", 0, HUGE_VAL);
+    s.delta = numberIn(privacy, "delta", 0, 1);
     const JsonValue &target = privacy.at("target_epsilon");
-    s.targetEpsilon = target.isNull() ? 0 : target.number();
+    s.targetEpsilon =
+        target.isNull() ? 0 : numberIn(privacy, "target_epsilon", 0, HUGE_VAL);
     const JsonValue &epsilon = privacy.at("epsilon");
     s.epsilon = epsilon.isNull() ? HUGE_VAL : epsilon.number();
+    // The history is replayed one step at a time on resume: its length is
+    // bounded by the step before anything is composed.
+    int64_t history = 0;
     for (const JsonValue &segment :
-         root.at("accountant").at("segments").array())
-      s.segments.push_back({segment.at("q").number(),
-                            segment.at("sigma").number(),
-                            segment.at("steps").integer()});
+         root.at("accountant").at("segments").array()) {
+      s.segments.push_back({numberIn(segment, "q", 0, 1),
+                            numberIn(segment, "sigma", 0, HUGE_VAL),
+                            integerIn(segment, "steps", 0, s.step - history)});
+      history += s.segments.back().steps;
+    }
     const JsonValue &opt = root.at("optimizer");
     s.optimizer = opt.at("kind").string();
     s.lr = opt.at("lr").number();
@@ -175,11 +223,20 @@ CheckpointState checkpointStateFromJson(const std::string &text,
     s.beta2 = opt.at("beta2").number();
     s.eps = opt.at("eps").number();
     s.weightDecay = opt.at("weight_decay").number();
+    if (const JsonValue *files = root.find("files"))
+      for (const auto &[name, file] : files->object()) {
+        if (name.empty() || name.find('/') != std::string::npos ||
+            name[0] == '.')
+          throw JsonError("\"files\" names '" + name +
+                          "', not a file of the checkpoint");
+        s.files.push_back({name, integerIn(file, "bytes", 0, kMaxJsonInteger),
+                           parseHex64(file.at("xxh3_64"))});
+      }
   } catch (const JsonError &e) {
     throw UsageError("the checkpoint state '" + path +
                      "' is not valid: " + e.what());
   }
-  if (s.step < 0 || s.nextSamplerStep != s.step + 1)
+  if (s.nextSamplerStep != s.step + 1 || (s.step > 0 && s.totalSteps < s.step))
     throw UsageError("the checkpoint state '" + path +
                      "' is not valid: inconsistent step counters");
   return s;
@@ -206,6 +263,168 @@ std::string readTextFile(const std::string &path) {
   std::ostringstream contents;
   contents << in.rdbuf();
   return contents.str();
+}
+
+namespace {
+
+/// Field 22 of /proc/PID/stat: when the process started, in clock ticks
+/// since boot (0 if unknown). With the pid it names one process even after
+/// the pid is reused.
+uint64_t processStartTicks(long pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  // Field 2, the command, is in parentheses and may hold spaces.
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos)
+    return 0;
+  std::istringstream fields(stat.substr(close + 1));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i)
+    if (i == 22)
+      return std::strtoull(field.c_str(), nullptr, 10);
+  return 0;
+}
+
+std::string hostName() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0)
+    return "unknown";
+  return name;
+}
+
+/// Who a lock file names.
+struct LockOwner {
+  bool known = false; ///< the file held a readable owner
+  long pid = 0;
+  std::string host;
+  uint64_t startTicks = 0;
+
+  std::string describe() const {
+    return "process " + std::to_string(pid) + " on host " + host;
+  }
+};
+
+LockOwner readLockOwner(int fd) {
+  std::string text;
+  char buffer[512];
+  for (off_t at = 0;;) {
+    const ssize_t n = ::pread(fd, buffer, sizeof(buffer), at);
+    if (n <= 0)
+      break;
+    text.append(buffer, static_cast<size_t>(n));
+    at += n;
+    if (text.size() > 4096)
+      break;
+  }
+  LockOwner owner;
+  try {
+    const JsonValue root = JsonValue::parse(text);
+    const int64_t pid = root.at("pid").integer();
+    if (pid <= 0 || pid > std::numeric_limits<int32_t>::max())
+      return owner;
+    owner.pid = static_cast<long>(pid);
+    owner.host = root.at("host").string();
+    owner.startTicks = parseHex64(root.at("start_ticks"));
+    owner.known = true;
+  } catch (const JsonError &) {
+  }
+  return owner;
+}
+
+/// Whether the owner (on this host) still runs: its pid exists and, when
+/// the lock recorded it, started at the same time.
+bool runsHere(const LockOwner &owner) {
+  if (::kill(static_cast<pid_t>(owner.pid), 0) != 0 && errno != EPERM)
+    return false;
+  const uint64_t start = processStartTicks(owner.pid);
+  return owner.startTicks == 0 || start == 0 || start == owner.startTicks;
+}
+
+} // namespace
+
+const char *CheckpointLock::fileName() { return "lock"; }
+
+CheckpointLock::CheckpointLock(const std::string &dir, std::string &warning) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir, ec))
+    throw UsageError(
+        "cannot create the checkpoint directory '" + dir +
+        "' (--save): " + (ec ? ec.message() : std::string("not a directory")));
+  path_ = (fs::path(dir) / fileName()).string();
+  const std::string host = hostName();
+  auto inUse = [&](const LockOwner &owner, const std::string &advice) {
+    return UsageError(
+        "the checkpoint directory '" + dir + "' (--save) is in use by " +
+        (owner.known ? owner.describe() : std::string("another process")) +
+        " (its lock file " + path_ + "): " + advice);
+  };
+  // A previous owner removes the file when it ends: if it went between our
+  // open and our flock, the flock is on a file no one else will see.
+  for (int attempt = 0;; ++attempt) {
+    const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+      throw UsageError("cannot write into the checkpoint directory '" + dir +
+                       "' (--save): cannot create '" + path_ +
+                       "': " + std::strerror(errno));
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+      const LockOwner owner = readLockOwner(fd);
+      ::close(fd);
+      throw inUse(owner, "wait for that run to end, or save elsewhere");
+    }
+    // Other flock failures (a file system without locks) leave the decision
+    // to the owner the file names.
+    struct stat held, named;
+    if (::fstat(fd, &held) == 0 &&
+        (::stat(path_.c_str(), &named) != 0 || held.st_ino != named.st_ino ||
+         held.st_dev != named.st_dev)) {
+      ::close(fd);
+      if (attempt < 10)
+        continue;
+      throw std::runtime_error("cannot take the lock '" + path_ +
+                               "': it keeps being replaced");
+    }
+    const LockOwner owner = readLockOwner(fd);
+    if (owner.known && owner.host != host) {
+      ::close(fd);
+      throw inUse(owner, "its process cannot be checked from here; if that "
+                         "run has ended, remove the lock file");
+    }
+    if (owner.known && runsHere(owner)) {
+      ::close(fd);
+      throw inUse(owner, "wait for that run to end, or save elsewhere");
+    }
+    if (owner.known)
+      warning = "taking over the stale lock " + path_ + " of " +
+                owner.describe() + ", which is no longer running";
+    else if (held.st_size > 0)
+      warning = "taking over the unreadable lock " + path_;
+    const std::string content =
+        "{\"pid\": " + std::to_string(::getpid()) +
+        ", \"host\": " + jsonString(host) + ", \"start_ticks\": " +
+        jsonString(hex64(processStartTicks(::getpid()))) + "}\n";
+    if (::ftruncate(fd, 0) != 0 ||
+        ::pwrite(fd, content.data(), content.size(), 0) !=
+            static_cast<ssize_t>(content.size()) ||
+        ::fsync(fd) != 0) {
+      const int error = errno;
+      ::close(fd);
+      throw UsageError("cannot write the lock file '" + path_ +
+                       "' (--save): " + std::strerror(error));
+    }
+    fd_ = fd;
+    return;
+  }
+}
+
+CheckpointLock::~CheckpointLock() {
+  if (fd_ < 0)
+    return;
+  // Removed while still held, so that no one takes a lock that is about to
+  // vanish (the next owner checks that the file it holds is still there).
+  ::unlink(path_.c_str());
+  ::close(fd_);
 }
 
 std::string CheckpointDirectory::begin(int64_t step) {
@@ -259,6 +478,160 @@ std::string CheckpointDirectory::commit() {
   fsyncDirectory(dir_);
   temporary_.clear();
   return target;
+}
+
+const char *optimizerName(OptimizerKind kind) {
+  switch (kind) {
+  case OptimizerKind::SGD:
+    return "sgd";
+  case OptimizerKind::Momentum:
+    return "momentum";
+  case OptimizerKind::AdamW:
+    return "adamw";
+  }
+  return "?";
+}
+
+void describeProgram(const ProgramSpec &spec, CheckpointState &s) {
+  const RecipeSpec &r = spec.recipe;
+  s.model = spec.model;
+  s.backend = spec.backend;
+  s.compute = nameOf(spec.compute);
+  s.ranks = spec.ranks;
+  s.optimizer = optimizerName(r.optimizer);
+  s.lr = r.lr;
+  s.momentum = r.momentum;
+  s.nesterov = r.nesterov;
+  s.beta1 = r.beta1;
+  s.beta2 = r.beta2;
+  s.eps = r.eps;
+  s.weightDecay = r.weightDecay;
+}
+
+void checkResumable(const ProgramSpec &spec, const CheckpointState &s,
+                    const std::string &path) {
+  const RecipeSpec &r = spec.recipe;
+  if (s.model != spec.model)
+    throw UsageError("the checkpoint '" + path + "' is of model '" + s.model +
+                     "', this program trains '" + spec.model + "'");
+  if (s.compute != nameOf(spec.compute))
+    throw UsageError("the checkpoint '" + path + "' was trained in " +
+                     s.compute + ", this program computes in " +
+                     nameOf(spec.compute));
+  if (s.optimizer != optimizerName(r.optimizer) || s.lr != r.lr ||
+      s.momentum != r.momentum || s.nesterov != r.nesterov ||
+      s.beta1 != r.beta1 || s.beta2 != r.beta2 || s.eps != r.eps ||
+      s.weightDecay != r.weightDecay || s.maxNorm != r.maxNorm)
+    throw UsageError("the checkpoint '" + path +
+                     "' was written by a program with another optimizer or "
+                     "clipping bound; resume with the program that wrote it");
+}
+
+const std::vector<std::string> &checkpointTensorFiles() {
+  static const std::vector<std::string> files = {"params.safetensors",
+                                                 "optimizer.safetensors"};
+  return files;
+}
+
+bool verifyCheckpointFiles(const std::string &path,
+                           const CheckpointState &state) {
+  if (state.files.empty())
+    return false;
+  for (const std::string &name : checkpointTensorFiles()) {
+    const std::string file = (fs::path(path) / name).string();
+    auto recorded =
+        std::find_if(state.files.begin(), state.files.end(),
+                     [&](const CheckpointFile &f) { return f.name == name; });
+    if (recorded == state.files.end())
+      throw UsageError("the checkpoint '" + path + "' records no checksum of " +
+                       name + " in its state.json");
+    int64_t bytes = 0;
+    uint64_t checksum = 0;
+    try {
+      checksum = checksumOfFile(file, bytes);
+    } catch (const std::runtime_error &e) {
+      throw UsageError(e.what());
+    }
+    if (bytes != recorded->bytes || checksum != recorded->checksum)
+      throw UsageError("the checkpoint file '" + file + "' is corrupt: " +
+                       (bytes != recorded->bytes
+                            ? "it has " + std::to_string(bytes) +
+                                  " bytes, state.json "
+                                  "records " +
+                                  std::to_string(recorded->bytes)
+                            : "its XXH3-64 checksum is " + hex64(checksum) +
+                                  ", state.json records " +
+                                  hex64(recorded->checksum)));
+  }
+  return true;
+}
+
+namespace {
+
+/// The step and suffix of a checkpoint name "step-NNNNNNNN[.k]"; false for
+/// any other name.
+bool parseStepName(const std::string &name, int64_t &step, int64_t &suffix) {
+  if (name.rfind("step-", 0) != 0)
+    return false;
+  const size_t dot = name.find('.', 5);
+  const std::string digits = name.substr(5, dot - 5);
+  const std::string tail = dot == std::string::npos ? "" : name.substr(dot + 1);
+  if (digits.empty() || digits.size() > 17 ||
+      digits.find_first_not_of("0123456789") != std::string::npos ||
+      (dot != std::string::npos &&
+       (tail.empty() || tail.size() > 9 ||
+        tail.find_first_not_of("0123456789") != std::string::npos)))
+    return false;
+  step = std::stoll(digits);
+  suffix = tail.empty() ? 0 : std::stoll(tail);
+  return true;
+}
+
+} // namespace
+
+std::vector<std::string> pruneCheckpoints(const std::string &dir,
+                                          int64_t keep) {
+  struct Entry {
+    int64_t step, suffix;
+    std::string name;
+  };
+  std::vector<Entry> checkpoints;
+  std::error_code ec;
+  for (const auto &entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    int64_t step = 0, suffix = 0;
+    if (parseStepName(name, step, suffix) && entry.is_directory(ec) &&
+        fs::exists(entry.path() / "state.json", ec))
+      checkpoints.push_back({step, suffix, name});
+  }
+  std::sort(checkpoints.begin(), checkpoints.end(),
+            [](const Entry &a, const Entry &b) {
+              return a.step != b.step ? a.step < b.step : a.suffix < b.suffix;
+            });
+  std::string latest;
+  if (fs::exists(fs::path(dir) / "latest", ec)) {
+    latest = readTextFile((fs::path(dir) / "latest").string());
+    while (!latest.empty() && (latest.back() == '\n' || latest.back() == '\r'))
+      latest.pop_back();
+  }
+  std::vector<std::string> removed;
+  const int64_t surplus =
+      static_cast<int64_t>(checkpoints.size()) - std::max<int64_t>(keep, 1);
+  for (int64_t i = 0; i < surplus; ++i) {
+    const std::string &name = checkpoints[i].name;
+    if (name == latest)
+      continue;
+    const fs::path from = fs::path(dir) / name;
+    const fs::path doomed = fs::path(dir) / (".tmp-pruned-" + name + "-" +
+                                             std::to_string(::getpid()));
+    if (std::rename(from.c_str(), doomed.c_str()) != 0)
+      ioError("cannot remove the old checkpoint", from.string());
+    fs::remove_all(doomed, ec);
+    removed.push_back(name);
+  }
+  if (!removed.empty())
+    fsyncDirectory(dir);
+  return removed;
 }
 
 std::string resolveCheckpoint(const std::string &dir) {

@@ -7,7 +7,9 @@
 //   optimizer.safetensors  per unit, the full optimizer state
 //                          ("<unit>.momentum", "<unit>.adam_m",
 //                          "<unit>.adam_v"), flat
-//   state.json             everything else a resumed run needs (below)
+//   state.json             everything else a resumed run needs (below),
+//                          with the size and XXH3-64 checksum of each
+//                          tensor file, verified on resume
 // and DIR/latest names the newest one. A save writes into a temporary
 // directory DIR/.tmp-..., fsyncs every file and the directory, renames it
 // into place and only then replaces `latest` (write a temporary file, fsync,
@@ -19,6 +21,7 @@
 #ifndef DPRT_DRIVER_CHECKPOINT_H
 #define DPRT_DRIVER_CHECKPOINT_H
 
+#include "dprt/program.h"
 #include "privacy/Accountant.h"
 
 #include <cstdint>
@@ -26,6 +29,13 @@
 #include <vector>
 
 namespace dprt::driver {
+
+/// A tensor file of a checkpoint as state.json records it.
+struct CheckpointFile {
+  std::string name; ///< "params.safetensors", "optimizer.safetensors"
+  int64_t bytes = 0;
+  uint64_t checksum = 0; ///< XXH3-64 of the whole file (Checksum.h)
+};
 
 /// state.json: the run's progress and every parameter of its privacy
 /// guarantee. Samplers and noise are counter-based, so the step number and
@@ -58,7 +68,31 @@ struct CheckpointState {
   std::string optimizer; ///< "sgd", "momentum", "adamw"
   double lr = 0, momentum = 0, beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0;
   bool nesterov = false;
+  /// The tensor files; empty in checkpoints written before checksums.
+  std::vector<CheckpointFile> files;
 };
+
+/// The tensor files every checkpoint holds.
+const std::vector<std::string> &checkpointTensorFiles();
+
+/// Throws UsageError naming the file when a tensor file of the checkpoint
+/// directory `path` is missing, has another size or another checksum than
+/// `state` records. Returns false (verifying nothing) for a checkpoint
+/// written before checksums.
+bool verifyCheckpointFiles(const std::string &path,
+                           const CheckpointState &state);
+
+/// "sgd", "momentum", "adamw".
+const char *optimizerName(OptimizerKind kind);
+
+/// The program's part of a checkpoint's state: model, backend, compute type,
+/// ranks and the recipe's optimizer.
+void describeProgram(const ProgramSpec &spec, CheckpointState &state);
+
+/// Throws UsageError naming `path` unless the checkpoint was written by a
+/// program with this model, compute type, optimizer and clipping bound.
+void checkResumable(const ProgramSpec &spec, const CheckpointState &state,
+                    const std::string &path);
 
 std::string toJson(const CheckpointState &state);
 /// Throws UsageError naming `path` when the text is not a valid state.json.
@@ -83,6 +117,40 @@ private:
   std::string temporary_;
   int64_t step_ = 0;
 };
+
+/// DIR/lock: one run saves into a checkpoint directory at a time (two would
+/// remove each other's temporary directories and race on `latest`). The
+/// lock is an flock on DIR/lock, which holds the owner's pid, host and
+/// process start time as one line of JSON; the kernel drops the flock when
+/// the owner dies. A lock whose process is gone from this host (a crashed
+/// run) is stale and taken over with a warning; a lock held by a live
+/// process, or naming another host (its pid cannot be checked from here),
+/// stops the run at its start with a message naming the owner.
+class CheckpointLock {
+public:
+  /// Creates DIR if needed and takes its lock. Throws UsageError when DIR
+  /// cannot be created or written, or another run holds the lock; sets
+  /// `warning` when a stale lock was taken over.
+  CheckpointLock(const std::string &dir, std::string &warning);
+  /// Removes DIR/lock and releases it.
+  ~CheckpointLock();
+  CheckpointLock(const CheckpointLock &) = delete;
+  CheckpointLock &operator=(const CheckpointLock &) = delete;
+
+  /// "lock"
+  static const char *fileName();
+
+private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+/// --keep-last: removes all but the `keep` newest checkpoints of `dir` (by
+/// step, then suffix), never the one DIR/latest names. Each is first
+/// renamed to a temporary name (which the next save cleans up, should the
+/// removal be interrupted), so that no half-removed directory ever looks
+/// like a checkpoint. Returns the names removed.
+std::vector<std::string> pruneCheckpoints(const std::string &dir, int64_t keep);
 
 /// Writes `content` to `path` and fsyncs it; throws std::runtime_error.
 void writeFileDurably(const std::string &path, const std::string &content);

@@ -24,6 +24,10 @@ bool endsWith(const std::string &text, const std::string &suffix) {
          text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+/// Token ids and labels are int32 in the inputs: without a vocabulary or a
+/// class count to check against, this bounds them before the conversion.
+constexpr int64_t kInt32Limit = int64_t{1} << 31;
+
 /// FNV-1a, 64 bits.
 struct Fingerprint {
   uint64_t hash = 0xcbf29ce484222325ull;
@@ -92,6 +96,16 @@ bool parseDouble(const std::string &text, double &value) {
   char *end = nullptr;
   value = std::strtod(text.c_str(), &end);
   return *end == '\0' && errno != ERANGE && std::isfinite(value);
+}
+
+/// Whether the whole field reads as a number, finite or not ("nan" and
+/// "inf" count): a first line with such a field is data, not a header.
+bool isNumberText(const std::string &text) {
+  if (text.empty())
+    return false;
+  char *end = nullptr;
+  std::strtod(text.c_str(), &end);
+  return *end == '\0';
 }
 
 bool parseInt64(const std::string &text, int64_t &value) {
@@ -219,10 +233,11 @@ Dataset Dataset::load(const std::string &path, const DataLayout &layout) {
         int64_t id;
         if (!parseInt64(word, id))
           lineError(path, number, "'" + word + "' is not a token id");
-        if (id < 0 || (layout.vocab > 0 && id >= layout.vocab))
+        const int64_t vocab = layout.vocab > 0 ? layout.vocab : kInt32Limit;
+        if (id < 0 || id >= vocab)
           lineError(path, number,
                     "token id " + word + " is outside the vocabulary [0, " +
-                        std::to_string(layout.vocab) + ")");
+                        std::to_string(vocab) + ")");
         d.ids_.push_back(static_cast<int32_t>(id));
         ++count;
       }
@@ -252,9 +267,8 @@ Dataset Dataset::load(const std::string &path, const DataLayout &layout) {
       if (first) {
         first = false;
         bool anyNumber = false;
-        double unused;
         for (const std::string &field : fields)
-          anyNumber = anyNumber || parseDouble(field, unused);
+          anyNumber = anyNumber || isNumberText(field);
         if (!anyNumber)
           continue; // a header line
       }
@@ -268,11 +282,13 @@ Dataset Dataset::load(const std::string &path, const DataLayout &layout) {
           if (!parseInt64(fields[j], label))
             lineError(path, number,
                       "the label '" + fields[j] + "' is not a whole number");
-          if (label < 0 || (layout.classes > 0 && label >= layout.classes))
+          const int64_t classes =
+              layout.classes > 0 ? layout.classes : kInt32Limit;
+          if (label < 0 || label >= classes)
             lineError(path, number,
                       "the label " + fields[j] +
                           " is not a class of this model [0, " +
-                          std::to_string(layout.classes) + ")");
+                          std::to_string(classes) + ")");
           d.labels_.push_back(static_cast<int32_t>(label));
           continue;
         }
@@ -281,6 +297,16 @@ Dataset Dataset::load(const std::string &path, const DataLayout &layout) {
           lineError(path, number,
                     "field " + std::to_string(j + 1) + " '" + fields[j] +
                         "' is not a finite number");
+        // Finite in double is not enough: the model sees the value in its
+        // compute type, where 1e39 is infinite in f32 and bf16.
+        char stored[8];
+        storeAs(layout.compute, value, stored);
+        if (!std::isfinite(loadAs(layout.compute, stored)))
+          lineError(path, number,
+                    "field " + std::to_string(j + 1) + " '" + fields[j] +
+                        "' overflows the model's compute type " +
+                        nameOf(layout.compute) +
+                        " (it would be infinite there)");
         d.values_.push_back(value);
       }
       ++d.records_;

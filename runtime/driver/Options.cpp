@@ -2,28 +2,61 @@
 
 #include "Options.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <sstream>
 #include <vector>
 
 namespace dprt::driver {
 namespace {
 
+constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
+
+/// A whole number in [min, max]: decimal digits, or a whole number in
+/// exponent form ("1e4", as dpc-privacy accepts). The range is checked on
+/// the text's value before it is converted, so that a value too large for
+/// the flag is an error naming it, never a wrapped or clamped count.
 int64_t parseInteger(const std::string &flag, const std::string &text,
-                     int64_t min) {
+                     int64_t min, int64_t max) {
+  auto notWhole = [&]() -> UsageError {
+    return UsageError("option " + flag + " needs a whole number, got '" + text +
+                      "'");
+  };
+  auto outOfRange = [&](bool below) -> UsageError {
+    return UsageError(
+        "option " + flag + " must be " +
+        (below ? ">= " + std::to_string(min) : "<= " + std::to_string(max)) +
+        ", got " + text);
+  };
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text[0])))
+    throw notWhole();
   errno = 0;
   char *end = nullptr;
-  long long value = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno == ERANGE)
-    throw UsageError("option " + flag + " needs a whole number, got '" + text +
-                     "'");
-  if (value < min)
-    throw UsageError("option " + flag + " must be >= " + std::to_string(min) +
-                     ", got " + text);
-  return value;
+  const long long value = std::strtoll(text.c_str(), &end, 10);
+  if (*end == '\0') {
+    if (errno == ERANGE)
+      throw outOfRange(text[0] == '-');
+    if (value < min || value > max)
+      throw outOfRange(value < min);
+    return value;
+  }
+  // Exponent form. A whole double below 2^63 (compared exactly) converts to
+  // int64 exactly; hexadecimal, "nan" and "inf" are not counts.
+  if (text.find_first_not_of("0123456789+-.eE") != std::string::npos ||
+      text.find_first_of("eE") == std::string::npos)
+    throw notWhole();
+  const double real = std::strtod(text.c_str(), &end);
+  if (*end != '\0' || !std::isfinite(real) || real != std::floor(real))
+    throw notWhole();
+  if (real < static_cast<double>(min))
+    throw outOfRange(true);
+  if (real >= std::ldexp(1.0, 63) || static_cast<int64_t>(real) > max)
+    throw outOfRange(false);
+  return static_cast<int64_t>(real);
 }
 
 double parseReal(const std::string &flag, const std::string &text) {
@@ -86,7 +119,7 @@ Options parseOptions(int argc, const char *const *argv) {
       if (o.data.empty())
         throw UsageError("option --data needs a file name");
     } else if (flag == "--steps") {
-      o.steps = parseInteger(flag, takeValue(), 0);
+      o.steps = parseInteger(flag, takeValue(), 0, kMaxSteps);
     } else if (flag == "--sigma") {
       o.sigma = parseReal(flag, takeValue());
       if (*o.sigma < 0)
@@ -110,7 +143,9 @@ Options parseOptions(int argc, const char *const *argv) {
       if (o.save.empty())
         throw UsageError("option --save needs a directory");
     } else if (flag == "--save-every") {
-      o.saveEvery = parseInteger(flag, takeValue(), 1);
+      o.saveEvery = parseInteger(flag, takeValue(), 1, kMaxInt64);
+    } else if (flag == "--keep-last") {
+      o.keepLast = parseInteger(flag, takeValue(), 1, kMaxInt64);
     } else if (flag == "--resume") {
       o.resume = takeValue();
       if (o.resume.empty())
@@ -122,14 +157,13 @@ Options parseOptions(int argc, const char *const *argv) {
     } else if (flag == "--no-budget-stop") {
       noValue();
       o.budgetStop = false;
+    } else if (flag == "--skip-nonfinite-steps") {
+      noValue();
+      o.skipNonFiniteSteps = true;
     } else if (flag == "--generate") {
-      o.generate = parseInteger(flag, takeValue(), 0);
+      o.generate = parseInteger(flag, takeValue(), 0, kMaxInt64);
     } else if (flag == "--gpus") {
-      int64_t gpus = parseInteger(flag, takeValue(), 1);
-      if (gpus > 1024)
-        throw UsageError("option --gpus: " + std::to_string(gpus) +
-                         " is not a GPU count");
-      o.gpus = static_cast<int>(gpus);
+      o.gpus = static_cast<int>(parseInteger(flag, takeValue(), 1, kMaxGpus));
     } else if (flag == "--quiet") {
       noValue();
       o.quiet = true;
@@ -141,6 +175,8 @@ Options parseOptions(int argc, const char *const *argv) {
     throw UsageError("give the noise as --sigma or as --epsilon, not both");
   if (o.saveEvery > 0 && o.save.empty())
     throw UsageError("--save-every needs --save DIR");
+  if (o.keepLast > 0 && o.save.empty())
+    throw UsageError("--keep-last needs --save DIR");
   return o;
 }
 
@@ -158,6 +194,12 @@ void checkOptions(const Options &o, const ProgramSpec &spec) {
                        " ranks (recompile with dpc --ranks " +
                        std::to_string(*o.gpus) + ")");
   }
+  if (!o.noiseKey.empty() &&
+      spec.recipe.generator != NoiseGeneratorKind::ChaCha20)
+    throw UsageError("--noise-key keys the secure (ChaCha20) noise, but this "
+                     "program's recipe uses the philox generator, keyed by "
+                     "--seed: the key file would be ignored; compile the "
+                     "recipe with generator = secure for a secret key");
   int64_t steps = o.steps ? *o.steps : spec.recipe.steps;
   if (o.data.empty() && steps > 0 && o.resume.empty())
     throw UsageError("--data FILE is required to train (or pass --steps 0)");
@@ -195,14 +237,23 @@ std::string usageText(const std::string &program, const ProgramSpec &spec) {
      << "  --seed N           key of initialization, sampling and noise "
         "(default "
      << r.seed << ")\n"
-     << "  --noise-key FILE   secret key of the secure (ChaCha20) noise and\n"
-     << "                     sampler: 64 hex digits; default: fresh from the\n"
-     << "                     operating system (saved in checkpoints)\n"
+     << "  --noise-key FILE   secure recipes only: the secret key of the\n"
+     << "                     ChaCha20 noise and sampler, 64 hex digits;\n"
+     << "                     default: fresh from the operating system\n"
+     << "                     (saved in checkpoints)\n"
      << "  --no-budget-stop   keep training when the next step would exceed\n"
      << "                     the target epsilon (default: stop)\n"
+     << "  --skip-nonfinite-steps\n"
+     << "                     a step whose loss or gradient is not finite\n"
+     << "                     takes no update and training goes on (it still\n"
+     << "                     counts for epsilon); default: stop with an\n"
+     << "                     error before the update\n"
      << "checkpoints\n"
-     << "  --save DIR         save a checkpoint into DIR at the end\n"
+     << "  --save DIR         save a checkpoint into DIR at the end (DIR is\n"
+     << "                     locked while the run saves there)\n"
      << "  --save-every K     ... and every K steps\n"
+     << "  --keep-last K      after each save, remove all but the K newest\n"
+     << "                     checkpoints of DIR (default: keep all)\n"
      << "  --resume DIR       continue from DIR's latest checkpoint (exactly\n"
      << "                     as if the run had not stopped)\n"
      << "output\n"
@@ -217,8 +268,9 @@ std::string usageText(const std::string &program, const ProgramSpec &spec) {
      << "                     equal the program's ranks)\n"
      << "  -h, --help         this text\n"
      << "\n"
-     << "Exit status: 0 done, 1 failure, 2 bad arguments, data or "
-        "checkpoint.\n";
+     << "Counts may be written in exponent form (--steps 1e4).\n"
+     << "Exit status: 0 done, 1 failure (also a non-finite step), 2 bad\n"
+     << "arguments, data or checkpoint, or a --save DIR another run holds.\n";
   return os.str();
 }
 

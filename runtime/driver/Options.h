@@ -19,6 +19,12 @@ public:
   using std::runtime_error::runtime_error;
 };
 
+/// The largest --steps: the noise and sampling counters hold the step in 56
+/// bits (dprt/rng.h), beyond which two steps would draw the same noise.
+constexpr int64_t kMaxSteps = (int64_t{1} << 56) - 1;
+/// The largest --gpus.
+constexpr int64_t kMaxGpus = 1024;
+
 struct Options {
   std::string data;
   std::optional<int64_t> steps;
@@ -29,10 +35,14 @@ struct Options {
   std::string noiseKey; ///< file with the secret ChaCha20 key (64 hex digits)
   std::string save;
   int64_t saveEvery = 0; ///< 0: save at the end only
+  int64_t keepLast = 0;  ///< 0: keep every checkpoint
   std::string resume;
   std::string metrics;
   std::string trace;
   bool budgetStop = true;
+  /// A step whose loss or gradient is not finite takes no update (instead
+  /// of stopping the run).
+  bool skipNonFiniteSteps = false;
   int64_t generate = 0;
   std::optional<int> gpus;
   bool quiet = false;

@@ -25,7 +25,8 @@ std::string toJsonLine(const StepMetrics &m) {
      << ", \"samples_per_s\": " << jsonNumber(m.samples * perSecond)
      << ", \"tokens_per_s\": " << jsonNumber(m.tokens * perSecond)
      << ", \"wall_time_s\": " << jsonNumber(m.wallSeconds)
-     << ", \"memory_bytes\": " << m.memoryBytes;
+     << ", \"memory_bytes\": " << m.memoryBytes
+     << ", \"skipped\": " << (m.skipped ? "true" : "false");
   if (!std::isnan(m.exposedCommSeconds))
     os << ", \"exposed_comm_s\": " << jsonNumber(m.exposedCommSeconds);
   os << "}";

@@ -24,6 +24,9 @@ struct StepMetrics {
   /// Time compute waited for communication in this step, mean over the
   /// ranks (Rank::exposedCommSeconds); NaN when not measured (no --trace).
   double exposedCommSeconds = std::nan("");
+  /// The step took no update: its loss or gradient was not finite
+  /// (--skip-nonfinite-steps).
+  bool skipped = false;
 };
 
 /// One JSON object on one line (no newline).

@@ -83,9 +83,14 @@ SafetensorsWriter::SafetensorsWriter(
   unsigned char sizeBytes[8];
   for (int i = 0; i < 8; ++i)
     sizeBytes[i] = static_cast<unsigned char>(size >> (8 * i));
-  if (std::fwrite(sizeBytes, 1, 8, file_) != 8 ||
-      std::fwrite(header.data(), 1, header.size(), file_) != header.size())
-    ioError("cannot write", path);
+  put(sizeBytes, 8);
+  put(header.data(), header.size());
+}
+
+void SafetensorsWriter::put(const void *data, size_t bytes) {
+  if (bytes && std::fwrite(data, 1, bytes, file_) != bytes)
+    ioError("cannot write", path_);
+  checksum_.update(data, bytes);
 }
 
 SafetensorsWriter::~SafetensorsWriter() {
@@ -97,9 +102,7 @@ void SafetensorsWriter::write(const void *data) {
   if (next_ >= tensors_.size())
     throw std::logic_error("SafetensorsWriter: more tensors than declared");
   const TensorInfo &t = tensors_[next_++];
-  size_t bytes = static_cast<size_t>(t.end - t.begin);
-  if (bytes && std::fwrite(data, 1, bytes, file_) != bytes)
-    ioError("cannot write", path_);
+  put(data, static_cast<size_t>(t.end - t.begin));
 }
 
 void SafetensorsWriter::close() {
@@ -160,10 +163,19 @@ SafetensorsReader::SafetensorsReader(const std::string &path) : path_(path) {
       else
         throw JsonError("tensor '" + name + "' has dtype " + dtype +
                         " (F32, F64 or BF16 expected)");
+      // Each dimension, and the running element count, must fit in the
+      // file's data before they are multiplied: a corrupt header must not
+      // overflow the byte count it is checked against.
+      int64_t elements = 1;
       for (const JsonValue &d : value.at("shape").array()) {
-        t.shape.push_back(d.integer());
-        if (t.shape.back() < 0)
+        const int64_t dim = d.integer();
+        if (dim < 0)
           throw JsonError("tensor '" + name + "' has a negative dimension");
+        if (dim > 0 && elements > dataBytes / dim)
+          throw JsonError("tensor '" + name +
+                          "' has more elements than the file has bytes");
+        elements *= dim;
+        t.shape.push_back(dim);
       }
       const auto &offsets = value.at("data_offsets").array();
       if (offsets.size() != 2)

@@ -12,6 +12,8 @@
 #ifndef DPRT_DRIVER_SAFETENSORS_H
 #define DPRT_DRIVER_SAFETENSORS_H
 
+#include "Checksum.h"
+
 #include "dprt/types.h"
 
 #include <cstdint>
@@ -45,12 +47,18 @@ public:
   void write(const void *data);
   /// Flushes, fsyncs and closes; throws if any write failed.
   void close();
+  /// The checksum and size of every byte written (Checksum.h).
+  const Checksum &checksum() const { return checksum_; }
 
 private:
+  /// Writes and checksums `bytes` bytes.
+  void put(const void *data, size_t bytes);
+
   std::string path_;
   std::vector<TensorInfo> tensors_;
   size_t next_ = 0;
   std::FILE *file_ = nullptr;
+  Checksum checksum_;
 };
 
 class SafetensorsReader {

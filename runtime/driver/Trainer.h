@@ -1,10 +1,11 @@
 //===- Trainer.h - The training program's main loop -------------*- C++ -*-===//
 //
 // The `main` of every program `dpc` builds: it parses the command line,
-// reads the data, starts one thread per local rank, trains with DP-SGD
-// (Poisson sampling, physical batches, noise, accounting), writes metrics,
-// traces and checkpoints, and prints the privacy report. See
-// docs/training-program.md.
+// reads the data, starts the ranks (ProcessRanks.h), sets up the privacy
+// session (PrivacySession.h), trains with DP-SGD (Poisson sampling,
+// physical batches, noise, accounting), writes metrics, traces and
+// checkpoints (Checkpointer.h), generates text (TextGenerator.h) and prints
+// the report (RunReport.h). See docs/training-program.md.
 //
 //===----------------------------------------------------------------------===//
 

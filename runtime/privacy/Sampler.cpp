@@ -2,15 +2,29 @@
 
 #include "privacy/Sampler.h"
 
+#include "dprt/keys.h"
+
 #include <algorithm>
 #include <cassert>
 #include <cmath>
 
 namespace dprt::privacy {
+namespace {
+
+/// The sampling key of a run with `seed`, derived as the training program
+/// derives it (keys.h), so that a sampler built from a seed draws the
+/// batches that run draws.
+NoiseKey seedKey(uint64_t seed) {
+  uint64_t words[4];
+  noiseKeyWordsFromSeed(seed, words);
+  return samplingKeyFromWords(words);
+}
+
+} // namespace
 
 PoissonSampler::PoissonSampler(uint64_t seed, int64_t datasetSize, double q,
                                NoiseGenerator generator)
-    : PoissonSampler(NoiseKey::fromSeed(seed), datasetSize, q, generator) {}
+    : PoissonSampler(seedKey(seed), datasetSize, q, generator) {}
 
 PoissonSampler::PoissonSampler(const NoiseKey &key, int64_t datasetSize,
                                double q, NoiseGenerator generator)
@@ -51,8 +65,7 @@ std::vector<int64_t> PoissonSampler::sample(int64_t step) const {
 
 ShuffleSampler::ShuffleSampler(uint64_t seed, int64_t datasetSize,
                                int64_t batchSize, NoiseGenerator generator)
-    : ShuffleSampler(NoiseKey::fromSeed(seed), datasetSize, batchSize,
-                     generator) {}
+    : ShuffleSampler(seedKey(seed), datasetSize, batchSize, generator) {}
 
 ShuffleSampler::ShuffleSampler(const NoiseKey &key, int64_t datasetSize,
                                int64_t batchSize, NoiseGenerator generator)

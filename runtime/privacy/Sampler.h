@@ -38,6 +38,7 @@ namespace dprt::privacy {
 /// (key, step = s, stream = kSamplingStream).
 class PoissonSampler {
 public:
+  /// Keyed as a run with `seed` keys its sampler and noise (dprt/keys.h).
   PoissonSampler(uint64_t seed, int64_t datasetSize, double q,
                  NoiseGenerator generator = NoiseGenerator::Philox);
   PoissonSampler(const NoiseKey &key, int64_t datasetSize, double q,
@@ -72,6 +73,7 @@ private:
 /// expected time, so a batch costs O(batchSize) and no permutation is stored.
 class ShuffleSampler {
 public:
+  /// Keyed as a run with `seed` keys its sampler and noise (dprt/keys.h).
   ShuffleSampler(uint64_t seed, int64_t datasetSize, int64_t batchSize,
                  NoiseGenerator generator = NoiseGenerator::Philox);
   ShuffleSampler(const NoiseKey &key, int64_t datasetSize, int64_t batchSize,

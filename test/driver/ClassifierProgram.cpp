@@ -13,6 +13,7 @@
 #include "dprt/kernels.h"
 #include "dprt/program.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -93,6 +94,33 @@ void failIfAsked(Rank *rank) {
                              " failed on purpose");
 }
 
+/// Test hook, not something dpc emits: DPC_FIXTURE_NAN_GRADIENT_STEP=s makes
+/// rank 0's gradient shard NaN in step s, as a numerically broken layer
+/// would, while every loss stays finite.
+void poisonGradientIfAsked(Rank *rank, char *a) {
+  static const char *step = std::getenv("DPC_FIXTURE_NAN_GRADIENT_STEP");
+  const auto &state = *reinterpret_cast<const StepState *>(a + kState);
+  if (!step || rank->rank != 0 || state.step != std::atoll(step))
+    return;
+  if (kCompute == DType::F64)
+    *reinterpret_cast<double *>(a + kGradW) = std::nan("");
+  else
+    *reinterpret_cast<float *>(a + kGradW) = std::nanf("");
+}
+
+/// Test hook: DPC_FIXTURE_NAN_WEIGHT_STEP=s makes rank 0's first weight NaN
+/// after the update of step s, as an overflowing update would.
+void poisonWeightIfAsked(Rank *rank, char *a) {
+  static const char *step = std::getenv("DPC_FIXTURE_NAN_WEIGHT_STEP");
+  const auto &state = *reinterpret_cast<const StepState *>(a + kState);
+  if (!step || rank->rank != 0 || state.step != std::atoll(step))
+    return;
+  if (kCompute == DType::F64)
+    *reinterpret_cast<double *>(a + kMasterW) = std::nan("");
+  else
+    *reinterpret_cast<float *>(a + kMasterW) = std::nanf("");
+}
+
 } // namespace
 
 void dp_describe(ProgramSpec *spec) {
@@ -151,6 +179,7 @@ void dp_microstep(Rank *rank) {
             kClasses);
   reduce_scatter(rank, kCompute, a + kDFullW, a + kGradW, kShardW, true, 1);
   reduce_scatter(rank, kCompute, a + kDFullB, a + kGradB, kShardB, true, 1);
+  poisonGradientIfAsked(rank, a);
 }
 
 void dp_apply(Rank *rank) {
@@ -165,6 +194,7 @@ void dp_apply(Rank *rank) {
                      a + kGradB, kShardB, 0, kNumelB, kLr, kBeta1, kBeta2, kEps,
                      0.0);
   zero(rank, a + kGradB, kShardB * kElem);
+  poisonWeightIfAsked(rank, a);
 }
 
 void dp_forward(Rank *rank) { forward(rank, arena(rank)); }

@@ -1,6 +1,7 @@
 //===- DataTest.cpp - Data files, JSON, safetensors, checkpoint state -----===//
 
 #include "Checkpoint.h"
+#include "Checksum.h"
 #include "Dataset.h"
 #include "Json.h"
 #include "ProcessHelpers.h"
@@ -137,6 +138,73 @@ TEST(Dataset, CsvRegressionTargetsInBf16) {
             std::string::npos);
 }
 
+// A value finite in double but not in the compute type would enter the
+// model as infinity: a data error naming the file and line, as nan and inf.
+TEST(Dataset, ValuesOutsideTheComputeTypeAreDataErrors) {
+  TempDir dir;
+  DataLayout layout;
+  layout.features = 2;
+  layout.targets = 1;
+  layout.compute = DType::F32;
+  writeFile(dir / "big.csv", "1,2,3\n1,1e39,3\n");
+  EXPECT_NE(loadError(dir / "big.csv", layout)
+                .find("big.csv:2: field 2 '1e39' overflows the model's "
+                      "compute type f32"),
+            std::string::npos)
+      << loadError(dir / "big.csv", layout);
+  writeFile(dir / "ok64.csv", "1,1e39,3\n");
+  layout.compute = DType::F64;
+  EXPECT_EQ(loadError(dir / "ok64.csv", layout), "");
+  // bf16's largest finite value is 3.3895e38; from the midpoint to the
+  // next power, 3.3962e38, values round to infinity.
+  layout.compute = DType::BF16;
+  writeFile(dir / "bf16.csv", "1,3.3960e38,3\n1,3.3970e38,3\n");
+  EXPECT_NE(loadError(dir / "bf16.csv", layout)
+                .find("bf16.csv:2: field 2 '3.3970e38' overflows the model's "
+                      "compute type bf16"),
+            std::string::npos)
+      << loadError(dir / "bf16.csv", layout);
+  layout.compute = DType::F32;
+  for (const char *bad : {"nan", "inf", "-inf", "1e400"}) {
+    writeFile(dir / "bad.csv", std::string("1,2,3\n4,") + bad + ",6\n");
+    EXPECT_NE(loadError(dir / "bad.csv", layout)
+                  .find(std::string("bad.csv:2: field 2 '") + bad +
+                        "' is not a finite number"),
+              std::string::npos)
+        << bad << ": " << loadError(dir / "bad.csv", layout);
+  }
+  // A first line of non-finite numbers is data, not a header.
+  writeFile(dir / "first.csv", "nan,nan,nan\n1,2,3\n");
+  EXPECT_NE(loadError(dir / "first.csv", layout)
+                .find("first.csv:1: field 1 'nan' is not a finite number"),
+            std::string::npos)
+      << loadError(dir / "first.csv", layout);
+}
+
+// Token ids and labels are int32 in the inputs: without a vocabulary or a
+// class count they are still bounded before the conversion.
+TEST(Dataset, IdsAndLabelsFitInt32WithoutAVocabulary) {
+  TempDir dir;
+  DataLayout lm = languageModel(8);
+  lm.vocab = 0;
+  writeFile(dir / "big.tok", "1 2\n3 4294967297\n");
+  EXPECT_NE(loadError(dir / "big.tok", lm)
+                .find("big.tok:2: token id 4294967297 is outside the "
+                      "vocabulary [0, 2147483648)"),
+            std::string::npos)
+      << loadError(dir / "big.tok", lm);
+  DataLayout csv;
+  csv.features = 1;
+  csv.label = true;
+  csv.classes = 0;
+  writeFile(dir / "label.csv", "1,0\n2,4294967297\n");
+  EXPECT_NE(loadError(dir / "label.csv", csv)
+                .find("label.csv:2: the label 4294967297 is not a class of "
+                      "this model [0, 2147483648)"),
+            std::string::npos)
+      << loadError(dir / "label.csv", csv);
+}
+
 TEST(Dataset, Bf16RoundsToNearestEven) {
   uint16_t h;
   // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties go to the even 1.
@@ -268,6 +336,89 @@ TEST(CheckpointState, RoundTripsThroughJson) {
   EXPECT_THROW(checkpointStateFromJson("{}", "x"), UsageError);
 }
 
+// Every integer of state.json is range-checked before it fills its field:
+// ranks (int32), steps (the 56-bit counter), and the accountant's history,
+// which a resume replays step by step, bounded by the step.
+TEST(CheckpointState, IntegersOutOfRangeAreErrorsNamingTheKey) {
+  CheckpointState s;
+  s.model = "m";
+  s.backend = "cpu";
+  s.compute = "f32";
+  s.step = 12;
+  s.totalSteps = 40;
+  s.generator = "philox";
+  s.sampler = "poisson";
+  s.nextSamplerStep = 13;
+  s.q = 0.1;
+  s.sigma = 1;
+  s.maxNorm = 1;
+  s.delta = 1e-5;
+  s.segments = {{0.1, 1, 12}};
+  s.optimizer = "sgd";
+  const std::string good = toJson(s);
+  EXPECT_NO_THROW(checkpointStateFromJson(good, "state.json"));
+  auto error = [&](const std::string &from, const std::string &to) {
+    std::string text = good;
+    const size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+    try {
+      checkpointStateFromJson(text, "ck/state.json");
+    } catch (const UsageError &e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error("\"ranks\": 1", "\"ranks\": 4294967297")
+                .find("'ck/state.json' is not valid: \"ranks\" must be in "
+                      "[1, 2147483647], got 4294967297"),
+            std::string::npos);
+  EXPECT_NE(error("\"step\": 12", "\"step\": -1")
+                .find("\"step\" must be in [0, 72057594037927935], got -1"),
+            std::string::npos);
+  EXPECT_NE(error("\"total_steps\": 40", "\"total_steps\": -3")
+                .find("\"total_steps\" must be in [0, 72057594037927935], "
+                      "got -3"),
+            std::string::npos);
+  EXPECT_NE(error("\"dataset_records\": 0", "\"dataset_records\": -5")
+                .find("\"dataset_records\" must be in [0, "),
+            std::string::npos);
+  EXPECT_NE(error("\"steps\": 12}", "\"steps\": 1000000000000}")
+                .find("\"steps\" must be in [0, 12], got 1000000000000"),
+            std::string::npos);
+  EXPECT_NE(error("\"q\": 0.10000000000000001,", "\"q\": 2,")
+                .find("\"q\" must be in [0, 1], got 2"),
+            std::string::npos)
+      << good;
+  EXPECT_NE(error("\"total_steps\": 40", "\"total_steps\": 5")
+                .find("inconsistent step counters"),
+            std::string::npos);
+}
+
+// XXH3-64 with seed 0, as xxHash 0.8 defines it (the empty input's value
+// is the one xxHash's own tests list); streamed in pieces it is the same.
+TEST(Checksum, IsXxh3With64BitsKnownAnswers) {
+  EXPECT_EQ(Checksum().value(), 0x2d06800538d394c2ull);
+  Checksum abc;
+  abc.update("abc", 3);
+  EXPECT_EQ(abc.value(), 0x78af5f94892f3950ull);
+  EXPECT_EQ(checksumText(abc.value()), "0x78af5f94892f3950");
+  std::string text;
+  for (int i = 0; i < 5000; ++i)
+    text += static_cast<char>('a' + i % 23);
+  Checksum whole, pieces;
+  whole.update(text.data(), text.size());
+  for (size_t at = 0; at < text.size(); at += 977)
+    pieces.update(text.data() + at, std::min<size_t>(977, text.size() - at));
+  EXPECT_EQ(whole.value(), pieces.value());
+  EXPECT_EQ(pieces.bytes(), 5000);
+  TempDir dir;
+  writeFile(dir / "f", text);
+  int64_t bytes = 0;
+  EXPECT_EQ(checksumOfFile(dir / "f", bytes), whole.value());
+  EXPECT_EQ(bytes, 5000);
+}
+
 TEST(CheckpointDirectory, PublishesAtomicallyAndNeverOverwrites) {
   TempDir dir;
   const std::string root = dir / "ck";
@@ -295,4 +446,33 @@ TEST(CheckpointDirectory, PublishesAtomicallyAndNeverOverwrites) {
   for (const auto &e : std::filesystem::directory_iterator(root))
     temporaries += e.path().filename().string().rfind(".tmp-", 0) == 0;
   EXPECT_EQ(temporaries, 1);
+}
+
+TEST(CheckpointDirectory, PruneKeepsTheNewestAndTheOneLatestNames) {
+  TempDir dir;
+  const std::string root = dir / "ck";
+  for (const char *name : {"step-00000002", "step-00000004", "step-00000004.1",
+                           "step-00000006", "step-00000010"}) {
+    std::filesystem::create_directories(root + "/" + name);
+    writeFile(root + "/" + name + "/state.json", "{}");
+  }
+  // Not checkpoints: left alone.
+  std::filesystem::create_directories(root + "/notes");
+  std::filesystem::create_directories(root + "/step-00000001");
+  writeFile(root + "/lock", "");
+  // `latest` names an older one (a run resumed from step 4 saved again).
+  writeFile(root + "/latest", "step-00000004\n");
+  std::vector<std::string> removed = pruneCheckpoints(root, 2);
+  EXPECT_EQ(removed,
+            (std::vector<std::string>{"step-00000002", "step-00000004.1"}));
+  for (const char *kept : {"step-00000004", "step-00000006", "step-00000010",
+                           "notes", "step-00000001", "lock"})
+    EXPECT_TRUE(std::filesystem::exists(root + "/" + kept)) << kept;
+  for (const auto &e : std::filesystem::directory_iterator(root))
+    EXPECT_NE(e.path().filename().string().rfind(".tmp-", 0), 0u);
+  // Keeping one never removes the newest.
+  writeFile(root + "/latest", "step-00000010\n");
+  EXPECT_EQ(pruneCheckpoints(root, 1),
+            (std::vector<std::string>{"step-00000004", "step-00000006"}));
+  EXPECT_TRUE(std::filesystem::exists(root + "/step-00000010/state.json"));
 }

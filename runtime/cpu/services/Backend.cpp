@@ -1,14 +1,17 @@
 //===- Backend.cpp - Backend services of the CPU backend ------------------===//
 //
-// The arena is one aligned host allocation, copies are memcpy, and a step is
-// a plain call. The CPU backend keeps no per-rank state (Rank::backend stays
-// null): kernels run on the rank's thread, in issue order.
+// Every rank is a thread of this process, exchanging data through thread
+// communicators. The arena is one aligned host allocation, copies are
+// memcpy, and a step is a plain call. The CPU backend keeps no per-rank state
+// (Rank::backend stays null): kernels run on the rank's thread, in issue
+// order.
 //
 //===----------------------------------------------------------------------===//
 
 #include "dprt/backend.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -38,6 +41,17 @@ void requireRange(const Rank *rank, const char *service, int64_t offset,
 const char *backendName() { return "cpu"; }
 
 int availableDevices() { return 1; }
+
+bool readLaunchEnvironment(LaunchEnvironment &) { return false; }
+
+std::vector<std::unique_ptr<Communicator>>
+makeCommunicators(const Launch &launch) {
+  if (launch.multiProcess || launch.localRanks != launch.world)
+    throw std::runtime_error("the CPU backend runs all " +
+                             std::to_string(launch.world) +
+                             " ranks as threads of one process");
+  return makeThreadCommunicators(launch.world);
+}
 
 void initRank(Rank *rank, int device) {
   if (device != 0)
@@ -106,6 +120,21 @@ void uploadStepState(Rank *rank) {
 void synchronize(Rank *) {}
 
 void runCaptured(Rank *rank, int, void (*step)(Rank *)) { step(rank); }
+
+bool allFinite(Rank *rank, DType acc, int64_t offset, int64_t count) {
+  if (acc != DType::F32 && acc != DType::F64)
+    throw std::invalid_argument(std::string("allFinite: acc buffers are f32 "
+                                            "or f64, got ") +
+                                nameOf(acc));
+  requireRange(rank, "allFinite", offset, count * sizeOf(acc));
+  const char *data = rank->arena + offset;
+  if (acc == DType::F64) {
+    const auto *p = reinterpret_cast<const double *>(data);
+    return std::all_of(p, p + count, [](double x) { return std::isfinite(x); });
+  }
+  const auto *p = reinterpret_cast<const float *>(data);
+  return std::all_of(p, p + count, [](float x) { return std::isfinite(x); });
+}
 
 int64_t peakMemoryBytes(Rank *rank) { return rank->arenaBytes; }
 

@@ -3,13 +3,13 @@
 // The random pointer kernels of kernels.inc for dprt::cpu. Every value is a
 // pure function of (key, step, global index, stream) through dprt/rng.h, so
 // a rank that owns any slice of a unit draws exactly what a single rank would
-// draw there. The CUDA backend implements the same functions with the same
-// keys (see StepState in rank.h).
+// draw there. The keys come from the StepState through dprt/keys.h, as on the
+// CUDA backend.
 //
 //===----------------------------------------------------------------------===//
 
 #include "dprt/kernels.h"
-#include "dprt/rng.h"
+#include "dprt/keys.h"
 
 #include <stdexcept>
 #include <string>
@@ -28,33 +28,13 @@ void requireAcc(DType acc, const char *kernel) {
                                 nameOf(acc));
 }
 
-/// The initializer is always Philox keyed by StepState::initKey: the initial
-/// parameters are public (they do not depend on the data), so they need no
-/// secret key.
-NoiseKey initKey(const Rank *rank) {
-  NoiseKey key{};
-  key.seed = stepState(rank).initKey;
-  return key;
-}
-
-/// StepState::noiseKey -> NoiseKey: Philox's seed is noiseKey[0]; the
-/// ChaCha20 key is the eight 32-bit halves of noiseKey[0..3], low half first.
-NoiseKey gradientNoiseKey(const StepState &state) {
-  NoiseKey key{};
-  key.seed = state.noiseKey[0];
-  for (int i = 0; i < 4; ++i) {
-    key.chachaKey[2 * i] = static_cast<uint32_t>(state.noiseKey[i]);
-    key.chachaKey[2 * i + 1] = static_cast<uint32_t>(state.noiseKey[i] >> 32);
-  }
-  return key;
-}
-
+/// keys.h's generator, after checking that the StepState names one: a
+/// corrupt state must not silently fall back to Philox.
 NoiseGenerator generatorOf(const StepState &state) {
   switch (static_cast<NoiseGeneratorKind>(state.noiseGenerator)) {
   case NoiseGeneratorKind::Philox:
-    return NoiseGenerator::Philox;
   case NoiseGeneratorKind::ChaCha20:
-    return NoiseGenerator::ChaCha20;
+    return noiseGeneratorOf(state);
   }
   throw std::invalid_argument("add_noise: unknown noise generator " +
                               std::to_string(state.noiseGenerator) +
@@ -82,7 +62,7 @@ void store(DType acc, void *out, int64_t n, Value value) {
 void init_normal(Rank *rank, DType acc, void *master, int64_t n,
                  int64_t globalIndex, double std) {
   requireAcc(acc, "init_normal");
-  const NoiseKey key = initKey(rank);
+  const NoiseKey key = initKeyOf(stepState(rank));
   store(acc, master, n, [&](int64_t i) {
     return std * gaussianF64(NoiseGenerator::Philox, key, 0,
                              static_cast<uint64_t>(globalIndex + i),
@@ -95,7 +75,7 @@ void init_normal(Rank *rank, DType acc, void *master, int64_t n,
 void init_uniform(Rank *rank, DType acc, void *master, int64_t n,
                   int64_t globalIndex, double bound) {
   requireAcc(acc, "init_uniform");
-  const NoiseKey key = initKey(rank);
+  const NoiseKey key = initKeyOf(stepState(rank));
   store(acc, master, n, [&](int64_t i) {
     double u = uniformF64(NoiseGenerator::Philox, key, 0,
                           static_cast<uint64_t>(globalIndex + i),
@@ -113,7 +93,7 @@ void add_noise(Rank *rank, DType acc, void *grad, int64_t n,
   const StepState &state = stepState(rank);
   if (state.noiseStd == 0)
     return;
-  const NoiseKey key = gradientNoiseKey(state);
+  const NoiseKey key = noiseKeyOf(state);
   const NoiseGenerator generator = generatorOf(state);
   const uint64_t step = static_cast<uint64_t>(state.step);
   const double noiseStd = state.noiseStd;

@@ -1,14 +1,15 @@
 //===- backend.h - Services a backend gives the driver ----------*- C++ -*-===//
 //
-// Memory, copies, synchronization and step capture, per backend. As with the
-// kernels, each backend defines these in its own namespace and the driver,
-// compiled once per backend, picks one.
+// Launch and communicators, memory, copies, synchronization and step
+// capture, per backend. As with the kernels, each backend defines these in
+// its own namespace and the driver, compiled once per backend, picks one.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef DPRT_BACKEND_H
 #define DPRT_BACKEND_H
 
+#include "dprt/comm.h"
 #include "dprt/rank.h"
 
 namespace dprt {

@@ -23,16 +23,18 @@ class Communicator;
 /// time and a captured CUDA graph stays valid across steps. The driver writes
 /// them before each micro-step and each optimizer step.
 ///
-/// Keys of the random kernels (dprt/rng.h), identical on every backend:
-///  - init_normal / init_uniform: Philox with NoiseKey.seed = initKey, at
-///    (step 0, global index, kParameterInitStream); normal = std *
-///    gaussianF64, uniform = bound * (2 * uniformF64 - 1), computed in double
-///    and rounded once to the acc type.
-///  - add_noise: NoiseKey{seed = noiseKey[0], chachaKey[2i] = low 32 bits of
-///    noiseKey[i], chachaKey[2i+1] = high 32 bits} with the generator
+/// Keys of the random kernels (dprt/rng.h), identical on every backend and
+/// derived only through dprt/keys.h:
+///  - init_normal / init_uniform: Philox keyed by initKeyOf(state) (seed =
+///    initKey), at (step 0, global index, kParameterInitStream); normal =
+///    std * gaussianF64, uniform = bound * (2 * uniformF64 - 1), computed in
+///    double and rounded once to the acc type.
+///  - add_noise: noiseKeyOf(state) (Philox: noiseKey[0]; ChaCha20: the eight
+///    32-bit halves of noiseKey, low half first) with the generator
 ///    noiseGenerator, at (step, global index, kGradientNoiseStream);
 ///    f64: grad += noiseStd * gaussianF64,
 ///    f32: grad += float(noiseStd * double(gaussianF32)).
+///    The driver's batch sampler draws with the same key.
 struct StepState {
   /// The optimizer step being taken, starting at 1 (AdamW bias correction,
   /// noise counter).

@@ -1,5 +1,6 @@
 //===- RngTest.cpp - Counter-based generators and Gaussian noise ----------===//
 
+#include "dprt/keys.h"
 #include "dprt/rng.h"
 
 #include <gtest/gtest.h>
@@ -108,6 +109,71 @@ TEST(NoiseKey, SeedDerivationIsDeterministicAndSecretKeyIsUsed) {
   // Philox reads only the seed.
   EXPECT_EQ(gaussianF32(NoiseGenerator::Philox, s, 0, 0, 0),
             gaussianF32(NoiseGenerator::Philox, a, 0, 0, 0));
+}
+
+// keys.h's seed expansion: the four SplitMix64 outputs of the seed
+// (Steele, Lea, Flood 2014; computed independently in Python). A change here
+// changes every noise value and every batch of every seeded run.
+TEST(RunKeys, SeedExpandsToFourSplitMix64Words) {
+  const struct {
+    uint64_t seed;
+    uint64_t words[4];
+  } cases[] = {
+      {7,
+       {0x63cbe1e459320dd7ull, 0x044c3cd7f43c661cull, 0xe6984080bab12a02ull,
+        0x953aeb70673e29cbull}},
+      {0x0123456789abcdefull,
+       {0x157a3807a48faa9dull, 0xd573529b34a1d093ull, 0x2f90b72e996dccbeull,
+        0xa2d419334c4667ecull}},
+  };
+  for (const auto &c : cases) {
+    uint64_t words[4];
+    noiseKeyWordsFromSeed(c.seed, words);
+    for (int i = 0; i < 4; ++i)
+      EXPECT_EQ(words[i], c.words[i]) << "seed " << c.seed << " word " << i;
+    // The same words as NoiseKey::fromSeed's ChaCha20 key.
+    const NoiseKey derived = NoiseKey::fromSeed(c.seed);
+    for (int i = 0; i < 8; ++i)
+      EXPECT_EQ(derived.chachaKey[i],
+                static_cast<uint32_t>(c.words[i / 2] >> (32 * (i % 2))));
+  }
+  // The run's Philox seed is the first word, not the seed itself.
+  uint64_t words[4];
+  noiseKeyWordsFromSeed(7, words);
+  EXPECT_EQ(noiseKeyFromWords(words).seed, 0x63cbe1e459320dd7ull);
+}
+
+// A given 256-bit key (a secure run's --noise-key 0011..eeff as four
+// big-endian-written 64-bit words): Philox's seed is word 0, ChaCha20's key
+// words are the halves, low half first.
+TEST(RunKeys, WordsBecomeThePhiloxSeedAndTheChaChaKeyWords) {
+  const uint64_t words[4] = {0x0011223344556677ull, 0x8899aabbccddeeffull,
+                             0x0123456789abcdefull, 0xfedcba9876543210ull};
+  const NoiseKey key = noiseKeyFromWords(words);
+  EXPECT_EQ(key.seed, 0x0011223344556677ull);
+  const uint32_t expected[8] = {0x44556677u, 0x00112233u, 0xccddeeffu,
+                                0x8899aabbu, 0x89abcdefu, 0x01234567u,
+                                0x76543210u, 0xfedcba98u};
+  for (int i = 0; i < 8; ++i)
+    EXPECT_EQ(key.chachaKey[i], expected[i]) << "word " << i;
+}
+
+// The kernels read the key from the StepState, the sampler from the words:
+// both see the same NoiseKey.
+TEST(RunKeys, NoiseAndSamplingUseTheSameKey) {
+  StepState state{};
+  noiseKeyWordsFromSeed(42, state.noiseKey);
+  const NoiseKey noise = noiseKeyOf(state);
+  const NoiseKey sampling = samplingKeyFromWords(state.noiseKey);
+  EXPECT_EQ(noise.seed, sampling.seed);
+  EXPECT_TRUE(std::equal(noise.chachaKey, noise.chachaKey + 8,
+                         sampling.chachaKey));
+  // The initializer is keyed by the seed itself, independently.
+  state.initKey = 42;
+  EXPECT_EQ(initKeyOf(state).seed, 42u);
+  EXPECT_EQ(noiseGeneratorOf(state), NoiseGenerator::Philox);
+  state.noiseGenerator = static_cast<int32_t>(NoiseGeneratorKind::ChaCha20);
+  EXPECT_EQ(noiseGeneratorOf(state), NoiseGenerator::ChaCha20);
 }
 
 TEST(Uniform, NeverZeroSoTheLogarithmIsFinite) {

@@ -2,6 +2,8 @@
 
 #include "privacy/Sampler.h"
 
+#include "dprt/keys.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -94,6 +96,39 @@ TEST(PoissonSampler, ResumedSamplerDrawsTheSameBatches) {
   for (int64_t s = 0; s < 100; ++s)
     differing += otherSeed.sample(s) != history[s];
   EXPECT_GT(differing, 90);
+}
+
+// A sampler built from a seed draws with the key a run with that seed adds
+// noise with (keys.h): the gaps of step s are the uniforms of that key at
+// (s, j, kSamplingStream).
+TEST(PoissonSampler, SeedKeysTheSamplerAsTheRunKeysItsNoise) {
+  const uint64_t seed = 2025;
+  const int64_t records = 1000;
+  const double q = 0.02;
+  StepState state{};
+  noiseKeyWordsFromSeed(seed, state.noiseKey);
+  const NoiseKey noiseKey = noiseKeyOf(state);
+  for (NoiseGenerator gen :
+       {NoiseGenerator::Philox, NoiseGenerator::ChaCha20}) {
+    PoissonSampler fromSeed(seed, records, q, gen);
+    PoissonSampler fromNoiseKey(noiseKey, records, q, gen);
+    for (int64_t step = 1; step <= 5; ++step) {
+      std::vector<int64_t> batch = fromSeed.sample(step);
+      EXPECT_EQ(batch, fromNoiseKey.sample(step));
+      // The first record is the first gap, from uniform 0 of the step.
+      const double u =
+          uniformF64(gen, noiseKey, static_cast<uint64_t>(step), 0,
+                     kSamplingStream);
+      const double gap = std::floor(std::log(u) / std::log1p(-q));
+      if (gap < records) {
+        ASSERT_FALSE(batch.empty());
+        EXPECT_EQ(batch.front(), static_cast<int64_t>(gap));
+      }
+    }
+    ShuffleSampler shuffleFromSeed(seed, records, 100, gen);
+    ShuffleSampler shuffleFromKey(noiseKey, records, 100, gen);
+    EXPECT_EQ(shuffleFromSeed.sample(3), shuffleFromKey.sample(3));
+  }
 }
 
 TEST(PoissonSampler, RateOneTakesEverythingAndRateZeroNothing) {

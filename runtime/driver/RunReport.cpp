@@ -1,0 +1,81 @@
+//===- RunReport.cpp - The report at the end of a run ---------------------===//
+
+#include "RunReport.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+namespace dprt::driver {
+
+void RunReport::addStep(const StepMetrics &m) {
+  trainSeconds_ += m.stepSeconds;
+  trainedSamples_ += m.samples;
+  trainedTokens_ += m.tokens;
+  ++stepsRun_;
+  peakBytes_ = std::max(peakBytes_, m.memoryBytes);
+  if (std::isfinite(m.loss))
+    lastLoss_ = m.loss;
+  if (m.skipped)
+    ++skippedSteps_;
+  if (!std::isnan(m.exposedCommSeconds))
+    exposedCommSeconds_ += m.exposedCommSeconds;
+}
+
+std::string RunReport::text(const ProgramSpec &spec, int world,
+                            const std::string &data, const RunEnding &ending,
+                            const PrivacySession &privacy,
+                            bool exposedMeasured) const {
+  std::ostringstream os;
+  os << "training report\n"
+     << "  model             " << spec.model << " (" << spec.backend
+     << " backend, " << world << (world == 1 ? " rank" : " ranks") << ")\n"
+     << "  steps             " << ending.step << " of " << ending.totalSteps;
+  if (ending.stoppedByBudget)
+    os << " (stopped: the next step would exceed epsilon = "
+       << privacy.targetEpsilon() << ")";
+  os << "\n";
+  if (!data.empty())
+    os << "  data              " << data << "\n";
+  if (!std::isnan(lastLoss_))
+    os << "  last loss         " << lastLoss_ << "\n";
+  if (skippedSteps_ > 0)
+    os << "  skipped steps     " << skippedSteps_
+       << " (loss or gradient not finite: no update, counted for epsilon)\n";
+  char line[160];
+  const double seconds = trainSeconds_ > 0 ? trainSeconds_ : 0;
+  std::snprintf(line, sizeof(line),
+                "  throughput        %.1f samples/s, %.1f tokens/s (%lld "
+                "steps in %.2f s)\n",
+                seconds > 0 ? trainedSamples_ / seconds : 0.0,
+                seconds > 0 ? trainedTokens_ / seconds : 0.0,
+                static_cast<long long>(stepsRun_), seconds);
+  os << line;
+  os << "  memory per rank   peak " << formatBytes(peakBytes_) << "; predicted "
+     << formatBytes(spec.predictedPeakBytes);
+  if (peakBytes_ > 0) {
+    std::snprintf(line, sizeof(line), " (%.1f %% of the peak)",
+                  100.0 * spec.predictedPeakBytes / peakBytes_);
+    os << line;
+  }
+  os << "; arena " << formatBytes(spec.arenaBytes) << "\n";
+  if (exposedMeasured && world > 1) {
+    std::snprintf(line, sizeof(line),
+                  "  exposed comm      %.3f s (%.1f %% of the training time): "
+                  "compute waiting for communication, mean over ranks\n",
+                  exposedCommSeconds_,
+                  seconds > 0 ? 100.0 * exposedCommSeconds_ / seconds : 0.0);
+    os << line;
+  }
+  privacy::printPrivacyReport(os, privacy.report(ending.step));
+  os << "  noise source      sigma " << privacy.sigmaSource() << "\n";
+  if (!privacy.noiseKeySource().empty())
+    os << "  noise key         secret ChaCha20 key " << privacy.noiseKeySource()
+       << "; checkpoints hold it: keep them as secret as the key\n";
+  if (privacy.sigma() == 0)
+    os << "  warning           no noise: this run is not differentially "
+          "private\n";
+  return os.str();
+}
+
+} // namespace dprt::driver

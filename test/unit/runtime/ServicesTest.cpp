@@ -1,0 +1,67 @@
+//===- ServicesTest.cpp - The CPU backend's finiteness check --------------===//
+//
+// allFinite (backend.inc) is the driver's check of the gradient shards
+// before each update: every NaN and infinity is found, at any position, in
+// f32 and f64 buffers, and nothing outside the range is read.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dprt/backend.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+using namespace dprt;
+
+namespace {
+
+struct ArenaRank {
+  Rank rank;
+  ArenaRank() { cpu::allocateArena(&rank, 4096); }
+  ~ArenaRank() { cpu::freeArena(&rank); }
+  template <class T> T *at(int64_t offset) {
+    return reinterpret_cast<T *>(rank.arena + offset);
+  }
+};
+
+template <class T> void expectFindsEveryNonFinite(DType acc) {
+  ArenaRank r;
+  const int64_t n = 100, offset = 256;
+  T *values = r.at<T>(offset);
+  for (int64_t i = 0; i < n; ++i)
+    values[i] = std::numeric_limits<T>::max() / n * static_cast<T>(i);
+  EXPECT_TRUE(cpu::allFinite(&r.rank, acc, offset, n));
+  for (T bad :
+       {std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::infinity(),
+        -std::numeric_limits<T>::infinity()})
+    for (int64_t i : {int64_t{0}, int64_t{37}, n - 1}) {
+      const T saved = values[i];
+      values[i] = bad;
+      EXPECT_FALSE(cpu::allFinite(&r.rank, acc, offset, n)) << i;
+      // Outside the range checked: not seen.
+      EXPECT_EQ(cpu::allFinite(&r.rank, acc, offset, i), true);
+      values[i] = saved;
+    }
+}
+
+} // namespace
+
+TEST(CpuServices, AllFiniteFindsEveryNaNAndInfinityInF32) {
+  expectFindsEveryNonFinite<float>(DType::F32);
+}
+
+TEST(CpuServices, AllFiniteFindsEveryNaNAndInfinityInF64) {
+  expectFindsEveryNonFinite<double>(DType::F64);
+}
+
+TEST(CpuServices, AllFiniteRejectsRangesOutsideTheArenaAndBf16) {
+  ArenaRank r;
+  EXPECT_THROW(cpu::allFinite(&r.rank, DType::F32, 4000, 100),
+               std::runtime_error);
+  EXPECT_THROW(cpu::allFinite(&r.rank, DType::BF16, 0, 4),
+               std::invalid_argument);
+  EXPECT_TRUE(cpu::allFinite(&r.rank, DType::F32, 0, 0));
+}
