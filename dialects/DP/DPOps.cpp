@@ -9,6 +9,8 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cfloat>
+
 using namespace mlir;
 using namespace dpc::dp;
 
@@ -84,10 +86,15 @@ LogicalResult checkSameLeadingDims(Operation *op, Value input, Value output) {
                            << " must agree on all dimensions but the last";
 }
 
+/// A normalization's eps keeps a zero row from dividing by zero. The CUDA
+/// kernels add it in f32, where a value below the normal range flushes to 0
+/// and one above it becomes infinite.
 LogicalResult checkEps(Operation *op, double eps) {
-  if (eps > 0.0)
-    return success();
-  return op->emitOpError() << "eps must be > 0, got " << formatF64(eps);
+  auto emitError = [&] { return op->emitOpError(); };
+  if (failed(verifyFloatField(emitError, "eps", eps, FloatRange::above(0.0))))
+    return failure();
+  return verifyFloatField(emitError, "eps (added in f32)", eps,
+                          FloatRange::between(FLT_MIN, false, FLT_MAX, false));
 }
 
 /// A per-sample loss is f64 for f64 models and f32 otherwise.
@@ -482,9 +489,9 @@ LogicalResult AttentionOp::verify() {
   if (getRope() && headDim % 2 != 0)
     return emitOpError("rotary embedding needs an even head size, got ")
            << headDim;
-  if (getRopeTheta().convertToDouble() <= 0.0)
-    return emitOpError("rope_theta must be > 0");
-  return success();
+  return verifyFloatField([&] { return emitOpError(); }, "rope_theta",
+                          getRopeTheta().convertToDouble(),
+                          FloatRange::above(0.0));
 }
 
 //===----------------------------------------------------------------------===//

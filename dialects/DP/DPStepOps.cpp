@@ -132,10 +132,16 @@ LogicalResult NormGramOp::verify() {
   return success();
 }
 
-LogicalResult NormSumOp::verify() {
-  if (getParts().empty())
-    return emitOpError("needs at least one part");
-  return success();
+LogicalResult ClipFactorOp::verify() {
+  auto emitError = [&] { return emitOpError(); };
+  if (failed(verifyFloatField(emitError, "max_norm",
+                              getMaxNorm().convertToDouble(),
+                              FloatRange::above(0.0))) ||
+      failed(verifyFloatField(emitError, "gamma", getGamma().convertToDouble(),
+                              FloatRange::above(0.0))))
+    return failure();
+  return verifyFloatField(emitError, "rel_err", getRelErr().convertToDouble(),
+                          FloatRange::atLeast(0.0));
 }
 
 //===----------------------------------------------------------------------===//

@@ -336,10 +336,10 @@ def DP_NormRowsOp : DP_NormOp<"norm_rows"> {
 
 def DP_NormSumOp : DP_Op<"norm_sum", [Pure, SameOperandsAndResultType]> {
   let summary = "sums per-sample squared norms";
+  // SameOperandsAndResultType also asks for at least one part.
   let arguments = (ins Variadic<DP_PerSample>:$parts);
   let results = (outs DP_PerSample:$norms);
   let assemblyFormat = "$parts attr-dict `:` type($norms)";
-  let hasVerifier = 1;
 }
 
 def DP_ClipFactorOp : DP_Op<"clip_factor", [Pure,
@@ -357,6 +357,7 @@ def DP_ClipFactorOp : DP_Op<"clip_factor", [Pure,
                        F64Attr:$gamma, F64Attr:$rel_err);
   let results = (outs DP_PerSample:$factors);
   let assemblyFormat = "$norms `,` $mask $mode attr-dict `:` type($norms)";
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//

@@ -107,3 +107,27 @@ dp.model @m {
     dp.return %l : tensor<?xf32>
   }
 }
+
+// -----
+
+// An infinite rotary base.
+dp.model @m {
+  dp.forward(%q: tensor<?x4x8xf32>, %t: tensor<?x4x8xf32>) -> tensor<?xf32> {
+    // expected-error @+1 {{rope_theta must be finite, got inf}}
+    %a = dp.attention %q, %q, %q {heads = 2, rope, rope_theta = 1.0e400} : tensor<?x4x8xf32>, tensor<?x4x8xf32>
+    %l = dp.mse %a, %t : tensor<?x4x8xf32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+
+// -----
+
+// A NaN rotary base.
+dp.model @m {
+  dp.forward(%q: tensor<?x4x8xf32>, %t: tensor<?x4x8xf32>) -> tensor<?xf32> {
+    // expected-error @+1 {{rope_theta must be finite, got nan}}
+    %a = dp.attention %q, %q, %q {heads = 2, rope, rope_theta = 0x7FF8000000000000 : f64} : tensor<?x4x8xf32>, tensor<?x4x8xf32>
+    %l = dp.mse %a, %t : tensor<?x4x8xf32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}

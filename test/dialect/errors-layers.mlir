@@ -249,3 +249,55 @@ dp.model @m {
     dp.return %l : tensor<?xf32>
   }
 }
+
+// -----
+
+// An infinite eps (1.0e400 reached the C++ compiler as INFINITY).
+dp.model @m {
+  dp.param @g : tensor<8xf32>
+  dp.forward(%x: tensor<?x8xf32>, %y: tensor<?x8xf32>) -> tensor<?xf32> {
+    // expected-error @+1 {{eps must be finite, got inf}}
+    %h = dp.rms_norm @g(%x) {eps = 1.0e400} : tensor<?x8xf32>
+    %l = dp.mse %h, %y : tensor<?x8xf32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+
+// -----
+
+// A NaN eps.
+dp.model @m {
+  dp.param @g : tensor<8xf32>
+  dp.forward(%x: tensor<?x8xf32>, %y: tensor<?x8xf32>) -> tensor<?xf32> {
+    // expected-error @+1 {{eps must be finite, got nan}}
+    %h = dp.rms_norm @g(%x) {eps = 0x7FF8000000000000 : f64} : tensor<?x8xf32>
+    %l = dp.mse %h, %y : tensor<?x8xf32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+
+// -----
+
+// An eps that flushes to zero in f32.
+dp.model @m {
+  dp.param @g : tensor<8xf32>
+  dp.forward(%x: tensor<?x8xf32>, %y: tensor<?x8xf32>) -> tensor<?xf32> {
+    // expected-error @+1 {{eps (added in f32) must lie in [1.17549e-38, 3.40282e+38], got 1e-50}}
+    %h = dp.layer_norm @g(%x) {eps = 1.0e-50} : tensor<?x8xf32>
+    %l = dp.mse %h, %y : tensor<?x8xf32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+
+// -----
+
+// An eps that is infinite in f32.
+dp.model @m {
+  dp.param @g : tensor<8xf32>
+  dp.forward(%x: tensor<?x8xf32>, %y: tensor<?x8xf32>) -> tensor<?xf32> {
+    // expected-error @+1 {{eps (added in f32) must lie in [1.17549e-38, 3.40282e+38], got 1e+300}}
+    %h = dp.layer_norm @g(%x) {eps = 1.0e300} : tensor<?x8xf32>
+    %l = dp.mse %h, %y : tensor<?x8xf32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}

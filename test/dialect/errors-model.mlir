@@ -250,3 +250,19 @@ dp.model @m {
   // expected-error @+1 {{'dp.return' op expects parent op 'dp.forward'}}
   dp.return
 }
+
+// -----
+
+// An infinite standard deviation.
+dp.model @m {
+  // expected-error @+1 {{standard deviation must be finite, got inf}}
+  dp.param @w : tensor<4x8xf32> {init = #dp.normal<1.0e400>}
+}
+
+// -----
+
+// An infinite uniform bound.
+dp.model @m {
+  // expected-error @+1 {{bound must be finite, got -inf}}
+  dp.param @w : tensor<4x8xf32> {init = #dp.uniform<-1.0e400>}
+}

@@ -629,3 +629,150 @@ dp.recipe @r for @m {
   // expected-error @+1 {{failed to parse DP_FSDPAttr parameter 'unit'}}
   shard = #dp.fsdp<unit = tensor>
 }
+
+// -----
+
+// Attributes are verified as they are parsed, before the recipe's model is
+// looked up: the cases from here on need no model.
+
+// An infinite clipping bound.
+dp.recipe @r for @m {
+  // expected-error @+1 {{max_norm must be finite, got inf}}
+  clip = #dp.clip<flat, max_norm = 1.0e400>,
+  noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>,
+  optimizer = #dp.sgd<lr = 0.1>,
+  steps = 10
+}
+
+// -----
+
+// An infinite stability constant of automatic clipping.
+dp.recipe @r for @m {
+  // expected-error @+1 {{gamma must be finite, got inf}}
+  clip = #dp.clip<automatic, max_norm = 1.0, gamma = 1.0e400>,
+  noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>,
+  optimizer = #dp.sgd<lr = 0.1>,
+  steps = 10
+}
+
+// -----
+
+// An infinite noise multiplier.
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>,
+  // expected-error @+1 {{sigma must be finite, got inf}}
+  noise = #dp.noise<sigma = 1.0e400, delta = 1.0e-5>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>,
+  optimizer = #dp.sgd<lr = 0.1>,
+  steps = 10
+}
+
+// -----
+
+// An infinite delta.
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>,
+  // expected-error @+1 {{delta must be finite, got inf}}
+  noise = #dp.noise<sigma = 1.0, delta = 1.0e400>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>,
+  optimizer = #dp.sgd<lr = 0.1>,
+  steps = 10
+}
+
+// -----
+
+// An infinite target epsilon.
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>,
+  // expected-error @+1 {{epsilon must be finite, got inf}}
+  noise = #dp.target<epsilon = 1.0e400, delta = 1.0e-5>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>,
+  optimizer = #dp.sgd<lr = 0.1>,
+  steps = 10
+}
+
+// -----
+
+// An infinite sampling rate.
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>,
+  noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  // expected-error @+1 {{sampling rate must be finite, got inf}}
+  sampling = #dp.poisson<rate = 1.0e400, physical_batch = 4>,
+  optimizer = #dp.sgd<lr = 0.1>,
+  steps = 10
+}
+
+// -----
+
+// An infinite learning rate.
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>,
+  noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>,
+  // expected-error @+1 {{lr must be finite, got inf}}
+  optimizer = #dp.sgd<lr = 1.0e400>,
+  steps = 10
+}
+
+// -----
+
+// Infinite weight decay.
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>,
+  noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>,
+  // expected-error @+1 {{weight_decay must be finite, got inf}}
+  optimizer = #dp.sgd<lr = 0.1, weight_decay = 1.0e400>,
+  steps = 10
+}
+
+// -----
+
+// Infinite momentum.
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>,
+  noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>,
+  // expected-error @+1 {{momentum must be finite, got inf}}
+  optimizer = #dp.momentum<lr = 0.1, momentum = 1.0e400>,
+  steps = 10
+}
+
+// -----
+
+// beta1 of minus infinity.
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>,
+  noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>,
+  // expected-error @+1 {{beta1 must be finite, got -inf}}
+  optimizer = #dp.adamw<lr = 0.1, beta1 = -1.0e400>,
+  steps = 10
+}
+
+// -----
+
+// An infinite beta2.
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>,
+  noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>,
+  // expected-error @+1 {{beta2 must be finite, got inf}}
+  optimizer = #dp.adamw<lr = 0.1, beta2 = 1.0e400>,
+  steps = 10
+}
+
+// -----
+
+// An infinite AdamW eps.
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>,
+  noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>,
+  // expected-error @+1 {{eps must be finite, got inf}}
+  optimizer = #dp.adamw<lr = 0.1, eps = 1.0e400>,
+  steps = 10
+}

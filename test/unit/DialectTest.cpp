@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <random>
 
 using namespace mlir;
@@ -125,6 +126,94 @@ TEST_F(DialectTest, CheckedConstructionReportsTheBrokenField) {
       llvm::APFloat(0.25), int64_t{0});
   EXPECT_FALSE(poisson);
   EXPECT_EQ(message, "physical_batch must be >= 1, got 0");
+}
+
+TEST_F(DialectTest, NonFiniteFieldsAreRejectedByName) {
+  // The parser can write infinities (1.0e400) but not NaN; getChecked can.
+  std::string message;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+    message = diag.str();
+    return success();
+  });
+  auto loc = UnknownLoc::get(&context);
+  auto emit = [&] { return emitError(loc); };
+  using llvm::APFloat;
+  const APFloat nan = APFloat::getNaN(APFloat::IEEEdouble());
+  const APFloat inf = APFloat::getInf(APFloat::IEEEdouble());
+  const APFloat one(1.0), half(0.5), small(1e-5);
+  struct Case {
+    std::function<Attribute()> make;
+    std::string expected;
+  };
+  const Case cases[] = {
+      {[&] { return NormalInitAttr::getChecked(emit, &context, nan); },
+       "standard deviation must be finite, got nan"},
+      {[&] { return UniformInitAttr::getChecked(emit, &context, inf); },
+       "bound must be finite, got inf"},
+      {[&] {
+         return ClipAttr::getChecked(emit, &context, ClipMode::flat, nan, one);
+       },
+       "max_norm must be finite, got nan"},
+      {[&] {
+         return ClipAttr::getChecked(emit, &context, ClipMode::automatic, one,
+                                     nan);
+       },
+       "gamma must be finite, got nan"},
+      {[&] {
+         return NoiseAttr::getChecked(emit, &context, nan, small,
+                                      NoiseGenerator::fast);
+       },
+       "sigma must be finite, got nan"},
+      {[&] {
+         return NoiseAttr::getChecked(emit, &context, one, nan,
+                                      NoiseGenerator::fast);
+       },
+       "delta must be finite, got nan"},
+      {[&] {
+         return TargetAttr::getChecked(emit, &context, nan, small,
+                                       NoiseGenerator::secure);
+       },
+       "epsilon must be finite, got nan"},
+      {[&] {
+         return PoissonAttr::getChecked(emit, &context, int64_t{0}, nan,
+                                        int64_t{4});
+       },
+       "sampling rate must be finite, got nan"},
+      {[&] { return SGDAttr::getChecked(emit, &context, nan, APFloat(0.0)); },
+       "lr must be finite, got nan"},
+      {[&] { return SGDAttr::getChecked(emit, &context, one, nan); },
+       "weight_decay must be finite, got nan"},
+      {[&] {
+         return MomentumAttr::getChecked(emit, &context, one, nan, false,
+                                         APFloat(0.0));
+       },
+       "momentum must be finite, got nan"},
+      {[&] {
+         return AdamWAttr::getChecked(emit, &context, one, nan, half, small,
+                                      APFloat(0.0));
+       },
+       "beta1 must be finite, got nan"},
+      {[&] {
+         return AdamWAttr::getChecked(emit, &context, one, half, nan, small,
+                                      APFloat(0.0));
+       },
+       "beta2 must be finite, got nan"},
+      {[&] {
+         return AdamWAttr::getChecked(emit, &context, one, half, half, nan,
+                                      APFloat(0.0));
+       },
+       "eps must be finite, got nan"},
+      {[&] {
+         return AdamWAttr::getChecked(emit, &context, one, half, half, small,
+                                      -inf);
+       },
+       "weight_decay must be finite, got -inf"},
+  };
+  for (const Case &c : cases) {
+    message.clear();
+    EXPECT_FALSE(c.make()) << c.expected;
+    EXPECT_EQ(message, c.expected);
+  }
 }
 
 TEST_F(DialectTest, EffectiveInitFollowsTheParameterRole) {
