@@ -1,6 +1,7 @@
 //===- DPAttrs.cpp - Initializers and recipe attributes -------------------===//
 
 #include "DP/DPOps.h"
+#include "DP/DPSizes.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -113,11 +114,16 @@ const FloatRange kDelta = FloatRange::between(0.0, true, 1.0, true);
 /// A sampling rate: (0, 1].
 const FloatRange kRate = FloatRange::between(0.0, true, 1.0, false);
 
-/// A record count: at least 1.
+/// A record count: at least 1, and exact in the doubles the driver and the
+/// accountant hold it in.
 LogicalResult checkCount(EmitErrorFn emitError, StringRef field,
                          int64_t value) {
   if (value < 1)
     return emitError() << field << " must be >= 1, got " << value;
+  if (value > kMaxExactCount)
+    return emitError() << field << " = " << value
+                       << " is above 2^53, the largest count the driver and "
+                          "the accountant hold exactly";
   return success();
 }
 } // namespace

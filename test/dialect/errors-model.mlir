@@ -266,3 +266,88 @@ dp.model @m {
   // expected-error @+1 {{bound must be finite, got -inf}}
   dp.param @w : tensor<4x8xf32> {init = #dp.uniform<-1.0e400>}
 }
+
+// -----
+
+// A parameter with more elements than int64 counts (2^64, which wraps to 0).
+dp.model @m {
+  // expected-error @+1 {{parameter @w of shape 4294967296x4294967296 has more bytes than int64 counts}}
+  dp.param @w : tensor<4294967296x4294967296xf32>
+}
+
+// -----
+
+// A parameter no device holds.
+dp.model @m {
+  // expected-error @+1 {{parameter @w of shape 65536x65536x65536 takes 1.0 PiB, more than the 1 TiB that no device holds}}
+  dp.param @w : tensor<65536x65536x65536xf32>
+}
+
+// -----
+
+// Only the sample dimension may be dynamic: the others are the shape of a
+// sample.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  // expected-error @+1 {{input #1 of shape ?x? has a dynamic dimension #1; only the leading (sample) dimension may be '?'}}
+  dp.forward(%x: tensor<?x8xf32>, %z: tensor<?x?xf32>, %y: tensor<?xi32>) -> tensor<?xf32> {
+    %r = dp.relu %z : tensor<?x?xf32>
+    %h = dp.linear @w(%x) : tensor<?x8xf32> -> tensor<?x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<?x4xf32>, tensor<?xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+
+// -----
+
+// A sequence of no tokens.
+dp.model @m {
+  dp.param @emb : tensor<16x8xf32>
+  dp.param @w : tensor<16x8xf32>
+  // expected-error @+1 {{input #0 of shape ?x0 has a dimension of size 0: it holds nothing}}
+  dp.forward(%t: tensor<?x0xi32>, %y: tensor<?x0xi32>) -> tensor<?xf32> {
+    %x = dp.embedding @emb(%t) : tensor<?x0xi32> -> tensor<?x0x8xf32>
+    %h = dp.linear @w(%x) : tensor<?x0x8xf32> -> tensor<?x0x16xf32>
+    %l = dp.cross_entropy %h, %y : tensor<?x0x16xf32>, tensor<?x0xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+
+// -----
+
+// One sample no device holds.
+dp.model @m {
+  dp.param @g : tensor<4xf32>
+  // expected-error @+1 {{input #0 of shape ?x1048576x1048576x4 takes 16.0 TiB per sample, more than the 1 TiB that no device holds}}
+  dp.forward(%x: tensor<?x1048576x1048576x4xf32>, %t: tensor<?x1048576x1048576x4xf32>) -> tensor<?xf32> {
+    %h = dp.rms_norm @g(%x) : tensor<?x1048576x1048576x4xf32>
+    %l = dp.mse %h, %t : tensor<?x1048576x1048576x4xf32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+
+// -----
+
+// One sample with more elements than int64 counts.
+dp.model @m {
+  dp.param @g : tensor<4xf32>
+  // expected-error @+1 {{input #0 of shape ?x4611686018427387904x4 has more bytes per sample than int64 counts}}
+  dp.forward(%x: tensor<?x4611686018427387904x4xf32>, %t: tensor<?x4611686018427387904x4xf32>) -> tensor<?xf32> {
+    %h = dp.rms_norm @g(%x) : tensor<?x4611686018427387904x4xf32>
+    %l = dp.mse %h, %t : tensor<?x4611686018427387904x4xf32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+
+// -----
+
+// A batch of fixed size is counted whole.
+dp.model @m {
+  dp.param @g : tensor<4xf32>
+  // expected-error @+1 {{input #0 of shape 1048576x1048576x1x1x4 takes 16.0 TiB in all, more than the 1 TiB that no device holds}}
+  dp.forward(%x: tensor<1048576x1048576x1x1x4xf32>, %t: tensor<1048576x1048576x1x1x4xf32>) -> tensor<1048576xf32> {
+    %h = dp.rms_norm @g(%x) : tensor<1048576x1048576x1x1x4xf32>
+    %l = dp.mse %h, %t : tensor<1048576x1048576x1x1x4xf32> -> tensor<1048576xf32>
+    dp.return %l : tensor<1048576xf32>
+  }
+}

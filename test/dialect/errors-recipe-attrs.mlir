@@ -707,6 +707,30 @@ dp.recipe @r for @m {
 
 // -----
 
+// An expected batch the driver cannot count exactly in a double.
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>,
+  noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  // expected-error @+1 {{expected_batch = 9007199254740993 is above 2^53, the largest count the driver and the accountant hold exactly}}
+  sampling = #dp.poisson<expected_batch = 9007199254740993, physical_batch = 4>,
+  optimizer = #dp.sgd<lr = 0.1>,
+  steps = 10
+}
+
+// -----
+
+// A shuffled batch the driver cannot count exactly in a double.
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>,
+  noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  // expected-error @+1 {{batch = 9223372036854775807 is above 2^53, the largest count the driver and the accountant hold exactly}}
+  sampling = #dp.shuffle<batch = 9223372036854775807, physical_batch = 4>,
+  optimizer = #dp.sgd<lr = 0.1>,
+  steps = 10
+}
+
+// -----
+
 // An infinite learning rate.
 dp.recipe @r for @m {
   clip = #dp.clip<flat, max_norm = 1.0>,

@@ -2,6 +2,18 @@
 //
 // One case per diagnostic of dp.recipe: its fields, the model it trains, the
 // grid and the batch.
+//
+// A physical batch the tiny LM's activations cannot be held at: 2^63 - 1
+// samples overflow int64 (and gave negative sizes downstream), 2^31 need
+// 384 TiB for one activation (and died in the training program with
+// std::bad_alloc).
+// RUN: sed -e 's/physical_batch = 16/physical_batch = 9223372036854775807/' %examples/tinylm.mlir | not dp-opt 2>&1 | FileCheck %s --check-prefix=OVERFLOW
+// OVERFLOW: error: 'dp.recipe' op physical_batch = 9223372036854775807 overflows int64 in the bytes of result #0 of dp.linear ('tensor<?x128x384xf32>')
+// OVERFLOW: note: the tensor is here
+// RUN: sed -e 's/physical_batch = 16/physical_batch = 2147483648/' %examples/tinylm.mlir | not dp-opt 2>&1 | FileCheck %s --check-prefix=TOOBIG
+// TOOBIG: error: 'dp.recipe' op physical_batch = 2147483648 makes result #0 of dp.linear ('tensor<?x128x384xf32>') take 384.0 TiB per rank, more than the 1 TiB that no device holds
+// TOOBIG: note: the tensor is here
+// TOOBIG-NEXT: %g0 = dp.linear @b0.gate
 
 // The recipe rejects fields it does not know.
 dp.model @m {
@@ -204,4 +216,81 @@ dp.model @m {
 dp.recipe @r for @m {
   clip = #dp.clip<flat, max_norm = 1.0>, noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
   sampling = #dp.shuffle<batch = 2, physical_batch = 4>, optimizer = #dp.sgd<lr = 0.1>, steps = 10
+}
+
+// -----
+
+// More steps than the accountant counts exactly in a double.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<?x8xf32>, %y: tensor<?xi32>) -> tensor<?xf32> {
+    %h = dp.linear @w(%x) : tensor<?x8xf32> -> tensor<?x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<?x4xf32>, tensor<?xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+// expected-error @+1 {{steps = 9007199254740993 is above 2^53, the largest count the accountant holds exactly}}
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>, noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>, optimizer = #dp.sgd<lr = 0.1>,
+  steps = 9007199254740993
+}
+
+// -----
+
+// A physical batch whose activations overflow int64: the input's 32 bytes per
+// sample times 2^62 samples.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  // expected-note @+1 {{the tensor is here}}
+  dp.forward(%x: tensor<?x8xf32>, %y: tensor<?xi32>) -> tensor<?xf32> {
+    %h = dp.linear @w(%x) : tensor<?x8xf32> -> tensor<?x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<?x4xf32>, tensor<?xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+// expected-error @+1 {{physical_batch = 4611686018427387904 overflows int64 in the bytes of input #0 of the forward pass ('tensor<?x8xf32>')}}
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>, noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4611686018427387904>,
+  optimizer = #dp.sgd<lr = 0.1>, steps = 10
+}
+
+// -----
+
+// A physical batch whose largest activation no device holds: 4 MiB of logits
+// per sample times 2^20 samples.
+dp.model @m {
+  dp.param @w : tensor<1024x8xf32>
+  dp.forward(%x: tensor<?x1024x8xf32>, %y: tensor<?x1024xi32>) -> tensor<?xf32> {
+    // expected-note @+1 {{the tensor is here}}
+    %h = dp.linear @w(%x) : tensor<?x1024x8xf32> -> tensor<?x1024x1024xf32>
+    %l = dp.cross_entropy %h, %y : tensor<?x1024x1024xf32>, tensor<?x1024xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+// expected-error @+1 {{physical_batch = 1048576 makes result #0 of dp.linear ('tensor<?x1024x1024xf32>') take 4.0 TiB per rank, more than the 1 TiB that no device holds}}
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>, noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 1048576>,
+  optimizer = #dp.sgd<lr = 0.1>, steps = 10
+}
+
+// -----
+
+// The samples of one physical batch over all ranks overflow int64.
+shard.grid @g(shape = 4611686018427387904)
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<?x8xf32>, %y: tensor<?xi32>) -> tensor<?xf32> {
+    %h = dp.linear @w(%x) : tensor<?x8xf32> -> tensor<?x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<?x4xf32>, tensor<?xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+// expected-error @+1 {{physical_batch = 4 on 4611686018427387904 ranks overflows int64 in the samples of one physical batch}}
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>, noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>, optimizer = #dp.sgd<lr = 0.1>,
+  steps = 10, grid = @g
 }

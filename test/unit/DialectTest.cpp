@@ -2,6 +2,7 @@
 
 #include "DP/DPModel.h"
 #include "DP/DPOps.h"
+#include "DP/DPSizes.h"
 
 #include "mlir/AsmParser/AsmParser.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -214,6 +215,32 @@ TEST_F(DialectTest, NonFiniteFieldsAreRejectedByName) {
     EXPECT_FALSE(c.make()) << c.expected;
     EXPECT_EQ(message, c.expected);
   }
+}
+
+TEST(Sizes, CountWithoutOverflow) {
+  constexpr int64_t kDynamic = ShapedType::kDynamic;
+  EXPECT_EQ(getNumElements({kDynamic, 128, 384}, 16), 16 * 128 * 384);
+  EXPECT_EQ(getNumElements({kDynamic, 128, 384}), 128 * 384);
+  EXPECT_EQ(getNumElements({}), 1);
+  EXPECT_EQ(getNumElements({int64_t(1) << 32, (int64_t(1) << 31) - 1}),
+            INT64_MAX - (int64_t(1) << 32) + 1);
+  EXPECT_EQ(getNumElements({int64_t(1) << 32, int64_t(1) << 31}), std::nullopt)
+      << "2^63 does not fit int64";
+  EXPECT_EQ(getNumElements({int64_t(1) << 32, int64_t(1) << 32}), std::nullopt)
+      << "2^64 wraps to 0 in unchecked arithmetic";
+  EXPECT_EQ(getNumElements({kDynamic, 4}, INT64_MAX), std::nullopt);
+
+  MLIRContext context;
+  auto bf16 = RankedTensorType::get({kDynamic, 8}, BFloat16Type::get(&context));
+  EXPECT_EQ(getNumBytes(bf16, 3), 3 * 8 * 2);
+  auto i32 = RankedTensorType::get({2, 5}, IntegerType::get(&context, 32));
+  EXPECT_EQ(getNumBytes(i32), 40);
+  auto f32 = RankedTensorType::get({kDynamic, int64_t(1) << 61},
+                                   Float32Type::get(&context));
+  EXPECT_EQ(getNumBytes(f32), std::nullopt) << "2^61 elements of 4 bytes";
+  EXPECT_EQ(formatBytes(384), "384 bytes");
+  EXPECT_EQ(formatBytes(kMaxTensorBytes), "1.0 TiB");
+  EXPECT_EQ(formatBytes(3 * 1024 * 1024 / 2), "1.5 MiB");
 }
 
 TEST_F(DialectTest, EffectiveInitFollowsTheParameterRole) {
