@@ -12,6 +12,7 @@
 #include "llvm/Support/CheckedArithmetic.h"
 
 #include <cfloat>
+#include <limits>
 
 using namespace mlir;
 using namespace dpc::dp;
@@ -509,6 +510,11 @@ LogicalResult AttentionOp::verify() {
            << " must have the same samples and tokens";
   if (q.getElementType() != k.getElementType())
     return emitOpError("query and key element types differ");
+  // The head geometry below divides the widths: they must be known.
+  if (q.isDynamicDim(2) || k.isDynamicDim(2))
+    return emitOpError("query ")
+           << shapeString(q.getShape()) << " and key "
+           << shapeString(k.getShape()) << " need static widths";
   int64_t heads = getHeads(), kvHeads = getNumKVHeads();
   int64_t width = q.getShape().back();
   if (width % heads != 0)
@@ -544,6 +550,13 @@ LogicalResult CrossEntropyOp::verify() {
     return emitOpError("targets ")
            << shapeString(targets.getShape()) << " must match the logits "
            << shapeString(logits.getShape()) << " without their last dimension";
+  // An ignore_index no target can hold would silently ignore nothing.
+  if (std::optional<int64_t> ignore = getIgnoreIndex();
+      ignore && targets.getElementType().isInteger(32) &&
+      (*ignore < std::numeric_limits<int32_t>::min() ||
+       *ignore > std::numeric_limits<int32_t>::max()))
+    return emitOpError("ignore_index ")
+           << *ignore << " is outside the range of the i32 targets";
   return checkLossType(*this, logits.getElementType(), getLoss(),
                        logits.getDimSize(0));
 }

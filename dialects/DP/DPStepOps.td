@@ -364,14 +364,16 @@ def DP_ClipFactorOp : DP_Op<"clip_factor", [Pure,
 // FSDP
 //===----------------------------------------------------------------------===//
 
-def DP_UnitOp : DP_Op<"unit", [Symbol, HasParent<"ModelOp">]> {
+def DP_UnitOp : DP_Op<"unit", [Symbol, HasParent<"ModelOp">,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "an FSDP unit: parameters in one flat buffer split over ranks";
   let description = [{
     ```mlir
     dp.unit @b0 params [@b0.wq, @b0.wk] offsets [0, 16384]
         {numel = 24576, shard = 12288, ranks = 2}
     ```
-    The parameters lie back to back (element offsets) in a flat buffer of
+    The parameters lie back to back (element offsets, increasing, without
+    overlap) in the first `numel` elements of a flat buffer of
     `ranks * shard` elements (padded with zeros); rank r owns elements
     [r * shard, (r + 1) * shard).
   }];

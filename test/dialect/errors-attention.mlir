@@ -131,3 +131,15 @@ dp.model @m {
     dp.return %l : tensor<?xf32>
   }
 }
+
+// -----
+
+// The head geometry needs the widths.
+dp.model @m {
+  dp.forward(%q: tensor<?x4x?xf32>, %t: tensor<?x4x?xf32>) -> tensor<?xf32> {
+    // expected-error @+1 {{query ?x4x? and key ?x4x? need static widths}}
+    %a = dp.attention %q, %q, %q {heads = 2} : tensor<?x4x?xf32>, tensor<?x4x?xf32>
+    %l = dp.mse %a, %t : tensor<?x4x?xf32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}

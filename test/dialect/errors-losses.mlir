@@ -56,3 +56,14 @@ dp.model @m {
     dp.return %l : tensor<8xf32>
   }
 }
+
+// -----
+
+// An ignore_index no i32 target can hold would ignore nothing.
+dp.model @m {
+  dp.forward(%x: tensor<?x4xf32>, %y: tensor<?xi32>) -> tensor<?xf32> {
+    // expected-error @+1 {{ignore_index 4294967295 is outside the range of the i32 targets}}
+    %l = dp.cross_entropy %x, %y ignore_index = 4294967295 : tensor<?x4xf32>, tensor<?xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
