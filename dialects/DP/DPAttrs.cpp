@@ -1,6 +1,7 @@
 //===- DPAttrs.cpp - Initializers and recipe attributes -------------------===//
 
 #include "DP/DPOps.h"
+#include "DP/DPSizes.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -63,131 +64,145 @@ FailureOr<bool> dpc::dp::parseBoolField(AsmParser &parser) {
                           "expected 'true' or 'false'");
 }
 
+bool dpc::dp::FloatRange::contains(double value) const {
+  if (!std::isfinite(value))
+    return false;
+  if (low && (lowOpen ? value <= *low : value < *low))
+    return false;
+  return !high || (highOpen ? value < *high : value <= *high);
+}
+
+std::string dpc::dp::FloatRange::describe() const {
+  if (low && high)
+    return std::string("lie in ") + (lowOpen ? "(" : "[") + formatF64(*low) +
+           ", " + formatF64(*high) + (highOpen ? ")" : "]");
+  if (high)
+    return (highOpen ? "be < " : "be <= ") + formatF64(*high);
+  if (low)
+    return (lowOpen ? "be > " : "be >= ") + formatF64(*low);
+  return "be finite";
+}
+
+LogicalResult
+dpc::dp::verifyFloatField(llvm::function_ref<InFlightDiagnostic()> emitError,
+                          StringRef name, double value,
+                          const FloatRange &range) {
+  if (!std::isfinite(value))
+    return emitError() << name << " must be finite, got " << formatF64(value);
+  if (!range.contains(value))
+    return emitError() << name << " must " << range.describe() << ", got "
+                       << formatF64(value);
+  return success();
+}
+
 namespace {
 using EmitErrorFn = llvm::function_ref<InFlightDiagnostic()>;
 
-/// `value` must be finite and strictly above `low`.
-LogicalResult checkAbove(EmitErrorFn emitError, StringRef field,
-                         const APFloat &fieldValue, double low) {
-  double value = fieldValue.convertToDouble();
-  if (std::isfinite(value) && value > low)
-    return success();
-  return emitError() << field << " must be > " << formatF64(low)
-                     << ", got " << formatF64(value);
+LogicalResult checkFloat(EmitErrorFn emitError, StringRef field,
+                         const APFloat &value, const FloatRange &range) {
+  return verifyFloatField(emitError, field, value.convertToDouble(), range);
 }
 
-/// `value` must be finite and at least `low`.
-LogicalResult checkAtLeast(EmitErrorFn emitError, StringRef field,
-                           const APFloat &fieldValue, double low) {
-  double value = fieldValue.convertToDouble();
-  if (std::isfinite(value) && value >= low)
-    return success();
-  return emitError() << field << " must be >= " << formatF64(low)
-                     << ", got " << formatF64(value);
-}
+/// Learning rates, clipping bounds, epsilon: (0, inf).
+const FloatRange kPositive = FloatRange::above(0.0);
+/// Standard deviations, noise multipliers, weight decay: [0, inf).
+const FloatRange kNonNegative = FloatRange::atLeast(0.0);
+/// Decay rates of moving averages: [0, 1); at 1 they never forget.
+const FloatRange kDecay = FloatRange::between(0.0, false, 1.0, true);
+/// delta is a probability of failure: (0, 1).
+const FloatRange kDelta = FloatRange::between(0.0, true, 1.0, true);
+/// A sampling rate: (0, 1].
+const FloatRange kRate = FloatRange::between(0.0, true, 1.0, false);
 
-/// `value` must lie in the half-open interval [0, 1).
-LogicalResult checkDecay(EmitErrorFn emitError, StringRef field,
-                         const APFloat &fieldValue) {
-  double value = fieldValue.convertToDouble();
-  if (value >= 0.0 && value < 1.0)
-    return success();
-  return emitError() << field << " must lie in [0, 1), got "
-                     << formatF64(value);
-}
-
-/// delta is a probability of failure: it must lie in the open interval (0, 1).
-LogicalResult checkDelta(EmitErrorFn emitError, const APFloat &field) {
-  double delta = field.convertToDouble();
-  if (delta > 0.0 && delta < 1.0)
-    return success();
-  return emitError() << "delta must lie in (0, 1), got " << formatF64(delta);
-}
-
-LogicalResult checkBatch(EmitErrorFn emitError, StringRef field,
+/// A record count: at least 1, and exact in the doubles the driver and the
+/// accountant hold it in.
+LogicalResult checkCount(EmitErrorFn emitError, StringRef field,
                          int64_t value) {
-  if (value >= 1)
-    return success();
-  return emitError() << field << " must be >= 1, got " << value;
+  if (value < 1)
+    return emitError() << field << " must be >= 1, got " << value;
+  if (value > kMaxExactCount)
+    return emitError() << field << " = " << value
+                       << " is above 2^53, the largest count the driver and "
+                          "the accountant hold exactly";
+  return success();
 }
 } // namespace
 
 LogicalResult NormalInitAttr::verify(EmitErrorFn emitError, APFloat std) {
-  return checkAtLeast(emitError, "standard deviation", std, 0.0);
+  return checkFloat(emitError, "standard deviation", std, kNonNegative);
 }
 
 LogicalResult UniformInitAttr::verify(EmitErrorFn emitError, APFloat bound) {
-  return checkAtLeast(emitError, "bound", bound, 0.0);
+  return checkFloat(emitError, "bound", bound, kNonNegative);
 }
 
 LogicalResult ClipAttr::verify(EmitErrorFn emitError, ClipMode mode,
                                APFloat maxNorm, APFloat gamma) {
-  if (failed(checkAbove(emitError, "max_norm", maxNorm, 0.0)))
+  if (failed(checkFloat(emitError, "max_norm", maxNorm, kPositive)))
     return failure();
-  return checkAbove(emitError, "gamma", gamma, 0.0);
+  return checkFloat(emitError, "gamma", gamma, kPositive);
 }
 
 LogicalResult NoiseAttr::verify(EmitErrorFn emitError, APFloat sigma,
                                 APFloat delta, NoiseGenerator) {
-  if (failed(checkAtLeast(emitError, "sigma", sigma, 0.0)))
+  if (failed(checkFloat(emitError, "sigma", sigma, kNonNegative)))
     return failure();
-  return checkDelta(emitError, delta);
+  return checkFloat(emitError, "delta", delta, kDelta);
 }
 
 LogicalResult TargetAttr::verify(EmitErrorFn emitError, APFloat epsilon,
                                  APFloat delta, NoiseGenerator) {
-  if (failed(checkAbove(emitError, "epsilon", epsilon, 0.0)))
+  if (failed(checkFloat(emitError, "epsilon", epsilon, kPositive)))
     return failure();
-  return checkDelta(emitError, delta);
+  return checkFloat(emitError, "delta", delta, kDelta);
 }
 
 LogicalResult PoissonAttr::verify(EmitErrorFn emitError, int64_t expectedBatch,
                                   APFloat rateField, int64_t physicalBatch) {
   double rate = rateField.convertToDouble();
-  if (failed(checkBatch(emitError, "physical_batch", physicalBatch)))
-    return failure();
+  if (physicalBatch < 1)
+    return emitError() << "physical_batch must be >= 1, got " << physicalBatch;
   bool hasExpected = expectedBatch != 0, hasRate = rate != 0.0;
   if (hasExpected == hasRate)
     return emitError() << "give exactly one of expected_batch and rate";
   if (hasExpected)
-    return checkBatch(emitError, "expected_batch", expectedBatch);
-  if (!(rate > 0.0 && rate <= 1.0))
-    return emitError() << "sampling rate must lie in (0, 1], got "
-                       << formatF64(rate);
-  return success();
+    return checkCount(emitError, "expected_batch", expectedBatch);
+  return checkFloat(emitError, "sampling rate", rateField, kRate);
 }
 
 LogicalResult ShuffleAttr::verify(EmitErrorFn emitError, int64_t batch,
                                   int64_t physicalBatch) {
-  if (failed(checkBatch(emitError, "batch", batch)))
+  if (failed(checkCount(emitError, "batch", batch)))
     return failure();
-  return checkBatch(emitError, "physical_batch", physicalBatch);
+  if (physicalBatch < 1)
+    return emitError() << "physical_batch must be >= 1, got " << physicalBatch;
+  return success();
 }
 
 LogicalResult SGDAttr::verify(EmitErrorFn emitError, APFloat lr,
                               APFloat weightDecay) {
-  if (failed(checkAbove(emitError, "lr", lr, 0.0)))
+  if (failed(checkFloat(emitError, "lr", lr, kPositive)))
     return failure();
-  return checkAtLeast(emitError, "weight_decay", weightDecay, 0.0);
+  return checkFloat(emitError, "weight_decay", weightDecay, kNonNegative);
 }
 
 LogicalResult MomentumAttr::verify(EmitErrorFn emitError, APFloat lr,
                                    APFloat momentum, bool, APFloat weightDecay) {
-  if (failed(checkAbove(emitError, "lr", lr, 0.0)) ||
-      failed(checkDecay(emitError, "momentum", momentum)))
+  if (failed(checkFloat(emitError, "lr", lr, kPositive)) ||
+      failed(checkFloat(emitError, "momentum", momentum, kDecay)))
     return failure();
-  return checkAtLeast(emitError, "weight_decay", weightDecay, 0.0);
+  return checkFloat(emitError, "weight_decay", weightDecay, kNonNegative);
 }
 
 LogicalResult AdamWAttr::verify(EmitErrorFn emitError, APFloat lr,
                                 APFloat beta1, APFloat beta2, APFloat eps,
                                 APFloat weightDecay) {
-  if (failed(checkAbove(emitError, "lr", lr, 0.0)) ||
-      failed(checkDecay(emitError, "beta1", beta1)) ||
-      failed(checkDecay(emitError, "beta2", beta2)) ||
-      failed(checkAbove(emitError, "eps", eps, 0.0)))
+  if (failed(checkFloat(emitError, "lr", lr, kPositive)) ||
+      failed(checkFloat(emitError, "beta1", beta1, kDecay)) ||
+      failed(checkFloat(emitError, "beta2", beta2, kDecay)) ||
+      failed(checkFloat(emitError, "eps", eps, kPositive)))
     return failure();
-  return checkAtLeast(emitError, "weight_decay", weightDecay, 0.0);
+  return checkFloat(emitError, "weight_decay", weightDecay, kNonNegative);
 }
 
 LogicalResult PrecisionAttr::verify(EmitErrorFn emitError, Type compute,

@@ -5,7 +5,7 @@
 
 using namespace dpc::dp;
 
-#include "DP/DPDialect.cpp.inc"
+#include "DP/DPOpsDialect.cpp.inc"
 
 void DPDialect::initialize() {
   addOperations<

@@ -6,6 +6,6 @@
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/IR/Dialect.h"
 
-#include "DP/DPDialect.h.inc"
+#include "DP/DPOpsDialect.h.inc"
 
 #endif // DPC_DIALECTS_DP_DPDIALECT_H

@@ -1,6 +1,7 @@
 //===- DPOps.cpp - Models, layers and recipes -----------------------------===//
 
 #include "DP/DPOps.h"
+#include "DP/DPSizes.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
@@ -8,6 +9,10 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/CheckedArithmetic.h"
+
+#include <cfloat>
+#include <limits>
 
 using namespace mlir;
 using namespace dpc::dp;
@@ -84,10 +89,15 @@ LogicalResult checkSameLeadingDims(Operation *op, Value input, Value output) {
                            << " must agree on all dimensions but the last";
 }
 
+/// A normalization's eps keeps a zero row from dividing by zero. The CUDA
+/// kernels add it in f32, where a value below the normal range flushes to 0
+/// and one above it becomes infinite.
 LogicalResult checkEps(Operation *op, double eps) {
-  if (eps > 0.0)
-    return success();
-  return op->emitOpError() << "eps must be > 0, got " << formatF64(eps);
+  auto emitError = [&] { return op->emitOpError(); };
+  if (failed(verifyFloatField(emitError, "eps", eps, FloatRange::above(0.0))))
+    return failure();
+  return verifyFloatField(emitError, "eps (added in f32)", eps,
+                          FloatRange::between(FLT_MIN, false, FLT_MAX, false));
 }
 
 /// A per-sample loss is f64 for f64 models and f32 otherwise.
@@ -194,8 +204,18 @@ LogicalResult ParamOp::verify() {
   RankedTensorType type = getTensorType();
   if (!isa<FloatType>(type.getElementType()))
     return emitOpError("parameters are float tensors, got ") << type;
-  if (type.getNumElements() == 0)
+  std::optional<int64_t> bytes = getNumBytes(type);
+  if (!bytes)
+    return emitOpError("parameter @")
+           << getSymName() << " of shape " << shapeString(type.getShape())
+           << " has more bytes than int64 counts";
+  if (*bytes == 0)
     return emitOpError("parameter has no elements");
+  if (*bytes > kMaxTensorBytes)
+    return emitOpError("parameter @")
+           << getSymName() << " of shape " << shapeString(type.getShape())
+           << " takes " << formatBytes(*bytes)
+           << ", more than the 1 TiB that no device holds";
   if (std::optional<Attribute> init = getInit()) {
     if (!isa<NormalInitAttr, UniformInitAttr, ZerosInitAttr, OnesInitAttr>(
             *init))
@@ -297,7 +317,8 @@ LogicalResult ForwardOp::verifyRegions() {
 
   // The leading dimension of every tensor is the sample dimension and is the
   // same throughout: a layer that mixed samples would break the per-sample
-  // gradient that clipping bounds.
+  // gradient that clipping bounds. The other dimensions are the shape of one
+  // sample: static, not empty, and small enough to hold.
   int64_t batch = lossType.getDimSize(0);
   auto checkBatch = [&](Operation *where, Value value,
                         StringRef what) -> LogicalResult {
@@ -305,15 +326,38 @@ LogicalResult ForwardOp::verifyRegions() {
     if (!tensor || tensor.getRank() == 0)
       return where->emitOpError() << what << " must be a ranked tensor with "
                                   << "a leading sample dimension";
-    if (tensor.getDimSize(0) == batch)
-      return success();
     auto dim = [](int64_t d) {
       return ShapedType::isDynamic(d) ? std::string("?") : std::to_string(d);
     };
-    return where->emitOpError()
-           << what << " has " << dim(tensor.getDimSize(0))
-           << " samples in its leading dimension but the forward pass has "
-           << dim(batch);
+    if (tensor.getDimSize(0) != batch)
+      return where->emitOpError()
+             << what << " has " << dim(tensor.getDimSize(0))
+             << " samples in its leading dimension but the forward pass has "
+             << dim(batch);
+    std::string shape = shapeString(tensor.getShape());
+    for (auto [index, size] : llvm::enumerate(tensor.getShape())) {
+      if (index > 0 && ShapedType::isDynamic(size))
+        return where->emitOpError()
+               << what << " of shape " << shape << " has a dynamic dimension #"
+               << index << "; only the leading (sample) dimension may be '?'";
+      if (size == 0)
+        return where->emitOpError()
+               << what << " of shape " << shape
+               << " has a dimension of size 0: it holds nothing";
+    }
+    std::optional<int64_t> bytes = getNumBytes(tensor);
+    StringRef perSample =
+        ShapedType::isDynamic(batch) ? " per sample" : " in all";
+    if (!bytes)
+      return where->emitOpError()
+             << what << " of shape " << shape << " has more bytes" << perSample
+             << " than int64 counts";
+    if (*bytes > kMaxTensorBytes)
+      return where->emitOpError()
+             << what << " of shape " << shape << " takes "
+             << formatBytes(*bytes) << perSample
+             << ", more than the 1 TiB that no device holds";
+    return success();
   };
   for (BlockArgument argument : body.getArguments())
     if (failed(checkBatch(*this, argument,
@@ -466,6 +510,11 @@ LogicalResult AttentionOp::verify() {
            << " must have the same samples and tokens";
   if (q.getElementType() != k.getElementType())
     return emitOpError("query and key element types differ");
+  // The head geometry below divides the widths: they must be known.
+  if (q.isDynamicDim(2) || k.isDynamicDim(2))
+    return emitOpError("query ")
+           << shapeString(q.getShape()) << " and key "
+           << shapeString(k.getShape()) << " need static widths";
   int64_t heads = getHeads(), kvHeads = getNumKVHeads();
   int64_t width = q.getShape().back();
   if (width % heads != 0)
@@ -482,9 +531,9 @@ LogicalResult AttentionOp::verify() {
   if (getRope() && headDim % 2 != 0)
     return emitOpError("rotary embedding needs an even head size, got ")
            << headDim;
-  if (getRopeTheta().convertToDouble() <= 0.0)
-    return emitOpError("rope_theta must be > 0");
-  return success();
+  return verifyFloatField([&] { return emitOpError(); }, "rope_theta",
+                          getRopeTheta().convertToDouble(),
+                          FloatRange::above(0.0));
 }
 
 //===----------------------------------------------------------------------===//
@@ -501,6 +550,13 @@ LogicalResult CrossEntropyOp::verify() {
     return emitOpError("targets ")
            << shapeString(targets.getShape()) << " must match the logits "
            << shapeString(logits.getShape()) << " without their last dimension";
+  // An ignore_index no target can hold would silently ignore nothing.
+  if (std::optional<int64_t> ignore = getIgnoreIndex();
+      ignore && targets.getElementType().isInteger(32) &&
+      (*ignore < std::numeric_limits<int32_t>::min() ||
+       *ignore > std::numeric_limits<int32_t>::max()))
+    return emitOpError("ignore_index ")
+           << *ignore << " is outside the range of the i32 targets";
   return checkLossType(*this, logits.getElementType(), getLoss(),
                        logits.getDimSize(0));
 }
@@ -577,7 +633,45 @@ LogicalResult RecipeOp::verify() {
               "precision, shard, grid and seed";
   if (getSeedAttr().getInt() < 0)
     return emitOpError("seed must be >= 0");
+  if (int64_t steps = getStepsAttr().getInt(); steps > kMaxExactCount)
+    return emitOpError("steps = ")
+           << steps << " is above 2^53, the largest count the accountant "
+           << "holds exactly";
   return success();
+}
+
+namespace {
+/// A tensor of the forward pass, what it is and where it is defined.
+struct LargestActivation {
+  RankedTensorType type;
+  std::string what;
+  Operation *owner = nullptr;
+  int64_t bytesPerSample = -1;
+};
+} // namespace
+
+/// The tensor of the forward pass with the most bytes per sample: the one
+/// the physical batch makes largest.
+static LargestActivation findLargestActivation(ForwardOp forward) {
+  LargestActivation largest;
+  auto consider = [&](Value value, Operation *owner, std::string what) {
+    auto type = dyn_cast<RankedTensorType>(value.getType());
+    if (!type)
+      return;
+    std::optional<int64_t> bytes = getNumBytes(type);
+    if (bytes && *bytes > largest.bytesPerSample)
+      largest = {type, std::move(what), owner, *bytes};
+  };
+  for (BlockArgument input : forward.getInputs())
+    consider(input, forward,
+             "input #" + std::to_string(input.getArgNumber()) +
+                 " of the forward pass");
+  for (Operation &op : forward.getBodyBlock())
+    for (OpResult result : op.getResults())
+      consider(result, &op,
+               "result #" + std::to_string(result.getResultNumber()) + " of " +
+                   op.getName().getStringRef().str());
+  return largest;
 }
 
 LogicalResult RecipeOp::verifySymbolUses(SymbolTableCollection &tables) {
@@ -585,6 +679,8 @@ LogicalResult RecipeOp::verifySymbolUses(SymbolTableCollection &tables) {
   if (!model)
     return emitOpError("trains unknown model ") << getModelAttr();
 
+  // Ranks of a grid of known size (1 without a grid).
+  int64_t ranks = 1;
   if (FlatSymbolRefAttr gridRef = getGridAttr()) {
     auto grid =
         tables.lookupNearestSymbolFrom<mlir::shard::GridOp>(*this, gridRef);
@@ -597,6 +693,7 @@ LogicalResult RecipeOp::verifySymbolUses(SymbolTableCollection &tables) {
              << " (hybrid sharding is not supported yet)";
     if (!ShapedType::isDynamic(grid.getShape()[0]) && grid.getShape()[0] < 1)
       return emitOpError("grid ") << gridRef << " has no ranks";
+    ranks = grid.getShape()[0];
   }
 
   // The recipe's compute type is the model's float type: the recipe cannot
@@ -621,6 +718,31 @@ LogicalResult RecipeOp::verifySymbolUses(SymbolTableCollection &tables) {
              << physical << " but model @" << model.getSymName()
              << " is written for batches of " << batch;
   }
+
+  // A rank holds the activations of a whole physical batch at once: the
+  // largest of them, times the batch, must fit a device.
+  if (forward && physical >= 1) {
+    LargestActivation largest = findLargestActivation(forward);
+    if (largest.type) {
+      std::optional<int64_t> bytes = getNumBytes(largest.type, physical);
+      if (!bytes || *bytes > kMaxTensorBytes) {
+        InFlightDiagnostic diag = emitOpError("physical_batch = ") << physical;
+        if (!bytes)
+          diag << " overflows int64 in the bytes of " << largest.what << " ("
+               << largest.type << ")";
+        else
+          diag << " makes " << largest.what << " (" << largest.type << ") take "
+               << formatBytes(*bytes)
+               << " per rank, more than the 1 TiB that no device holds";
+        diag.attachNote(largest.owner->getLoc()) << "the tensor is here";
+        return diag;
+      }
+    }
+  }
+  if (!ShapedType::isDynamic(ranks) && !llvm::checkedMul(ranks, physical))
+    return emitOpError("physical_batch = ")
+           << physical << " on " << ranks
+           << " ranks overflows int64 in the samples of one physical batch";
   if (auto shuffle = dyn_cast<ShuffleAttr>(getSampling());
       shuffle && shuffle.getBatch() < shuffle.getPhysicalBatch())
     return emitOpError("logical batch ")

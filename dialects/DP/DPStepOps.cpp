@@ -1,8 +1,10 @@
 //===- DPStepOps.cpp - The training step: gradients, norms, FSDP ----------===//
 
 #include "DP/DPOps.h"
+#include "DP/DPSizes.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/CheckedArithmetic.h"
 
 using namespace mlir;
 using namespace dpc::dp;
@@ -132,10 +134,16 @@ LogicalResult NormGramOp::verify() {
   return success();
 }
 
-LogicalResult NormSumOp::verify() {
-  if (getParts().empty())
-    return emitOpError("needs at least one part");
-  return success();
+LogicalResult ClipFactorOp::verify() {
+  auto emitError = [&] { return emitOpError(); };
+  if (failed(verifyFloatField(emitError, "max_norm",
+                              getMaxNorm().convertToDouble(),
+                              FloatRange::above(0.0))) ||
+      failed(verifyFloatField(emitError, "gamma", getGamma().convertToDouble(),
+                              FloatRange::above(0.0))))
+    return failure();
+  return verifyFloatField(emitError, "rel_err", getRelErr().convertToDouble(),
+                          FloatRange::atLeast(0.0));
 }
 
 //===----------------------------------------------------------------------===//
@@ -147,15 +155,51 @@ LogicalResult UnitOp::verify() {
   if (offsets.size() != getParams().size())
     return emitOpError("has ") << getParams().size() << " parameters but "
                                << offsets.size() << " offsets";
-  if (getRanks() < 1 || getShard() < 0)
-    return emitOpError("needs at least one rank and a non-negative shard");
-  if (getNumel() > getShard() * getRanks())
-    return emitOpError("holds ")
-           << getNumel() << " elements but " << getRanks() << " shards of "
-           << getShard() << " hold fewer";
-  for (size_t i = 1; i < offsets.size(); ++i)
-    if (offsets[i] <= offsets[i - 1])
+  // The accessors return the attributes as unsigned: read them signed, so
+  // that a negative size is seen as one.
+  int64_t numel = getNumelAttr().getInt(), shard = getShardAttr().getInt(),
+          ranks = getRanksAttr().getInt();
+  if (ranks < 1 || shard < 0 || numel < 0)
+    return emitOpError("needs at least one rank, a non-negative shard and "
+                       "a non-negative numel; got ranks = ")
+           << ranks << ", shard = " << shard << ", numel = " << numel;
+  std::optional<int64_t> capacity = llvm::checkedMul(shard, ranks);
+  if (!capacity)
+    return emitOpError() << ranks << " shards of " << shard
+                         << " elements overflow int64";
+  if (numel > *capacity)
+    return emitOpError("holds ") << numel << " elements but " << ranks
+                                 << " shards of " << shard << " hold fewer";
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    if (offsets[i] < 0 || offsets[i] >= numel)
+      return emitOpError("offset ")
+             << offsets[i] << " of " << getParams()[i]
+             << " lies outside the unit's " << numel << " elements";
+    if (i > 0 && offsets[i] <= offsets[i - 1])
       return emitOpError("offsets must increase");
+  }
+  return success();
+}
+
+/// Each parameter of the unit fits between its offset and the next one.
+LogicalResult UnitOp::verifySymbolUses(SymbolTableCollection &tables) {
+  ArrayRef<int64_t> offsets = getOffsets();
+  int64_t numel = getNumelAttr().getInt();
+  for (auto [index, ref] : llvm::enumerate(getParams())) {
+    auto symbol = cast<FlatSymbolRefAttr>(ref);
+    auto param =
+        tables.lookupNearestSymbolFrom<ParamOp>(*this, symbol.getAttr());
+    if (!param)
+      return emitOpError("holds unknown parameter ") << symbol;
+    bool last = index + 1 == offsets.size();
+    int64_t end = last ? numel : offsets[index + 1];
+    if (param.getNumElements() > end - offsets[index])
+      return emitOpError("parameter ")
+             << symbol << " of " << param.getNumElements()
+             << " elements at offset " << offsets[index] << " overruns "
+             << (last ? "the unit's numel " : "the next parameter's offset ")
+             << end;
+  }
   return success();
 }
 

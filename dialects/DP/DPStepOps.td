@@ -336,10 +336,10 @@ def DP_NormRowsOp : DP_NormOp<"norm_rows"> {
 
 def DP_NormSumOp : DP_Op<"norm_sum", [Pure, SameOperandsAndResultType]> {
   let summary = "sums per-sample squared norms";
+  // SameOperandsAndResultType also asks for at least one part.
   let arguments = (ins Variadic<DP_PerSample>:$parts);
   let results = (outs DP_PerSample:$norms);
   let assemblyFormat = "$parts attr-dict `:` type($norms)";
-  let hasVerifier = 1;
 }
 
 def DP_ClipFactorOp : DP_Op<"clip_factor", [Pure,
@@ -357,20 +357,23 @@ def DP_ClipFactorOp : DP_Op<"clip_factor", [Pure,
                        F64Attr:$gamma, F64Attr:$rel_err);
   let results = (outs DP_PerSample:$factors);
   let assemblyFormat = "$norms `,` $mask $mode attr-dict `:` type($norms)";
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
 // FSDP
 //===----------------------------------------------------------------------===//
 
-def DP_UnitOp : DP_Op<"unit", [Symbol, HasParent<"ModelOp">]> {
+def DP_UnitOp : DP_Op<"unit", [Symbol, HasParent<"ModelOp">,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "an FSDP unit: parameters in one flat buffer split over ranks";
   let description = [{
     ```mlir
     dp.unit @b0 params [@b0.wq, @b0.wk] offsets [0, 16384]
         {numel = 24576, shard = 12288, ranks = 2}
     ```
-    The parameters lie back to back (element offsets) in a flat buffer of
+    The parameters lie back to back (element offsets, increasing, without
+    overlap) in the first `numel` elements of a flat buffer of
     `ranks * shard` elements (padded with zeros); rank r owns elements
     [r * shard, (r + 1) * shard).
   }];

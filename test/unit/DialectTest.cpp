@@ -2,6 +2,7 @@
 
 #include "DP/DPModel.h"
 #include "DP/DPOps.h"
+#include "DP/DPSizes.h"
 
 #include "mlir/AsmParser/AsmParser.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -11,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <random>
 
 using namespace mlir;
@@ -125,6 +127,120 @@ TEST_F(DialectTest, CheckedConstructionReportsTheBrokenField) {
       llvm::APFloat(0.25), int64_t{0});
   EXPECT_FALSE(poisson);
   EXPECT_EQ(message, "physical_batch must be >= 1, got 0");
+}
+
+TEST_F(DialectTest, NonFiniteFieldsAreRejectedByName) {
+  // The parser can write infinities (1.0e400) but not NaN; getChecked can.
+  std::string message;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+    message = diag.str();
+    return success();
+  });
+  auto loc = UnknownLoc::get(&context);
+  auto emit = [&] { return emitError(loc); };
+  using llvm::APFloat;
+  const APFloat nan = APFloat::getNaN(APFloat::IEEEdouble());
+  const APFloat inf = APFloat::getInf(APFloat::IEEEdouble());
+  const APFloat one(1.0), half(0.5), small(1e-5);
+  struct Case {
+    std::function<Attribute()> make;
+    std::string expected;
+  };
+  const Case cases[] = {
+      {[&] { return NormalInitAttr::getChecked(emit, &context, nan); },
+       "standard deviation must be finite, got nan"},
+      {[&] { return UniformInitAttr::getChecked(emit, &context, inf); },
+       "bound must be finite, got inf"},
+      {[&] {
+         return ClipAttr::getChecked(emit, &context, ClipMode::flat, nan, one);
+       },
+       "max_norm must be finite, got nan"},
+      {[&] {
+         return ClipAttr::getChecked(emit, &context, ClipMode::automatic, one,
+                                     nan);
+       },
+       "gamma must be finite, got nan"},
+      {[&] {
+         return NoiseAttr::getChecked(emit, &context, nan, small,
+                                      NoiseGenerator::fast);
+       },
+       "sigma must be finite, got nan"},
+      {[&] {
+         return NoiseAttr::getChecked(emit, &context, one, nan,
+                                      NoiseGenerator::fast);
+       },
+       "delta must be finite, got nan"},
+      {[&] {
+         return TargetAttr::getChecked(emit, &context, nan, small,
+                                       NoiseGenerator::secure);
+       },
+       "epsilon must be finite, got nan"},
+      {[&] {
+         return PoissonAttr::getChecked(emit, &context, int64_t{0}, nan,
+                                        int64_t{4});
+       },
+       "sampling rate must be finite, got nan"},
+      {[&] { return SGDAttr::getChecked(emit, &context, nan, APFloat(0.0)); },
+       "lr must be finite, got nan"},
+      {[&] { return SGDAttr::getChecked(emit, &context, one, nan); },
+       "weight_decay must be finite, got nan"},
+      {[&] {
+         return MomentumAttr::getChecked(emit, &context, one, nan, false,
+                                         APFloat(0.0));
+       },
+       "momentum must be finite, got nan"},
+      {[&] {
+         return AdamWAttr::getChecked(emit, &context, one, nan, half, small,
+                                      APFloat(0.0));
+       },
+       "beta1 must be finite, got nan"},
+      {[&] {
+         return AdamWAttr::getChecked(emit, &context, one, half, nan, small,
+                                      APFloat(0.0));
+       },
+       "beta2 must be finite, got nan"},
+      {[&] {
+         return AdamWAttr::getChecked(emit, &context, one, half, half, nan,
+                                      APFloat(0.0));
+       },
+       "eps must be finite, got nan"},
+      {[&] {
+         return AdamWAttr::getChecked(emit, &context, one, half, half, small,
+                                      -inf);
+       },
+       "weight_decay must be finite, got -inf"},
+  };
+  for (const Case &c : cases) {
+    message.clear();
+    EXPECT_FALSE(c.make()) << c.expected;
+    EXPECT_EQ(message, c.expected);
+  }
+}
+
+TEST(Sizes, CountWithoutOverflow) {
+  constexpr int64_t kDynamic = ShapedType::kDynamic;
+  EXPECT_EQ(getNumElements({kDynamic, 128, 384}, 16), 16 * 128 * 384);
+  EXPECT_EQ(getNumElements({kDynamic, 128, 384}), 128 * 384);
+  EXPECT_EQ(getNumElements({}), 1);
+  EXPECT_EQ(getNumElements({int64_t(1) << 32, (int64_t(1) << 31) - 1}),
+            INT64_MAX - (int64_t(1) << 32) + 1);
+  EXPECT_EQ(getNumElements({int64_t(1) << 32, int64_t(1) << 31}), std::nullopt)
+      << "2^63 does not fit int64";
+  EXPECT_EQ(getNumElements({int64_t(1) << 32, int64_t(1) << 32}), std::nullopt)
+      << "2^64 wraps to 0 in unchecked arithmetic";
+  EXPECT_EQ(getNumElements({kDynamic, 4}, INT64_MAX), std::nullopt);
+
+  MLIRContext context;
+  auto bf16 = RankedTensorType::get({kDynamic, 8}, BFloat16Type::get(&context));
+  EXPECT_EQ(getNumBytes(bf16, 3), 3 * 8 * 2);
+  auto i32 = RankedTensorType::get({2, 5}, IntegerType::get(&context, 32));
+  EXPECT_EQ(getNumBytes(i32), 40);
+  auto f32 = RankedTensorType::get({kDynamic, int64_t(1) << 61},
+                                   Float32Type::get(&context));
+  EXPECT_EQ(getNumBytes(f32), std::nullopt) << "2^61 elements of 4 bytes";
+  EXPECT_EQ(formatBytes(384), "384 bytes");
+  EXPECT_EQ(formatBytes(kMaxTensorBytes), "1.0 TiB");
+  EXPECT_EQ(formatBytes(3 * 1024 * 1024 / 2), "1.5 MiB");
 }
 
 TEST_F(DialectTest, EffectiveInitFollowsTheParameterRole) {

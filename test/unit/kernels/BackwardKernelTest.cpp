@@ -24,11 +24,6 @@ Vec expected(bool accumulate, const Vec &init, const Vec &v) {
   return accumulate ? ref::addForward(init, v) : v;
 }
 
-/// An output buffer: random values to accumulate into, or NaN.
-Buffer outputBuffer(Rng &rng, DType dt, int64_t n, bool accumulate) {
-  return accumulate ? Buffer(dt, uniform(rng, n)) : Buffer(dt, n);
-}
-
 /// The size of the terms a norm's dx sums before they cancel: per element
 ///   rstd (|g| + |mean_j g| + |xhat| |mean_j(g xhat)|), g = dy * gamma,
 /// (no mean_j g for RMSNorm) plus |init| when accumulating. dx is a
@@ -126,11 +121,8 @@ TEST(CrossEntropyBackward, MatchesReferenceWithIgnoredTokensAndSeeds) {
             classes = uniformInt(rng, 2, 30);
     bool hasIgnore = uniformInt(rng, 0, 1);
     Reduction red = uniformInt(rng, 0, 1) ? Reduction::Mean : Reduction::Sum;
-    ref::Tokens targets(batch * tokens);
-    for (int32_t &t : targets)
-      t = hasIgnore && uniformInt(rng, 0, 3) == 0
-              ? -1
-              : int32_t(uniformInt(rng, 0, classes - 1));
+    ref::Tokens targets =
+        randomTargets(rng, batch * tokens, classes, -1, hasIgnore ? 4 : 0);
     Buffer logits(dt, normal(rng, batch * tokens * classes, 2.0));
     Vec refLse;
     ref::crossEntropyForward(logits.values(), targets, batch, tokens, classes,

@@ -51,13 +51,13 @@ TEST(ClipFactors, MatchFormulaForEveryModeWithMaskAndRelErr) {
     SCOPED_TRACE("mode " + std::to_string(int(mode)));
     forEachCaseAndDType(12, [&](Rng &rng, DType dt) {
       int64_t batch = uniformInt(rng, 1, 40);
-      double maxNorm = uniform(rng, 1, 0.1, 5)[0];
+      double maxNorm = uniformScalar(rng, 0.1, 5);
       double gamma = 0.01;
       double relErr = uniformInt(rng, 0, 1) ? 0.0 : 1e-3;
       // Norms from far below to far above the bound (log-uniform).
       Vec n2v(batch), maskv(batch);
       for (int64_t b = 0; b < batch; ++b) {
-        double n = maxNorm * std::pow(10.0, uniform(rng, 1, -4, 4)[0]);
+        double n = maxNorm * std::pow(10.0, uniformScalar(rng, -4, 4));
         n2v[b] = n * n;
         maskv[b] = uniformInt(rng, 0, 3) == 0 ? 0.0 : 1.0;
       }
@@ -139,9 +139,7 @@ TEST(EmbeddingGrad, EqualsClippedSumOfPerSampleGradientsWithRepeats) {
   forEachCaseAndDType(16, [](Rng &rng, DType dt) {
     int64_t batch = uniformInt(rng, 1, 6), tokens = uniformInt(rng, 1, 16),
             vocab = uniformInt(rng, 1, 8), dim = uniformInt(rng, 1, 24);
-    ref::Tokens tok(batch * tokens);
-    for (int32_t &t : tok)
-      t = int32_t(uniformInt(rng, 0, vocab - 1));
+    ref::Tokens tok = randomTokens(rng, batch * tokens, vocab);
     Buffer dy(dt, uniform(rng, batch * tokens * dim));
     Vec dyv = dy.values();
     poisonSample0(dy, tokens * dim);

@@ -90,9 +90,7 @@ std::vector<Param> randomGroup(Rng &rng, DType dt, int64_t batch,
   }
   case 2: { // embedding with repeated tokens
     int64_t vocab = uniformInt(rng, 1, 6), dim = uniformInt(rng, 1, 16);
-    ref::Tokens tok(rows);
-    for (int32_t &t : tok)
-      t = int32_t(uniformInt(rng, 0, vocab - 1));
+    ref::Tokens tok = randomTokens(rng, rows, vocab);
     Buffer dy(dt, normal(rng, rows * dim, scale));
     cpu::norm_embedding(r.get(), dt, tok.data(), dy.data(), n2.data(), batch,
                         tokens, dim);
@@ -121,7 +119,7 @@ TEST(ClipBound, EveryClippedPerSampleGradientHasNormAtMostC) {
     bool wide = dt == DType::F64;
     double relErr = wide ? 0.0 : 1e-3;
     ClipMode mode = ClipMode(uniformInt(rng, 0, 2));
-    double maxNorm = std::pow(10.0, uniform(rng, 1, -2, 2)[0]);
+    double maxNorm = std::pow(10.0, uniformScalar(rng, -2, 2));
     int64_t batch = uniformInt(rng, 1, 6), tokens = uniformInt(rng, 1, 8);
     int64_t groups = uniformInt(rng, 1, 4);
     SCOPED_TRACE(std::string(dprt::nameOf(dt)) + ", mode " +
@@ -139,8 +137,8 @@ TEST(ClipBound, EveryClippedPerSampleGradientHasNormAtMostC) {
     std::vector<Buffer> groupN2;
     for (int64_t l = 0; l < groups; ++l) {
       // Each group at its own scale: 10^[-10, 10] per operand (f64).
-      double scale = std::pow(10.0, wide ? uniform(rng, 1, -10, 10)[0]
-                                         : uniform(rng, 1, -3, 3)[0]);
+      double scale = std::pow(10.0, wide ? uniformScalar(rng, -10, 10)
+                                         : uniformScalar(rng, -3, 3));
       groupN2.emplace_back(acc, Vec(batch, 0.0));
       model.push_back(
           randomGroup(rng, dt, batch, tokens, scale, groupN2.back()));

@@ -18,13 +18,6 @@ namespace ref = dpc::reference;
 
 namespace {
 
-ref::Tokens randomTokens(Rng &rng, int64_t n, int64_t vocab) {
-  ref::Tokens t(n);
-  for (int32_t &e : t)
-    e = int32_t(uniformInt(rng, 0, vocab - 1));
-  return t;
-}
-
 TEST(EmbeddingForward, CopiesTheTokensRows) {
   forEachCaseAndDType(12, [](Rng &rng, DType dt) {
     int64_t rows = uniformInt(rng, 1, 30), vocab = uniformInt(rng, 1, 12),
@@ -179,15 +172,12 @@ TEST(CrossEntropyForward, MatchesReferenceWithIgnoredTokensMeanAndSum) {
     bool hasIgnore = uniformInt(rng, 0, 1);
     int64_t ignoreIndex = uniformInt(rng, 0, 1) ? -1 : -100;
     Reduction red = uniformInt(rng, 0, 1) ? Reduction::Mean : Reduction::Sum;
-    ref::Tokens targets = randomTokens(rng, batch * tokens, classes);
-    if (hasIgnore) {
-      for (int32_t &t : targets)
-        if (uniformInt(rng, 0, 3) == 0)
-          t = int32_t(ignoreIndex);
-      // One sample with no counted token: its loss is 0.
+    ref::Tokens targets = randomTargets(
+        rng, batch * tokens, classes, int32_t(ignoreIndex), hasIgnore ? 4 : 0);
+    // One sample with no counted token: its loss is 0.
+    if (hasIgnore)
       for (int64_t t = 0; t < tokens; ++t)
         targets[t] = int32_t(ignoreIndex);
-    }
     Buffer logits(dt, normal(rng, batch * tokens * classes, 2.0));
     Buffer loss(accOf(dt), batch), lse(accOf(dt), batch * tokens);
     TestRank r;

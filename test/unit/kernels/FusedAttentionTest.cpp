@@ -96,13 +96,8 @@ TEST(FusedAttentionTiles, FragmentHelpersFollowThePtxLayouts) {
 // One warp: the products the block programs are made of
 //===----------------------------------------------------------------------===//
 
+/// bf16 as the GPU rounds to it (the emulator's cvt).
 uint16_t bf16Bits(float f) { return simt::roundBf16(f); }
-float bf16Float(uint16_t b) {
-  uint32_t w = uint32_t(b) << 16;
-  float f;
-  std::memcpy(&f, &w, 4);
-  return f;
-}
 
 TEST(FusedAttentionFragments, WarpProductsMatchNaiveProducts) {
   // S = A B^T (16 x 32 from 16 x 32 and 32 x 32 in shared memory), then
@@ -150,7 +145,7 @@ TEST(FusedAttentionFragments, WarpProductsMatchNaiveProducts) {
                                  flash::accCol(lane, e))],
                        out[n][e]);
     });
-    auto r = [](double x) { return double(bf16Float(bf16Bits(float(x)))); };
+    auto r = [](double x) { return bf16Value(bf16Bits(float(x))); };
     for (int i = 0; i < 16; ++i)
       for (int n = 0; n < N; ++n) {
         double want = 0;
@@ -315,7 +310,7 @@ void emulate(Tensors &t, bool backward, const simt::Options &options) {
 Vec bf16Values(const std::vector<uint16_t> &x) {
   Vec out(x.size());
   for (size_t i = 0; i < x.size(); ++i)
-    out[i] = bf16Float(x[i]);
+    out[i] = bf16Value(x[i]);
   return out;
 }
 Vec floatValues(const std::vector<float> &x) { return Vec(x.begin(), x.end()); }
@@ -323,14 +318,7 @@ Vec floatValues(const std::vector<float> &x) { return Vec(x.begin(), x.end()); }
 /// ‖out - ref‖ / ‖ref‖ (‖out - ref‖ where ref is 0: a single token's dq
 /// and dk); infinity if out has a NaN or infinity.
 double relError(const Vec &out, const Vec &ref) {
-  double d2 = 0, r2 = 0;
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (!std::isfinite(out[i]))
-      return std::numeric_limits<double>::infinity();
-    d2 += (out[i] - ref[i]) * (out[i] - ref[i]);
-    r2 += ref[i] * ref[i];
-  }
-  return r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2);
+  return relativeError(out, ref, ref);
 }
 
 /// The CPU backend's forward (o, lse) and backward (dq, dk, dv) of t's

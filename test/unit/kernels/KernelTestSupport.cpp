@@ -134,6 +134,64 @@ int64_t uniformInt(Rng &rng, int64_t lo, int64_t hi) {
   return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
 }
 
+double uniformScalar(Rng &rng, double lo, double hi) {
+  return std::uniform_real_distribution<double>(lo, hi)(rng);
+}
+
+reference::Tokens randomTokens(Rng &rng, int64_t n, int64_t vocab) {
+  return randomTargets(rng, n, vocab, 0, 0);
+}
+
+reference::Tokens randomTargets(Rng &rng, int64_t n, int64_t classes,
+                                int32_t ignoreIndex, int64_t ignoreOneIn) {
+  reference::Tokens t(n);
+  for (int32_t &e : t)
+    e = ignoreOneIn > 0 && uniformInt(rng, 1, ignoreOneIn) == 1
+            ? ignoreIndex
+            : int32_t(uniformInt(rng, 0, classes - 1));
+  return t;
+}
+
+Buffer outputBuffer(Rng &rng, DType dt, int64_t n, bool accumulate, double lo,
+                    double hi) {
+  return accumulate ? Buffer(dt, uniform(rng, n, lo, hi)) : Buffer(dt, n);
+}
+
+Vec squaredNorms(const reference::PerSample &g) {
+  Vec n(g.size());
+  for (size_t b = 0; b < g.size(); ++b)
+    n[b] = reference::sumSquares(g[b]);
+  return n;
+}
+
+void randomizeParams(reference::Model &m, Rng &rng, double scale) {
+  for (const std::string &p : m.paramNames()) {
+    Vec &w = m.param(p);
+    bool gamma = m.paramShape(p).size() == 1 && w[0] == 1.0;
+    Vec r = normal(rng, int64_t(w.size()), gamma ? 0.1 : scale);
+    for (size_t i = 0; i < w.size(); ++i)
+      w[i] = (gamma ? 1.0 : 0.0) + r[i];
+  }
+}
+
+reference::Batch mlpBatch(Rng &rng, int64_t size, int64_t features,
+                          int64_t classes) {
+  reference::Batch b;
+  b.size = size;
+  b.reals["x"] = normal(rng, size * features);
+  b.tokens["label"] = randomTokens(rng, size, classes);
+  return b;
+}
+
+reference::Batch lmBatch(Rng &rng, int64_t size,
+                         const reference::TinyLmShape &s) {
+  reference::Batch b;
+  b.size = size;
+  b.tokens["tok"] = randomTokens(rng, size * s.tokens, s.vocab);
+  b.tokens["tgt"] = randomTargets(rng, size * s.tokens, s.vocab, -1, 5);
+  return b;
+}
+
 double relativeError(const Vec &out, const Vec &ref, const Vec &scale) {
   if (out.size() != ref.size() || scale.size() != ref.size())
     return std::numeric_limits<double>::infinity();

@@ -23,6 +23,7 @@
 
 #include "dprt/kernels.h"
 #include "reference/Layers.h"
+#include "reference/Models.h"
 
 #include <gtest/gtest.h>
 
@@ -83,6 +84,34 @@ Vec rounded(dprt::DType dt, const Vec &v);
 Vec uniform(Rng &rng, int64_t n, double lo = -1.0, double hi = 1.0);
 Vec normal(Rng &rng, int64_t n, double stddev = 1.0);
 int64_t uniformInt(Rng &rng, int64_t lo, int64_t hi); ///< in [lo, hi]
+double uniformScalar(Rng &rng, double lo, double hi); ///< in [lo, hi)
+
+/// n token ids in [0, vocab).
+reference::Tokens randomTokens(Rng &rng, int64_t n, int64_t vocab);
+/// n targets in [0, classes), each one `ignoreIndex` instead with probability
+/// 1 / ignoreOneIn (never when ignoreOneIn is 0).
+reference::Tokens randomTargets(Rng &rng, int64_t n, int64_t classes,
+                                int32_t ignoreIndex, int64_t ignoreOneIn);
+
+/// An output buffer of n elements: random values in [lo, hi) for a kernel
+/// that accumulates into it, NaN for one that writes it.
+Buffer outputBuffer(Rng &rng, dprt::DType dt, int64_t n, bool accumulate,
+                    double lo = -1.0, double hi = 1.0);
+
+/// ||g_b||^2 for every sample b.
+Vec squaredNorms(const reference::PerSample &g);
+
+/// Random parameters of a model fresh from reference/Models.h: N(0, scale^2)
+/// for weights, 1 + N(0, 0.1^2) for the normalization gammas (which start at
+/// one).
+void randomizeParams(reference::Model &m, Rng &rng, double scale);
+/// A batch of examples/mlp.mlir's inputs: features ~ N(0, 1) and labels.
+reference::Batch mlpBatch(Rng &rng, int64_t size, int64_t features,
+                          int64_t classes);
+/// A batch of examples/tinylm.mlir's inputs: tokens, and targets of which
+/// one in five is ignored (-1).
+reference::Batch lmBatch(Rng &rng, int64_t size,
+                         const reference::TinyLmShape &s);
 
 /// ||out - ref|| / ||scale|| (||out - ref|| when scale is 0); infinity when
 /// any element of out is NaN or infinite. `scale` is ref unless a result is

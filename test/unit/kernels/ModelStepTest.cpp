@@ -369,30 +369,6 @@ KernelStep mlpStep(DType dt, int64_t features, int64_t hidden, int64_t classes,
   return {v.values("loss"), n2.values()};
 }
 
-/// Random parameters (gammas near one) shared by the reference and the
-/// kernels.
-void randomize(ref::Model &m, Rng &rng, double scale) {
-  for (const std::string &p : m.paramNames()) {
-    Vec &w = m.param(p);
-    bool gamma = m.paramShape(p).size() == 1 && w[0] == 1.0;
-    Vec r = normal(rng, int64_t(w.size()), gamma ? 0.1 : scale);
-    for (size_t i = 0; i < w.size(); ++i)
-      w[i] = (gamma ? 1.0 : 0.0) + r[i];
-  }
-}
-
-ref::Batch lmBatch(Rng &rng, int64_t size, const ref::TinyLmShape &s) {
-  ref::Batch b;
-  b.size = size;
-  for (int64_t i = 0; i < size * s.tokens; ++i) {
-    b.tokens["tok"].push_back(int32_t(uniformInt(rng, 0, s.vocab - 1)));
-    b.tokens["tgt"].push_back(uniformInt(rng, 0, 5) == 0
-                                  ? -1
-                                  : int32_t(uniformInt(rng, 0, s.vocab - 1)));
-  }
-  return b;
-}
-
 /// The model's clipped gradient sums, concatenated in parameter order.
 Vec allGradients(const ref::Model &m, const KernelParams &p) {
   Vec all;
@@ -431,12 +407,8 @@ TEST(MlpStep, KernelsMatchNaivePerSampleReference) {
   forEachCase(3, [](Rng &rng) {
     const int64_t features = 9, hidden = 16, classes = 5, B = 7;
     ref::Model model = ref::mlpClassifier(features, hidden, classes);
-    randomize(model, rng, 0.4);
-    ref::Batch batch;
-    batch.size = B;
-    batch.reals["x"] = normal(rng, B * features);
-    for (int64_t b = 0; b < B; ++b)
-      batch.tokens["label"].push_back(int32_t(uniformInt(rng, 0, classes - 1)));
+    randomizeParams(model, rng, 0.4);
+    ref::Batch batch = mlpBatch(rng, B, features, classes);
     Vec mask{1, 1, 1, 0, 1, 1, 0};
     for (DType dt : {DType::F64, DType::F32}) {
       SCOPED_TRACE(dprt::nameOf(dt));
@@ -472,7 +444,7 @@ TEST(TinyLmStep, KernelsMatchNaivePerSampleReference) {
     s.kvHeads = 2;
     s.ffn = 12;
     ref::Model model = ref::tinyLm(s);
-    randomize(model, rng, 0.5);
+    randomizeParams(model, rng, 0.5);
     ref::Batch batch = lmBatch(rng, 4, s);
     Vec mask{1, 1, 0, 1};
     for (DType dt : {DType::F64, DType::F32}) {
@@ -520,7 +492,7 @@ TEST(TinyLmStep, DISABLED_DemoSizeTiming) {
   s.ffn = 384;
   Rng rng(1);
   ref::Model model = ref::tinyLm(s);
-  randomize(model, rng, 0.05);
+  randomizeParams(model, rng, 0.05);
   ref::Batch batch = lmBatch(rng, 16, s);
   Vec mask(16, 1.0);
   ref::Recipe recipe;

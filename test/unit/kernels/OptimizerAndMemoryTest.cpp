@@ -28,8 +28,8 @@ Vec scaled(Vec v, double s) {
 /// Draws the step's scalars into the rank's StepState.
 void randomStepState(Rng &rng, TestRank &r, int64_t step) {
   r.state().step = step;
-  r.state().gradScale = uniform(rng, 1, 0.01, 1)[0];
-  r.state().lrScale = uniform(rng, 1, 0.1, 1)[0];
+  r.state().gradScale = uniformScalar(rng, 0.01, 1);
+  r.state().lrScale = uniformScalar(rng, 0.1, 1);
 }
 
 TEST(SgdUpdate, MatchesReferenceWithGradScaleLrScaleAndDecay) {

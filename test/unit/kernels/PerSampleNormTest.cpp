@@ -17,16 +17,9 @@ namespace ref = dpc::reference;
 
 namespace {
 
-Vec squaredNorms(const ref::PerSample &g) {
-  Vec n(g.size());
-  for (size_t b = 0; b < g.size(); ++b)
-    n[b] = ref::sumSquares(g[b]);
-  return n;
-}
-
 /// A random n2 buffer to add into; `init` receives its values.
 Buffer startingNorms(Rng &rng, DType dt, int64_t batch, Vec &init) {
-  Buffer n2(accOf(dt), uniform(rng, batch, 0, 3));
+  Buffer n2 = outputBuffer(rng, accOf(dt), batch, /*accumulate=*/true, 0, 3);
   init = n2.values();
   return n2;
 }
@@ -61,7 +54,7 @@ TEST(Gram, IsEachSamplesMatrixOfRowInnerProducts) {
       for (int64_t t = 0; t < tokens; ++t)
         for (int64_t s = 0; s <= t; ++s)
           kInit[b * tt + t * tokens + s] = kInit[b * tt + s * tokens + t] =
-              uniform(rng, 1)[0];
+              uniformScalar(rng, -1, 1);
     Buffer K = acc ? Buffer(accOf(dt), kInit) : Buffer(accOf(dt), batch * tt);
     Vec init = K.values();
     TestRank r;
@@ -193,9 +186,7 @@ TEST(EmbeddingNorm, MatchesNaivePerSampleGradientWithRepeatedTokens) {
     // A small vocabulary makes tokens repeat within a sample.
     int64_t batch = uniformInt(rng, 1, 5), tokens = uniformInt(rng, 1, 20),
             vocab = uniformInt(rng, 1, 6), dim = uniformInt(rng, 1, 24);
-    ref::Tokens tok(batch * tokens);
-    for (int32_t &t : tok)
-      t = int32_t(uniformInt(rng, 0, vocab - 1));
+    ref::Tokens tok = randomTokens(rng, batch * tokens, vocab);
     Buffer dy(dt, uniform(rng, batch * tokens * dim));
     Vec init;
     Buffer n2 = startingNorms(rng, dt, batch, init);

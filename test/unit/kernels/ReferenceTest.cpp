@@ -96,9 +96,7 @@ TEST(ReferenceLayers, LinearGradientsMatchFiniteDifferences) {
 TEST(ReferenceLayers, EmbeddingGradientMatchesFiniteDifferences) {
   forEachCase(3, [](Rng &rng) {
     int64_t batch = 2, tokens = 5, vocab = 3, dim = 4;
-    ref::Tokens tok(batch * tokens);
-    for (int32_t &t : tok)
-      t = int32_t(uniformInt(rng, 0, vocab - 1));
+    ref::Tokens tok = randomTokens(rng, batch * tokens, vocab);
     Vec table = normal(rng, vocab * dim),
         dy = normal(rng, batch * tokens * dim);
     EXPECT_FD(sumOverSamples(ref::embeddingGradPerSample(tok, dy, batch, tokens,
@@ -216,10 +214,7 @@ TEST(ReferenceLayers, LossGradientsMatchFiniteDifferences) {
   forEachCase(4, [](Rng &rng) {
     int64_t batch = 3, tokens = 4, classes = 5;
     Reduction red = uniformInt(rng, 0, 1) ? Reduction::Mean : Reduction::Sum;
-    ref::Tokens targets(batch * tokens);
-    for (int32_t &t : targets)
-      t = uniformInt(rng, 0, 3) == 0 ? -1
-                                     : int32_t(uniformInt(rng, 0, classes - 1));
+    ref::Tokens targets = randomTargets(rng, batch * tokens, classes, -1, 4);
     Vec logits = normal(rng, batch * tokens * classes),
         dloss = normal(rng, batch);
     EXPECT_FD(ref::crossEntropyBackward(logits, targets, dloss, batch, tokens,
@@ -246,38 +241,6 @@ TEST(ReferenceLayers, LossGradientsMatchFiniteDifferences) {
             0.0);
 }
 
-/// Random parameters of a fresh model (gammas near 1).
-void randomize(ref::Model &m, Rng &rng, double scale) {
-  for (const std::string &p : m.paramNames()) {
-    Vec &v = m.param(p);
-    bool gamma = m.paramShape(p).size() == 1 && v[0] == 1.0;
-    Vec r = normal(rng, int64_t(v.size()), gamma ? 0.1 : scale);
-    for (size_t i = 0; i < v.size(); ++i)
-      v[i] = (gamma ? 1.0 : 0.0) + r[i];
-  }
-}
-
-ref::Batch mlpBatch(Rng &rng, int64_t size, int64_t features, int64_t classes) {
-  ref::Batch b;
-  b.size = size;
-  b.reals["x"] = normal(rng, size * features);
-  for (int64_t i = 0; i < size; ++i)
-    b.tokens["label"].push_back(int32_t(uniformInt(rng, 0, classes - 1)));
-  return b;
-}
-
-ref::Batch lmBatch(Rng &rng, int64_t size, const ref::TinyLmShape &s) {
-  ref::Batch b;
-  b.size = size;
-  for (int64_t i = 0; i < size * s.tokens; ++i) {
-    b.tokens["tok"].push_back(int32_t(uniformInt(rng, 0, s.vocab - 1)));
-    b.tokens["tgt"].push_back(uniformInt(rng, 0, 4) == 0
-                                  ? -1
-                                  : int32_t(uniformInt(rng, 0, s.vocab - 1)));
-  }
-  return b;
-}
-
 /// Every per-sample gradient element of every parameter against finite
 /// differences of that sample's loss.
 void expectPerSampleGradientsMatchFiniteDifferences(ref::Model &m,
@@ -301,7 +264,7 @@ void expectPerSampleGradientsMatchFiniteDifferences(ref::Model &m,
 TEST(ReferenceModel, MlpPerSampleGradientsMatchFiniteDifferences) {
   forEachCase(2, [](Rng &rng) {
     ref::Model m = ref::mlpClassifier(5, 7, 3);
-    randomize(m, rng, 0.5);
+    randomizeParams(m, rng, 0.5);
     expectPerSampleGradientsMatchFiniteDifferences(m, mlpBatch(rng, 3, 5, 3));
   });
 }
@@ -317,7 +280,7 @@ TEST(ReferenceModel, TransformerLmPerSampleGradientsMatchFiniteDifferences) {
     s.kvHeads = 1;
     s.ffn = 6;
     ref::Model m = ref::tinyLm(s);
-    randomize(m, rng, 0.4);
+    randomizeParams(m, rng, 0.4);
     m.setTrainable("b1.n2", false); // a frozen parameter gets no gradient
     expectPerSampleGradientsMatchFiniteDifferences(m, lmBatch(rng, 2, s));
     EXPECT_EQ(m.perSampleGradients(lmBatch(rng, 1, s)).grads.count("b1.n2"),
@@ -330,7 +293,7 @@ TEST(ReferenceDpStep, ClipsMasksSumsAndStepsAsDefined) {
        {ClipMode::Flat, ClipMode::PerLayer, ClipMode::Automatic})
     forEachCase(2, [&](Rng &rng) {
       ref::Model m = ref::mlpClassifier(4, 6, 3);
-      randomize(m, rng, 1.0);
+      randomizeParams(m, rng, 1.0);
       ref::Batch batch = mlpBatch(rng, 5, 4, 3);
       Vec mask{1, 0, 1, 1, 1};
       ref::Recipe recipe;
@@ -388,7 +351,7 @@ TEST(ReferenceDpStep, ScalesNormsByTheRoundingSlack) {
        {ClipMode::Flat, ClipMode::PerLayer, ClipMode::Automatic})
     forEachCase(1, [&](Rng &rng) {
       ref::Model m = ref::mlpClassifier(4, 6, 3);
-      randomize(m, rng, 1.0);
+      randomizeParams(m, rng, 1.0);
       ref::Batch batch = mlpBatch(rng, 3, 4, 3);
       ref::Recipe recipe;
       recipe.clip = mode;
@@ -414,7 +377,7 @@ TEST(ReferenceDpStep, ScalesNormsByTheRoundingSlack) {
 TEST(ReferenceDpStep, EmptyBatchStepsByWeightDecayOnly) {
   forEachCase(1, [](Rng &rng) {
     ref::Model m = ref::mlpClassifier(4, 6, 3);
-    randomize(m, rng, 1.0);
+    randomizeParams(m, rng, 1.0);
     ref::Batch empty; // size 0, no rows
     ref::Recipe recipe;
     recipe.lr = 0.5;

@@ -1,0 +1,47 @@
+//===- DPSizes.h - Tensor sizes in checked arithmetic -----------*- C++ -*-===//
+//
+// The sizes of the tensors a model and its recipe imply, computed without
+// overflow, and the limits the verifiers hold them to.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DPC_DIALECTS_DP_DPSIZES_H
+#define DPC_DIALECTS_DP_DPSIZES_H
+
+#include "mlir/IR/BuiltinTypes.h"
+
+#include <cstdint>
+#include <optional>
+
+namespace dpc::dp {
+
+/// No device holds a tensor of 2^40 bytes (1 TiB). The verifiers reject a
+/// parameter, or an activation of the physical batch, that is larger: such a
+/// size is a mistake, and with every tensor below it the sums and products of
+/// a few sizes that the passes form stay far from int64 overflow.
+constexpr int64_t kMaxTensorBytes = int64_t(1) << 40;
+
+/// The driver and the accountant hold steps and logical batches in doubles,
+/// which count exactly up to 2^53.
+constexpr int64_t kMaxExactCount = int64_t(1) << 53;
+
+/// Elements of a tensor of `shape` whose dynamic dimensions (the sample
+/// dimension before dp-specialize) hold `dynamicSize` each; nullopt when the
+/// count overflows int64.
+std::optional<int64_t> getNumElements(llvm::ArrayRef<int64_t> shape,
+                                      int64_t dynamicSize = 1);
+
+/// Bytes of one element of `type` (an int or float type).
+int64_t getElementBytes(mlir::Type type);
+
+/// Bytes of a tensor of `type` with dynamic dimensions of `dynamicSize`;
+/// nullopt when the count overflows int64.
+std::optional<int64_t> getNumBytes(mlir::ShapedType type,
+                                   int64_t dynamicSize = 1);
+
+/// `bytes` as people read it: "1.5 GiB", "384 bytes".
+std::string formatBytes(int64_t bytes);
+
+} // namespace dpc::dp
+
+#endif // DPC_DIALECTS_DP_DPSIZES_H

@@ -1,0 +1,303 @@
+// RUN: dp-opt %s --split-input-file --verify-diagnostics --allow-unregistered-dialect
+//
+// One case per diagnostic of the training step (dp.step, dp.yield) and of
+// the ops the passes put in it: input gradients, per-sample norms and clip
+// factors. Each model has the forward pass of a fixed batch of 2 samples.
+
+// A model has one training step.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<2x8xf32>, %y: tensor<2xi32>) -> tensor<2xf32> {
+    %h = dp.linear @w(%x) : tensor<2x8xf32> -> tensor<2x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<2x4xf32>, tensor<2xi32> -> tensor<2xf32>
+    dp.return %l : tensor<2xf32>
+  }
+  dp.step(%x: tensor<2x8xf32>, %y: tensor<2xi32>, %mask: tensor<2xf32>) -> tensor<2xf32> {
+
+    dp.yield %mask : tensor<2xf32>
+  }
+  // expected-error @+1 {{a model has one training step}}
+  dp.step(%x: tensor<2x8xf32>, %y: tensor<2xi32>, %mask: tensor<2xf32>) -> tensor<2xf32> {
+
+    dp.yield %mask : tensor<2xf32>
+  }
+}
+
+// -----
+
+// The step takes the inputs of the forward pass and a mask.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<2x8xf32>, %y: tensor<2xi32>) -> tensor<2xf32> {
+    %h = dp.linear @w(%x) : tensor<2x8xf32> -> tensor<2x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<2x4xf32>, tensor<2xi32> -> tensor<2xf32>
+    dp.return %l : tensor<2xf32>
+  }
+  // expected-error @+1 {{takes the forward pass's inputs and a mask}}
+  dp.step(%mask: tensor<2xf32>) -> tensor<2xf32> {
+
+    dp.yield %mask : tensor<2xf32>
+  }
+}
+
+// -----
+
+// The mask is a static 1-D float tensor, one entry per sample.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<2x8xf32>, %y: tensor<2xi32>) -> tensor<2xf32> {
+    %h = dp.linear @w(%x) : tensor<2x8xf32> -> tensor<2x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<2x4xf32>, tensor<2xi32> -> tensor<2xf32>
+    dp.return %l : tensor<2xf32>
+  }
+  // expected-error @+1 {{the last input is the mask, a static 1-D float tensor; got 'tensor<2x1xf32>'}}
+  dp.step(%x: tensor<2x8xf32>, %mask: tensor<2x1xf32>) -> tensor<2xf32> {
+
+    %l = "test.loss"(%mask) : (tensor<2x1xf32>) -> tensor<2xf32>
+    dp.yield %l : tensor<2xf32>
+  }
+}
+
+// -----
+
+// dp.yield returns what the step declares.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<2x8xf32>, %y: tensor<2xi32>) -> tensor<2xf32> {
+    %h = dp.linear @w(%x) : tensor<2x8xf32> -> tensor<2x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<2x4xf32>, tensor<2xi32> -> tensor<2xf32>
+    dp.return %l : tensor<2xf32>
+  }
+  // expected-error @+1 {{must end with dp.yield of its result types}}
+  dp.step(%x: tensor<2x8xf32>, %y: tensor<2xi32>, %mask: tensor<2xf32>) -> tensor<2xf32> {
+
+    dp.yield %x : tensor<2x8xf32>
+  }
+}
+
+// -----
+
+// Only dp ops run in a step.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<2x8xf32>, %y: tensor<2xi32>) -> tensor<2xf32> {
+    %h = dp.linear @w(%x) : tensor<2x8xf32> -> tensor<2x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<2x4xf32>, tensor<2xi32> -> tensor<2xf32>
+    dp.return %l : tensor<2xf32>
+  }
+  dp.step(%x: tensor<2x8xf32>, %y: tensor<2xi32>, %mask: tensor<2xf32>) -> tensor<2xf32> {
+    // expected-error @+1 {{cannot appear in a dp.step}}
+    %s = "test.scale"(%x) : (tensor<2x8xf32>) -> tensor<2x8xf32>
+    dp.yield %mask : tensor<2xf32>
+  }
+}
+
+// -----
+
+// Every result of a step has the physical batch as its leading dimension.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<2x8xf32>, %y: tensor<2xi32>) -> tensor<2xf32> {
+    %h = dp.linear @w(%x) : tensor<2x8xf32> -> tensor<2x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<2x4xf32>, tensor<2xi32> -> tensor<2xf32>
+    dp.return %l : tensor<2xf32>
+  }
+  dp.step(%x: tensor<2x8xf32>, %z: tensor<3x4xf32>, %mask: tensor<2xf32>) -> tensor<2xf32> {
+    // expected-error @+1 {{results in a dp.step are static tensors with 2 samples in their leading dimension; got 'tensor<3x4xf32>'}}
+    %r = dp.relu %z : tensor<3x4xf32>
+    dp.yield %mask : tensor<2xf32>
+  }
+}
+
+// -----
+
+// The gradient of a cross-entropy reuses the loss it differentiates.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<2x8xf32>, %y: tensor<2xi32>) -> tensor<2xf32> {
+    %h = dp.linear @w(%x) : tensor<2x8xf32> -> tensor<2x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<2x4xf32>, tensor<2xi32> -> tensor<2xf32>
+    dp.return %l : tensor<2xf32>
+  }
+  dp.step(%x: tensor<2x8xf32>, %y: tensor<2xi32>, %mask: tensor<2xf32>) -> tensor<2xf32> {
+    %h = dp.linear @w(%x) : tensor<2x8xf32> -> tensor<2x4xf32>
+    // expected-error @+1 {{the loss operand must be the result of the dp.cross_entropy being differentiated}}
+    %g = dp.cross_entropy_grad %h, %y, %mask, %mask : tensor<2x4xf32>, tensor<2xi32>, tensor<2xf32>
+    dp.yield %mask : tensor<2xf32>
+  }
+}
+
+// -----
+
+// ... and the logits and targets of that cross-entropy.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<2x8xf32>, %y: tensor<2xi32>) -> tensor<2xf32> {
+    %h = dp.linear @w(%x) : tensor<2x8xf32> -> tensor<2x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<2x4xf32>, tensor<2xi32> -> tensor<2xf32>
+    dp.return %l : tensor<2xf32>
+  }
+  dp.step(%x: tensor<2x8xf32>, %y: tensor<2xi32>, %mask: tensor<2xf32>) -> tensor<2xf32> {
+    %h = dp.linear @w(%x) : tensor<2x8xf32> -> tensor<2x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<2x4xf32>, tensor<2xi32> -> tensor<2xf32>
+    %r = dp.relu %h : tensor<2x4xf32>
+    // expected-error @+1 {{logits and targets must be those of the dp.cross_entropy that produced the loss}}
+    %g = dp.cross_entropy_grad %r, %y, %l, %mask : tensor<2x4xf32>, tensor<2xi32>, tensor<2xf32>
+    dp.yield %mask : tensor<2xf32>
+  }
+}
+
+// -----
+
+// The gradient of attention reuses the output it differentiates.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<2x8xf32>, %y: tensor<2xi32>) -> tensor<2xf32> {
+    %h = dp.linear @w(%x) : tensor<2x8xf32> -> tensor<2x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<2x4xf32>, tensor<2xi32> -> tensor<2xf32>
+    dp.return %l : tensor<2xf32>
+  }
+  dp.step(%x: tensor<2x8xf32>, %q: tensor<2x4x8xf32>, %mask: tensor<2xf32>) -> tensor<2xf32> {
+    // expected-error @+1 {{the output operand must be the result of the dp.attention being differentiated}}
+    %dq, %dk, %dv = dp.attention_grad %q, %q, %q, %q, %q {heads = 2} : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+    dp.yield %mask : tensor<2xf32>
+  }
+}
+
+// -----
+
+// ... and the query, key and value of that attention.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<2x8xf32>, %y: tensor<2xi32>) -> tensor<2xf32> {
+    %h = dp.linear @w(%x) : tensor<2x8xf32> -> tensor<2x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<2x4xf32>, tensor<2xi32> -> tensor<2xf32>
+    dp.return %l : tensor<2xf32>
+  }
+  dp.step(%x: tensor<2x8xf32>, %q: tensor<2x4x8xf32>, %mask: tensor<2xf32>) -> tensor<2xf32> {
+    %o = dp.attention %q, %q, %q {heads = 2} : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+    %k = dp.relu %q : tensor<2x4x8xf32>
+    // expected-error @+1 {{query, key and value must be those of the dp.attention that produced the output}}
+    %dq, %dk, %dv = dp.attention_grad %q, %k, %k, %o, %o {heads = 2} : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+    dp.yield %mask : tensor<2xf32>
+  }
+}
+
+// -----
+
+// A Gram norm needs the output gradient of a layer.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<2x8xf32>, %y: tensor<2xi32>) -> tensor<2xf32> {
+    %h = dp.linear @w(%x) : tensor<2x8xf32> -> tensor<2x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<2x4xf32>, tensor<2xi32> -> tensor<2xf32>
+    dp.return %l : tensor<2xf32>
+  }
+  dp.step(%x: tensor<2x8xf32>, %y: tensor<2xi32>, %mask: tensor<2xf32>) -> tensor<2xf32> {
+    // expected-error @+1 {{needs the output gradient of at least one layer}}
+    %n = "dp.norm_gram"(%x) <{params = [@w]}> : (tensor<2x8xf32>) -> tensor<2xf32>
+    dp.yield %mask : tensor<2xf32>
+  }
+}
+
+// -----
+
+// A Gram norm names one parameter per output gradient.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<2x8xf32>, %y: tensor<2xi32>) -> tensor<2xf32> {
+    %h = dp.linear @w(%x) : tensor<2x8xf32> -> tensor<2x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<2x4xf32>, tensor<2xi32> -> tensor<2xf32>
+    dp.return %l : tensor<2xf32>
+  }
+  dp.step(%x: tensor<2x8xf32>, %dy: tensor<2x4xf32>, %mask: tensor<2xf32>) -> tensor<2xf32> {
+    // expected-error @+1 {{names 2 parameters for 1 output gradients}}
+    %n = dp.norm_gram %x, %dy [@w, @v] : tensor<2x8xf32>, tensor<2x4xf32> -> tensor<2xf32>
+    dp.yield %mask : tensor<2xf32>
+  }
+}
+
+// -----
+
+// A Gram norm's output gradients have the rows of its input.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<2x8xf32>, %y: tensor<2xi32>) -> tensor<2xf32> {
+    %h = dp.linear @w(%x) : tensor<2x8xf32> -> tensor<2x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<2x4xf32>, tensor<2xi32> -> tensor<2xf32>
+    dp.return %l : tensor<2xf32>
+  }
+  dp.step(%a: tensor<2x3x8xf32>, %dy: tensor<2x5x4xf32>, %mask: tensor<2xf32>) -> tensor<2xf32> {
+    // expected-error @+1 {{every output gradient must have the rows of the input}}
+    %n = dp.norm_gram %a, %dy [@w] : tensor<2x3x8xf32>, tensor<2x5x4xf32> -> tensor<2xf32>
+    dp.yield %mask : tensor<2xf32>
+  }
+}
+
+// -----
+
+// A sum of norms needs a part.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<2x8xf32>, %y: tensor<2xi32>) -> tensor<2xf32> {
+    %h = dp.linear @w(%x) : tensor<2x8xf32> -> tensor<2x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<2x4xf32>, tensor<2xi32> -> tensor<2xf32>
+    dp.return %l : tensor<2xf32>
+  }
+  dp.step(%x: tensor<2x8xf32>, %y: tensor<2xi32>, %mask: tensor<2xf32>) -> tensor<2xf32> {
+    // expected-error @+1 {{expected 1 or more operands, but found 0}}
+    %n = "dp.norm_sum"() : () -> tensor<2xf32>
+    dp.yield %mask : tensor<2xf32>
+  }
+}
+
+// -----
+
+// A clip factor needs a positive bound.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<2x8xf32>, %y: tensor<2xi32>) -> tensor<2xf32> {
+    %h = dp.linear @w(%x) : tensor<2x8xf32> -> tensor<2x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<2x4xf32>, tensor<2xi32> -> tensor<2xf32>
+    dp.return %l : tensor<2xf32>
+  }
+  dp.step(%x: tensor<2x8xf32>, %y: tensor<2xi32>, %mask: tensor<2xf32>) -> tensor<2xf32> {
+    // expected-error @+1 {{max_norm must be > 0, got -1}}
+    %c = dp.clip_factor %mask, %mask flat {gamma = 0.01 : f64, max_norm = -1.0 : f64, rel_err = 0.0 : f64} : tensor<2xf32>
+    dp.yield %mask : tensor<2xf32>
+  }
+}
+
+// -----
+
+// A NaN stability constant.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<2x8xf32>, %y: tensor<2xi32>) -> tensor<2xf32> {
+    %h = dp.linear @w(%x) : tensor<2x8xf32> -> tensor<2x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<2x4xf32>, tensor<2xi32> -> tensor<2xf32>
+    dp.return %l : tensor<2xf32>
+  }
+  dp.step(%x: tensor<2x8xf32>, %y: tensor<2xi32>, %mask: tensor<2xf32>) -> tensor<2xf32> {
+    // expected-error @+1 {{gamma must be finite, got nan}}
+    %c = dp.clip_factor %mask, %mask automatic {gamma = 0x7FF8000000000000 : f64, max_norm = 1.0 : f64, rel_err = 0.0 : f64} : tensor<2xf32>
+    dp.yield %mask : tensor<2xf32>
+  }
+}
+
+// -----
+
+// An infinite bound on the norm's relative error.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<2x8xf32>, %y: tensor<2xi32>) -> tensor<2xf32> {
+    %h = dp.linear @w(%x) : tensor<2x8xf32> -> tensor<2x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<2x4xf32>, tensor<2xi32> -> tensor<2xf32>
+    dp.return %l : tensor<2xf32>
+  }
+  dp.step(%x: tensor<2x8xf32>, %y: tensor<2xi32>, %mask: tensor<2xf32>) -> tensor<2xf32> {
+    // expected-error @+1 {{rel_err must be finite, got inf}}
+    %c = dp.clip_factor %mask, %mask flat {gamma = 0.01 : f64, max_norm = 1.0 : f64, rel_err = 1.0e400 : f64} : tensor<2xf32>
+    dp.yield %mask : tensor<2xf32>
+  }
+}
