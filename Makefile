@@ -6,7 +6,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 LLVM_CONFIG ?= llvm-config-22
 
-.PHONY: test demo deps configure build docs clean
+.PHONY: test demo deps configure build docs format clean
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -32,6 +32,10 @@ build: configure
 # Regenerates the dialect and pass reference in docs/ from the TableGen files.
 docs: build
 	cmake --build $(BUILD) --target dpc-docs
+
+# clang-format (LLVM style, .clang-format) over every tracked C++ and CUDA file.
+format:
+	git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' | xargs clang-format -i
 
 clean:
 	rm -rf $(BUILD)

@@ -73,9 +73,9 @@ int main(int argc, char **argv) {
     while (elapsed < seconds) {
       for (int64_t row = 0; row < batch; ++row) {
         const int64_t r = pick(rng);
-        counted += file.fillSample(r, T, inputs.data() + row * T,
-                                   targets.data() + row * T,
-                                   Overflow::Truncate);
+        counted +=
+            file.fillSample(r, T, inputs.data() + row * T,
+                            targets.data() + row * T, Overflow::Truncate);
         positions += std::min(file.length(r), T + 1) - 1;
       }
       ++batches;

@@ -88,8 +88,8 @@ LogicalResult StepBuilder::build(ForwardOp forward) {
       return forward.emitOpError(
           "has a dynamic batch; run dp-specialize before dp-backward");
   auto lossType = cast<RankedTensorType>(forwardType.getResult(0));
-  auto maskType = RankedTensorType::get(lossType.getShape(),
-                                        getAccumulationType(model));
+  auto maskType =
+      RankedTensorType::get(lossType.getShape(), getAccumulationType(model));
   if (maskType != lossType)
     return forward.emitOpError("the per-sample loss must be ")
            << maskType << " to be differentiated, got " << lossType;
@@ -164,9 +164,8 @@ LogicalResult StepBuilder::differentiate(Operation *op) {
                                  "target is not supported");
         if (!needsGrad(mse.getPrediction()))
           return success();
-        Value dp = builder.create<MSEGradOp>(loc, mse.getPrediction(),
-                                             mse.getTarget(), dy,
-                                             mse.getPerSample());
+        Value dp = builder.create<MSEGradOp>(
+            loc, mse.getPrediction(), mse.getTarget(), dy, mse.getPerSample());
         ++numInputGradOps;
         addGrad(mse.getPrediction(), dp, loc);
         return success();
@@ -235,16 +234,15 @@ LogicalResult StepBuilder::differentiate(Operation *op) {
           ++numWeightGradOps;
         }
         if (biasGrad) {
-          builder.create<VectorGradOp>(loc, bias, grad.getBiasGrads(),
-                                       Value());
+          builder.create<VectorGradOp>(loc, bias, grad.getBiasGrads(), Value());
           ++numWeightGradOps;
         }
         return success();
       })
       .Case([&](AttentionOp attention) {
         auto grad = builder.create<AttentionGradOp>(
-            loc, attention.getQuery(), attention.getKey(),
-            attention.getValue(), attention.getOutput(), dy);
+            loc, attention.getQuery(), attention.getKey(), attention.getValue(),
+            attention.getOutput(), dy);
         grad->setAttrs(attention->getAttrDictionary());
         ++numInputGradOps;
         addGrad(attention.getQuery(), grad.getDquery(), loc);
@@ -263,8 +261,8 @@ LogicalResult StepBuilder::differentiate(Operation *op) {
           kind = gelu.getApproximation() == GeluApproximation::tanh
                      ? ActivationKind::gelu_tanh
                      : ActivationKind::gelu_erf;
-        Value dx = builder.create<ActivationGradOp>(loc, x, dy, accFor(x),
-                                                    kind);
+        Value dx =
+            builder.create<ActivationGradOp>(loc, x, dy, accFor(x), kind);
         ++numInputGradOps;
         setGrad(x, dx);
         return success();
@@ -274,9 +272,9 @@ LogicalResult StepBuilder::differentiate(Operation *op) {
         if (!needsGrad(lhs) && !needsGrad(rhs))
           return success();
         bool square = lhs == rhs;
-        auto grad = builder.create<MulGradOp>(
-            loc, lhs, rhs, dy, square ? Value() : accFor(lhs),
-            square ? Value() : accFor(rhs));
+        auto grad = builder.create<MulGradOp>(loc, lhs, rhs, dy,
+                                              square ? Value() : accFor(lhs),
+                                              square ? Value() : accFor(rhs));
         ++numInputGradOps;
         if (square) {
           addGrad(lhs, grad.getDlhs(), loc);

@@ -23,7 +23,6 @@ using namespace dpc::dp;
 
 namespace {
 
-
 /// The longest chain of accumulated terms behind a norm op's result: the
 /// inner products it forms and the sums over them.
 double accumulationLength(Operation *norm) {
@@ -39,7 +38,8 @@ double accumulationLength(Operation *norm) {
         double width = double(x.getShape().back());
         for (Value dy : op.getDys())
           width = std::max(
-              width, double(cast<RankedTensorType>(dy.getType()).getShape().back()));
+              width,
+              double(cast<RankedTensorType>(dy.getType()).getShape().back()));
         return width * double(op.getDys().size()) + t * t;
       })
       .Case([](NormDirectOp op) {
@@ -87,13 +87,11 @@ struct ClipPlanPass : dpc::impl::ClipPlanBase<ClipPlanPass> {
   LogicalResult plan(StepOp step, ClipAttr clip, Type computeType);
 };
 
-LogicalResult ClipPlanPass::plan(StepOp step, ClipAttr clip,
-                                 Type computeType) {
+LogicalResult ClipPlanPass::plan(StepOp step, ClipAttr clip, Type computeType) {
   Block &body = step.getBodyBlock();
   SmallVector<Operation *> weightGrads;
   for (Operation &op : body) {
-    if (!isa<LinearGradWeightOp, BiasGradOp, EmbeddingGradOp, VectorGradOp>(
-            op))
+    if (!isa<LinearGradWeightOp, BiasGradOp, EmbeddingGradOp, VectorGradOp>(op))
       continue;
     if (scaleOf(&op))
       return op.emitOpError("is already clipped; dp-clip-plan runs once");
@@ -125,8 +123,10 @@ LogicalResult ClipPlanPass::plan(StepOp step, ClipAttr clip,
     Value norm =
         llvm::TypeSwitch<Operation *, Value>(op)
             .Case([&](LinearGradWeightOp grad) -> Value {
-              LinearNormShape shape = linearNormShape(grad.getX(), grad.getDy());
-              ArrayAttr params = builder.getArrayAttr({flatRef(grad.getWeightAttr())});
+              LinearNormShape shape =
+                  linearNormShape(grad.getX(), grad.getDy());
+              ArrayAttr params =
+                  builder.getArrayAttr({flatRef(grad.getWeightAttr())});
               Type type = perSample(op, grad.getX());
               switch (chooseLinearNormMethod(shape)) {
               case NormMethod::rank1:
@@ -139,9 +139,8 @@ LogicalResult ClipPlanPass::plan(StepOp step, ClipAttr clip,
                   gramGroups[grad.getX()].push_back(grad);
                   return Value();
                 }
-                return builder.create<NormGramOp>(loc, type, grad.getX(),
-                                                  ValueRange{grad.getDy()},
-                                                  params);
+                return builder.create<NormGramOp>(
+                    loc, type, grad.getX(), ValueRange{grad.getDy()}, params);
               default:
                 ++numDirect;
                 return builder.create<NormDirectOp>(loc, type, grad.getX(),
@@ -183,9 +182,9 @@ LogicalResult ClipPlanPass::plan(StepOp step, ClipAttr clip,
       dys.push_back(grad.getDy());
       params.push_back(grad.getWeightAttr());
     }
-    Value norm = builder.create<NormGramOp>(
-        group.back().getLoc(), perSample(group.back(), x), x, dys,
-        builder.getArrayAttr(params));
+    Value norm = builder.create<NormGramOp>(group.back().getLoc(),
+                                            perSample(group.back(), x), x, dys,
+                                            builder.getArrayAttr(params));
     for (LinearGradWeightOp grad : group)
       normOf[grad] = norm;
     norms.push_back(norm);
@@ -232,9 +231,9 @@ LogicalResult ClipPlanPass::plan(StepOp step, ClipAttr clip,
       lastNorm = norm.getDefiningOp();
   builder.setInsertionPointAfter(lastNorm);
   Value total = builder.create<NormSumOp>(step.getLoc(), norms);
-  Value factor = builder.create<ClipFactorOp>(
-      step.getLoc(), total, mask, clip.getMode(), f64(maxNorm), f64(gamma),
-      f64(relErr));
+  Value factor =
+      builder.create<ClipFactorOp>(step.getLoc(), total, mask, clip.getMode(),
+                                   f64(maxNorm), f64(gamma), f64(relErr));
   Operation *insertAfter = factor.getDefiningOp();
   for (Operation *op : weightGrads) {
     op->moveAfter(insertAfter);

@@ -118,8 +118,7 @@ LogicalResult ConvertPass::convert(rt::FuncOp func, rt::ProgramOp program,
       context, describe ? "dprt::ProgramSpec" : "dprt::Rank"));
   Type charPointer =
       emitc::PointerType::get(emitc::OpaqueType::get(context, "char"));
-  Type int32Pointer =
-      emitc::PointerType::get(IntegerType::get(context, 32));
+  Type int32Pointer = emitc::PointerType::get(IntegerType::get(context, 32));
   auto type = FunctionType::get(context, {contextType}, {});
   builder.setInsertionPointToEnd(program->getBlock());
   auto cfunc = builder.create<emitc::FuncOp>(loc, func.getSymName(), type);
@@ -257,9 +256,9 @@ LogicalResult ConvertPass::convert(rt::FuncOp func, rt::ProgramOp program,
     }
     if (kernel->isCollective())
       args.push_back(call.getStreamAttr());
-    builder.create<emitc::CallOpaqueOp>(
-        loc, TypeRange{}, ("dprt::" + call.getCallee()).str(), operands,
-        builder.getArrayAttr(args));
+    builder.create<emitc::CallOpaqueOp>(loc, TypeRange{},
+                                        ("dprt::" + call.getCallee()).str(),
+                                        operands, builder.getArrayAttr(args));
   }
   builder.create<emitc::ReturnOp>(func.getLoc(), Value());
   return success();

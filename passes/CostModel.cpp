@@ -59,7 +59,8 @@ double dpc::embeddingNormFlops(int64_t batch, int64_t tokens, int64_t dim) {
 }
 
 double dpc::rowsNormFlops(int64_t batch, int64_t tokens, int64_t dim) {
-  return double(batch) * (2.0 * double(tokens) * double(dim) + 2.0 * double(dim));
+  return double(batch) *
+         (2.0 * double(tokens) * double(dim) + 2.0 * double(dim));
 }
 
 double dpc::elementGradFlops(int64_t rows, int64_t width) {

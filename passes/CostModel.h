@@ -1,4 +1,5 @@
-//===- CostModel.h - FLOPs of per-sample norms and weight gradients -*- C++ -*-===//
+//===- CostModel.h - FLOPs of per-sample norms and weight gradients -*- C++
+//-*-===//
 //
 // The clip planner chooses norm methods with these formulas and the report
 // prints them, so both always agree. Counts are floating-point operations

@@ -69,8 +69,7 @@ struct FuseNormsPass : dpc::impl::FuseNormsBase<FuseNormsPass> {
       Operation *weightNorm = nullptr;
       for (Operation *user : bias.getDy().getUsers())
         if (isa<NormRank1Op, NormDirectOp>(user) &&
-            sinkOf(user->getResult(0)) == sink &&
-            !user->hasAttr("bias")) {
+            sinkOf(user->getResult(0)) == sink && !user->hasAttr("bias")) {
           weightNorm = user;
           break;
         }

@@ -1,4 +1,5 @@
-//===- Pipeline.h - The whole compilation ------------------------*- C++ -*-===//
+//===- Pipeline.h - The whole compilation ------------------------*- C++
+//-*-===//
 
 #ifndef DPC_PASSES_PIPELINE_H
 #define DPC_PASSES_PIPELINE_H
@@ -17,9 +18,8 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
       *this, "ranks",
       llvm::cl::desc("Ranks of the grid, 1 to 2^31 - 1 (-1: the grid's)"),
       llvm::cl::init(-1)};
-  Option<std::string> recipe{*this, "recipe",
-                             llvm::cl::desc("Recipe to compile"),
-                             llvm::cl::init("")};
+  Option<std::string> recipe{
+      *this, "recipe", llvm::cl::desc("Recipe to compile"), llvm::cl::init("")};
   Option<Backend> backend{*this, "backend",
                           llvm::cl::desc("The runtime backend"),
                           llvm::cl::init(Backend::CPU), backendValues()};

@@ -46,7 +46,8 @@ struct Interval {
 
 /// Indices of the last op in `body` that uses `buffer` directly or through
 /// views, and of the first.
-void extendByUses(Value buffer, const llvm::DenseMap<Operation *, int64_t> &index,
+void extendByUses(Value buffer,
+                  const llvm::DenseMap<Operation *, int64_t> &index,
                   Interval &interval) {
   for (Operation *user : buffer.getUsers()) {
     // A use nested in another op counts at that op's position.

@@ -7,12 +7,12 @@
 #include "passes/CostModel.h"
 #include "passes/Shapes.h"
 
+#include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/ToolOutputFile.h"
-#include "mlir/Support/FileUtilities.h"
 
 #include <cmath>
 #include <map>
@@ -151,15 +151,16 @@ void ReportPass::runOnOperation() {
         .Case([&](NormDirectOp n) {
           ParamRow &row = rowOf(n.getParams()[0]);
           row.method = "direct";
-          row.normFlops += directNormFlops(linearNormShape(n.getX(), n.getDy()));
+          row.normFlops +=
+              directNormFlops(linearNormShape(n.getX(), n.getDy()));
           if (n.getBias())
             addFusedBias(n.getParams(), n.getDy());
         })
         .Case([&](NormBiasOp n) {
           ParamRow &row = rowOf(n.getParams()[0]);
           row.method = "bias";
-          row.normFlops += biasNormFlops(batchOf(n.getDy()), tokensOf(n.getDy()),
-                                         lastDim(n.getDy()));
+          row.normFlops += biasNormFlops(
+              batchOf(n.getDy()), tokensOf(n.getDy()), lastDim(n.getDy()));
         })
         .Case([&](NormEmbeddingOp n) {
           ParamRow &row = rowOf(n.getParams()[0]);
@@ -169,8 +170,8 @@ void ReportPass::runOnOperation() {
         })
         .Case([&](NormRowsOp n) {
           ParamRow &row = rowOf(n.getParams()[0]);
-          row.method = n.getFused() ? "per-sample vector (fused)"
-                                    : "per-sample vector";
+          row.method =
+              n.getFused() ? "per-sample vector (fused)" : "per-sample vector";
           // The per-sample gradient is formed over the layer's tokens.
           Operation *producer = n.getGrads().getDefiningOp();
           Value x = producer ? producer->getOperand(0) : n.getGrads();
@@ -223,8 +224,8 @@ void ReportPass::runOnOperation() {
     expectedBatch = double(shuffle.getBatch());
   int64_t microSteps =
       expectedBatch > 0
-          ? std::max<int64_t>(1, int64_t(std::ceil(expectedBatch /
-                                                   double(ranks * physical))))
+          ? std::max<int64_t>(
+                1, int64_t(std::ceil(expectedBatch / double(ranks * physical))))
           : 0;
 
   int64_t arena = *program.getArenaBytes();
@@ -257,11 +258,12 @@ void ReportPass::runOnOperation() {
     llvm::json::Array params;
     for (const std::string &name : order) {
       const ParamRow &row = rows[name];
-      params.push_back(llvm::json::Object{{"name", row.name},
-                                          {"shape", row.shape},
-                                          {"norm_method", row.method},
-                                          {"norm_flops", row.normFlops},
-                                          {"weight_grad_flops", row.gradFlops}});
+      params.push_back(
+          llvm::json::Object{{"name", row.name},
+                             {"shape", row.shape},
+                             {"norm_method", row.method},
+                             {"norm_flops", row.normFlops},
+                             {"weight_grad_flops", row.gradFlops}});
     }
     llvm::json::Object memory{{"arena_bytes", arena}, {"peak_bytes", peak}};
     for (auto &[kind, bytes] : globals)
@@ -275,16 +277,16 @@ void ReportPass::runOnOperation() {
         {"compute_type", llvm::formatv("{0}", compute).str()},
         {"params", std::move(params)},
         {"per_physical_batch",
-         llvm::json::Object{{"forward_flops", totals.forward},
-                            {"input_grad_flops", totals.inputGrads},
-                            {"norm_flops", totals.norms},
-                            {"weight_grad_flops", totals.weightGrads},
-                            {"total_flops", total},
-                            {"all_gathers", totals.gathers},
-                            {"all_gather_bytes_per_rank", totals.gatherBytes},
-                            {"reduce_scatters", totals.scatters},
-                            {"reduce_scatter_bytes_per_rank",
-                             totals.scatterBytes}}},
+         llvm::json::Object{
+             {"forward_flops", totals.forward},
+             {"input_grad_flops", totals.inputGrads},
+             {"norm_flops", totals.norms},
+             {"weight_grad_flops", totals.weightGrads},
+             {"total_flops", total},
+             {"all_gathers", totals.gathers},
+             {"all_gather_bytes_per_rank", totals.gatherBytes},
+             {"reduce_scatters", totals.scatters},
+             {"reduce_scatter_bytes_per_rank", totals.scatterBytes}}},
         {"expected_physical_batches_per_step", microSteps},
         {"memory_per_rank", std::move(memory)}};
     os << llvm::formatv("{0:2}", llvm::json::Value(std::move(report))) << "\n";
@@ -326,15 +328,14 @@ void ReportPass::runOnOperation() {
   os << "\nper physical batch and rank (GFLOP of matrix products):\n"
      << "  forward " << giga(totals.forward) << ", input gradients "
      << giga(totals.inputGrads) << ", per-sample norms " << giga(totals.norms)
-     << ", clipped weight gradients " << giga(totals.weightGrads)
-     << ", total " << giga(total) << "\n";
+     << ", clipped weight gradients " << giga(totals.weightGrads) << ", total "
+     << giga(total) << "\n";
   os << "  communication per rank: " << totals.gathers << " all-gathers, "
      << mib(totals.gatherBytes) << " MiB received; " << totals.scatters
      << " reduce-scatters, " << mib(totals.scatterBytes) << " MiB\n";
   if (microSteps > 0)
-    os << "per logical step: " << microSteps
-       << " physical batch(es) expected, " << giga(total * microSteps)
-       << " GFLOP per rank\n";
+    os << "per logical step: " << microSteps << " physical batch(es) expected, "
+       << giga(total * microSteps) << " GFLOP per rank\n";
   os << "memory per rank: arena " << mib(arena) << " MiB, peak in use "
      << mib(peak) << " MiB (";
   bool first = true;

@@ -40,8 +40,7 @@ Operation *firstUseAfter(Value buffer, Operation *after) {
   collectUsers(buffer, users);
   Operation *first = nullptr;
   for (Operation *user : users) {
-    if (isa<rt::ViewOp>(user) || user == after ||
-        !after->isBeforeInBlock(user))
+    if (isa<rt::ViewOp>(user) || user == after || !after->isBeforeInBlock(user))
       continue;
     if (!first || user->isBeforeInBlock(first))
       first = user;

@@ -39,8 +39,7 @@ bool isWeightGrad(Operation *op) {
 /// one or two full-size unit gradients live.
 void groupDeferredWeightGrads(StepOp step,
                               const llvm::StringMap<StringRef> &unitOfParam) {
-  SmallVector<ClipFactorOp> factors(
-      step.getBodyBlock().getOps<ClipFactorOp>());
+  SmallVector<ClipFactorOp> factors(step.getBodyBlock().getOps<ClipFactorOp>());
   if (factors.size() != 1)
     return;
   Operation *factor = factors.front();
@@ -127,9 +126,9 @@ struct ShardPass : dpc::impl::ShardBase<ShardPass> {
       auto ref = FlatSymbolRefAttr::get(context, unit.name);
       if (Operation *first = firstForward.lookup(unit.name)) {
         builder.setInsertionPoint(first);
-        builder.create<AllGatherOp>(first->getLoc(), ref,
-                                    GatherPhaseAttr::get(context,
-                                                         GatherPhase::forward));
+        builder.create<AllGatherOp>(
+            first->getLoc(), ref,
+            GatherPhaseAttr::get(context, GatherPhase::forward));
         ++numAllGathers;
       }
       if (Operation *first = firstBackward.lookup(unit.name);

@@ -72,8 +72,8 @@ struct SpecializePass : dpc::impl::SpecializeBase<SpecializePass> {
       recipe.setGridAttr(FlatSymbolRefAttr::get(builder.getContext(), name));
       return success();
     }
-    auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
-        recipe, gridRef);
+    auto grid =
+        SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(recipe, gridRef);
     int64_t size = grid.getShape()[0];
     if (ShapedType::isDynamic(size)) {
       grid.setShape(ArrayRef<int64_t>{ranks > 0 ? int64_t(ranks) : 1});

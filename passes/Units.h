@@ -35,8 +35,8 @@ struct UnitLayout {
 /// form the unit "root"; layer: the parameters one layer reads; a
 /// parameter's `unit` attribute wins), in the order the forward pass first
 /// reads them, and lays each unit out for `ranks` ranks.
-llvm::SmallVector<UnitLayout> planUnits(dp::ModelOp model,
-                                        dp::FSDPAttr policy, int64_t ranks);
+llvm::SmallVector<UnitLayout> planUnits(dp::ModelOp model, dp::FSDPAttr policy,
+                                        int64_t ranks);
 
 } // namespace dpc
 

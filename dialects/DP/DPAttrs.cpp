@@ -187,7 +187,8 @@ LogicalResult SGDAttr::verify(EmitErrorFn emitError, APFloat lr,
 }
 
 LogicalResult MomentumAttr::verify(EmitErrorFn emitError, APFloat lr,
-                                   APFloat momentum, bool, APFloat weightDecay) {
+                                   APFloat momentum, bool,
+                                   APFloat weightDecay) {
   if (failed(checkFloat(emitError, "lr", lr, kPositive)) ||
       failed(checkFloat(emitError, "momentum", momentum, kDecay)))
     return failure();

@@ -101,8 +101,8 @@ LogicalResult checkEps(Operation *op, double eps) {
 }
 
 /// A per-sample loss is f64 for f64 models and f32 otherwise.
-LogicalResult checkLossType(Operation *op, Type activationElement,
-                            Value loss, int64_t batch) {
+LogicalResult checkLossType(Operation *op, Type activationElement, Value loss,
+                            int64_t batch) {
   auto lossType = tensorType(loss);
   Type expected = activationElement.isF64()
                       ? Type(Float64Type::get(op->getContext()))
@@ -111,9 +111,9 @@ LogicalResult checkLossType(Operation *op, Type activationElement,
     return op->emitOpError() << "the per-sample loss must be " << expected
                              << ", got " << lossType.getElementType();
   if (lossType.getDimSize(0) != batch)
-    return op->emitOpError() << "the loss has " << lossType.getDimSize(0)
-                             << " entries but the batch has " << batch
-                             << " samples";
+    return op->emitOpError()
+           << "the loss has " << lossType.getDimSize(0)
+           << " entries but the batch has " << batch << " samples";
   return success();
 }
 
@@ -449,14 +449,13 @@ static LogicalResult verifyNormParams(Operation *op, Value input,
                                       SymbolTableCollection &tables) {
   int64_t width = tensorType(input).getShape().back();
   Type element = tensorType(input).getElementType();
-  for (auto [role, ref] : {std::pair<StringRef, FlatSymbolRefAttr>{"scale",
-                                                                   scaleRef},
-                           {"bias", biasRef}}) {
+  for (auto [role, ref] :
+       {std::pair<StringRef, FlatSymbolRefAttr>{"scale", scaleRef},
+        {"bias", biasRef}}) {
     if (!ref)
       continue;
     FailureOr<ParamOp> param = lookupParam(op, ref, tables);
-    if (failed(param) ||
-        failed(checkParamShape(op, role, *param, {width})) ||
+    if (failed(param) || failed(checkParamShape(op, role, *param, {width})) ||
         failed(checkParamElementType(op, *param, element)))
       return failure();
   }
@@ -504,10 +503,9 @@ LogicalResult AttentionOp::verify() {
   if (q.getRank() != 3 || k.getRank() != 3)
     return emitOpError("query and key must be samples x tokens x features");
   if (q.getShape().drop_back() != k.getShape().drop_back())
-    return emitOpError("query ")
-           << shapeString(q.getShape()) << " and key "
-           << shapeString(k.getShape())
-           << " must have the same samples and tokens";
+    return emitOpError("query ") << shapeString(q.getShape()) << " and key "
+                                 << shapeString(k.getShape())
+                                 << " must have the same samples and tokens";
   if (q.getElementType() != k.getElementType())
     return emitOpError("query and key element types differ");
   // The head geometry below divides the widths: they must be known.
@@ -526,8 +524,8 @@ LogicalResult AttentionOp::verify() {
   int64_t headDim = width / heads;
   if (k.getShape().back() != kvHeads * headDim)
     return emitOpError("key width ")
-           << k.getShape().back() << " must be kv_heads x head size = "
-           << kvHeads << " x " << headDim;
+           << k.getShape().back()
+           << " must be kv_heads x head size = " << kvHeads << " x " << headDim;
   if (getRope() && headDim % 2 != 0)
     return emitOpError("rotary embedding needs an even head size, got ")
            << headDim;

@@ -123,9 +123,8 @@ LogicalResult NormGramOp::verify() {
   if (getDys().empty())
     return emitOpError("needs the output gradient of at least one layer");
   if (getParams().size() != getDys().size())
-    return emitOpError("names ")
-           << getParams().size() << " parameters for " << getDys().size()
-           << " output gradients";
+    return emitOpError("names ") << getParams().size() << " parameters for "
+                                 << getDys().size() << " output gradients";
   ArrayRef<int64_t> rows = getX().getType().getShape().drop_back();
   for (Value dy : getDys())
     if (cast<RankedTensorType>(dy.getType()).getShape().drop_back() != rows)

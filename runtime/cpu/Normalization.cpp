@@ -147,11 +147,10 @@ void layer_norm_forward(Rank *, DType dt, const void *x, const void *gamma,
   });
 }
 
-void rms_norm_backward_norm(Rank *, DType dt, const void *x,
-                            const void *gamma, const void *rstd,
-                            const void *dy, void *dx, void *dgammaPerSample,
-                            void *n2, int64_t batch, int64_t tokens,
-                            int64_t dim, bool accumulate) {
+void rms_norm_backward_norm(Rank *, DType dt, const void *x, const void *gamma,
+                            const void *rstd, const void *dy, void *dx,
+                            void *dgammaPerSample, void *n2, int64_t batch,
+                            int64_t tokens, int64_t dim, bool accumulate) {
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
     using A = AccOf<T>;
@@ -163,8 +162,8 @@ void rms_norm_backward_norm(Rank *, DType dt, const void *x,
     };
     normBackward(static_cast<const T *>(gamma), s, static_cast<const T *>(dy),
                  static_cast<T *>(dx), static_cast<A *>(dgammaPerSample),
-                 static_cast<A *>(nullptr), static_cast<A *>(n2), batch,
-                 tokens, dim, accumulate, false, xhat);
+                 static_cast<A *>(nullptr), static_cast<A *>(n2), batch, tokens,
+                 dim, accumulate, false, xhat);
   });
 }
 
@@ -199,11 +198,11 @@ void rms_norm_backward(Rank *rank, DType dt, const void *x, const void *gamma,
                          nullptr, batch, tokens, dim, accumulate);
 }
 
-void layer_norm_backward(Rank *rank, DType dt, const void *x,
-                         const void *gamma, const void *mean, const void *rstd,
-                         const void *dy, void *dx, void *dgammaPerSample,
-                         void *dbetaPerSample, int64_t batch, int64_t tokens,
-                         int64_t dim, bool accumulate) {
+void layer_norm_backward(Rank *rank, DType dt, const void *x, const void *gamma,
+                         const void *mean, const void *rstd, const void *dy,
+                         void *dx, void *dgammaPerSample, void *dbetaPerSample,
+                         int64_t batch, int64_t tokens, int64_t dim,
+                         bool accumulate) {
   layer_norm_backward_norm(rank, dt, x, gamma, mean, rstd, dy, dx,
                            dgammaPerSample, dbetaPerSample, nullptr, batch,
                            tokens, dim, accumulate);

@@ -42,8 +42,8 @@ void norm_rank1(Rank *, DType dt, const void *x, const void *dy, void *n2,
   });
 }
 
-void norm_rank1_bias(Rank *, DType dt, const void *x, const void *dy,
-                     void *n2, int64_t batch, int64_t in, int64_t out) {
+void norm_rank1_bias(Rank *, DType dt, const void *x, const void *dy, void *n2,
+                     int64_t batch, int64_t in, int64_t out) {
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
     auto *xt = static_cast<const T *>(x);
@@ -106,9 +106,9 @@ void norm_direct(Rank *, DType dt, const void *x, const void *dy, void *n2,
   });
 }
 
-void norm_direct_bias(Rank *, DType dt, const void *x, const void *dy,
-                      void *n2, int64_t batch, int64_t tokens, int64_t in,
-                      int64_t out, void *workspace) {
+void norm_direct_bias(Rank *, DType dt, const void *x, const void *dy, void *n2,
+                      int64_t batch, int64_t tokens, int64_t in, int64_t out,
+                      void *workspace) {
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
     using A = AccOf<T>;

@@ -341,17 +341,17 @@ struct DeviceOps {
   /// 16 bytes global -> shared, bypassing L1; zeros when !valid.
   __device__ __forceinline__ void cpAsync16(void *dst, const void *src,
                                             bool valid) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
-                     shared(dst)),
-                 "l"(src), "r"(valid ? 16 : 0)
-                 : "memory");
+    asm volatile(
+        "cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared(dst)),
+        "l"(src), "r"(valid ? 16 : 0)
+        : "memory");
   }
   __device__ __forceinline__ void cpAsync4(void *dst, const void *src,
                                            bool valid) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(
-                     shared(dst)),
-                 "l"(src), "r"(valid ? 4 : 0)
-                 : "memory");
+    asm volatile(
+        "cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(shared(dst)),
+        "l"(src), "r"(valid ? 4 : 0)
+        : "memory");
   }
   __device__ __forceinline__ void commit() {
     asm volatile("cp.async.commit_group;\n" ::: "memory");
@@ -402,8 +402,7 @@ struct DeviceOps {
   __device__ __forceinline__ float bitsToFloat(uint32_t bits) {
     return __uint_as_float(bits);
   }
-  __device__ __forceinline__ void load128(uint32_t (&r)[4],
-                                          const uint16_t *p) {
+  __device__ __forceinline__ void load128(uint32_t (&r)[4], const uint16_t *p) {
     const uint4 v = *reinterpret_cast<const uint4 *>(p);
     r[0] = v.x;
     r[1] = v.y;
@@ -470,7 +469,8 @@ void prepareFusedKernels(Rank *rank) {
   DeviceState &st = deviceState(rank);
   if (st.fusedAttentionReady)
     return;
-  allowSharedMemory(flashForwardKernel<64>, flash::ForwardTiles<64>::kSmemBytes);
+  allowSharedMemory(flashForwardKernel<64>,
+                    flash::ForwardTiles<64>::kSmemBytes);
   allowSharedMemory(flashForwardKernel<128>,
                     flash::ForwardTiles<128>::kSmemBytes);
   allowSharedMemory(flashQueryGradKernel<64>,
@@ -514,9 +514,8 @@ template <int HD> struct FusedKernels {
 
   static void forward(const flash::Problem &p, cudaStream_t stream) {
     const flash::GridShape g = flash::forwardGrid(p.dims);
-    flashForwardKernel<HD>
-        <<<dim3(g.x, g.y, g.z), Forward::kThreads, Forward::kSmemBytes,
-           stream>>>(p);
+    flashForwardKernel<HD><<<dim3(g.x, g.y, g.z), Forward::kThreads,
+                             Forward::kSmemBytes, stream>>>(p);
     checkLaunch("attention_forward (fused)");
   }
 
@@ -527,9 +526,8 @@ template <int HD> struct FusedKernels {
     flashRowStatsKernel<HD><<<gridFor(rank, n, 256), 256, 0, stream>>>(p, n);
     checkLaunch("attention_backward (fused row stats)");
     const flash::GridShape gq = flash::queryGradGrid(d);
-    flashQueryGradKernel<HD>
-        <<<dim3(gq.x, gq.y, gq.z), QueryGrad::kThreads, QueryGrad::kSmemBytes,
-           stream>>>(p);
+    flashQueryGradKernel<HD><<<dim3(gq.x, gq.y, gq.z), QueryGrad::kThreads,
+                               QueryGrad::kSmemBytes, stream>>>(p);
     checkLaunch("attention_backward (fused dq)");
     const flash::GridShape gk = flash::keyValueGradGrid(d);
     flashKeyValueGradKernel<HD>
@@ -658,11 +656,11 @@ void attention_backward(Rank *rank, DType dt, const void *q, const void *k,
                                     causal, "attention_backward");
     if constexpr (std::is_same_v<T, bf16>) {
       if (fusedTakes(dt, a, {q, k, v, o, dout, dq, dk, dv})) {
-        fusedBackward(rank, a, static_cast<const T *>(q),
-                      static_cast<const T *>(k), static_cast<const T *>(v),
-                      static_cast<const T *>(o), static_cast<const float *>(lse),
-                      static_cast<const T *>(dout), static_cast<T *>(dq),
-                      static_cast<T *>(dk), static_cast<T *>(dv));
+        fusedBackward(
+            rank, a, static_cast<const T *>(q), static_cast<const T *>(k),
+            static_cast<const T *>(v), static_cast<const T *>(o),
+            static_cast<const float *>(lse), static_cast<const T *>(dout),
+            static_cast<T *>(dq), static_cast<T *>(dk), static_cast<T *>(dv));
         return;
       }
     }

@@ -143,8 +143,7 @@ inline cudaStream_t computeStream(Rank *rank) {
 
 /// Makes stream `stream` wait for `event`. A wait of the compute stream is
 /// timed with a WaitProbe when the rank measures exposed communication.
-void streamWait(Rank *rank, DeviceState &st, int32_t stream,
-                cudaEvent_t event);
+void streamWait(Rank *rank, DeviceState &st, int32_t stream, cudaEvent_t event);
 
 /// cudaMalloc with bookkeeping for peakMemoryBytes.
 void *deviceAlloc(DeviceState &st, size_t bytes, const char *what);

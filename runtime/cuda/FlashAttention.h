@@ -67,9 +67,9 @@ constexpr float kLn2 = 0.6931471805599453f;
 
 struct Dims {
   int batch, tokens, heads, kvHeads;
-  int group;       ///< heads / kvHeads
-  int64_t ldq;     ///< heads * headDim: row stride of q, o, dout, dq
-  int64_t ldk;     ///< kvHeads * headDim: row stride of k, v, dk, dv
+  int group;   ///< heads / kvHeads
+  int64_t ldq; ///< heads * headDim: row stride of q, o, dout, dq
+  int64_t ldk; ///< kvHeads * headDim: row stride of k, v, dk, dv
   bool causal;
   float scaleLog2; ///< log2(e) / sqrt(headDim)
   float scale;     ///< 1 / sqrt(headDim)
@@ -217,7 +217,9 @@ static_assert(ForwardTiles<64>::kBlockM == ForwardTiles<128>::kBlockM &&
 DPRT_FLASH_HD int accRow(int lane, int e) {
   return (lane >> 2) + ((e >> 1) << 3);
 }
-DPRT_FLASH_HD int accCol(int lane, int e) { return ((lane & 3) << 1) + (e & 1); }
+DPRT_FLASH_HD int accCol(int lane, int e) {
+  return ((lane & 3) << 1) + (e & 1);
+}
 
 /// The row and column offset (within a 16 x 16 block of a row-major tile)
 /// of the 16-byte row that `lane` hands to ldmatrix.x4 for an A operand:
@@ -288,8 +290,8 @@ DPRT_FLASH_DEVICE void productABt(Ops &ops, float (&acc)[NT8][4],
     DPRT_FLASH_UNROLL
     for (int np = 0; np < NT8 / 2; ++np) {
       uint32_t bf[4];
-      ops.ldsm(bf, b + (np * 16 + ldsmRowB(lane)) * LD + kk * 16 +
-                       ldsmColB(lane));
+      ops.ldsm(bf,
+               b + (np * 16 + ldsmRowB(lane)) * LD + kk * 16 + ldsmColB(lane));
       ops.mma(acc[2 * np], af, bf[0], bf[1]);
       ops.mma(acc[2 * np + 1], af, bf[2], bf[3]);
     }
@@ -333,9 +335,9 @@ DPRT_FLASH_DEVICE void storeRow(Ops &ops, uint16_t *row,
                                 float factor, int lane) {
   DPRT_FLASH_UNROLL
   for (int n = 0; n < HD / 8; ++n)
-    ops.store32(row + n * 8 + accCol(lane, 0),
-                ops.packBf16(acc[n][2 * half] * factor,
-                             acc[n][2 * half + 1] * factor));
+    ops.store32(
+        row + n * 8 + accCol(lane, 0),
+        ops.packBf16(acc[n][2 * half] * factor, acc[n][2 * half + 1] * factor));
 }
 
 template <int R, int C> DPRT_FLASH_DEVICE void zero(float (&x)[R][C]) {
@@ -385,8 +387,8 @@ DPRT_FLASH_DEVICE void forwardBlock(Ops &ops, const Problem &p, int blockX,
   uint32_t qa[HD / 16][4];
   DPRT_FLASH_UNROLL
   for (int kk = 0; kk < HD / 16; ++kk)
-    ops.ldsm(qa[kk], sQ + (warp * 16 + ldsmRowA(lane)) * LD + kk * 16 +
-                         ldsmColA(lane));
+    ops.ldsm(qa[kk],
+             sQ + (warp * 16 + ldsmRowA(lane)) * LD + kk * 16 + ldsmColA(lane));
 
   float acc[HD / 8][4];
   zero(acc);
@@ -486,8 +488,8 @@ DPRT_FLASH_DEVICE void forwardBlock(Ops &ops, const Problem &p, int blockX,
     l += ops.shflXor(l, 2);
     const int t = row0 + warp * 16 + accRow(lane, 2 * half);
     if (t < d.tokens) {
-      storeRow<HD>(ops, p.o + (sampleRow + t) * d.ldq + int64_t(head) * HD,
-                   acc, half, l > 0.0f ? 1.0f / l : 0.0f, lane);
+      storeRow<HD>(ops, p.o + (sampleRow + t) * d.ldq + int64_t(head) * HD, acc,
+                   half, l > 0.0f ? 1.0f / l : 0.0f, lane);
       if ((lane & 3) == 0)
         ops.storeF32(p.lse + (int64_t(sample) * d.heads + head) * d.tokens + t,
                      kLn2 * (rowMax[half] + ops.log2(l)));
@@ -518,8 +520,7 @@ DPRT_FLASH_DEVICE void rowStatsElement(Ops &ops, const Problem &p, int64_t n) {
     ops.load128(g, p.dout + at + c * 8);
     DPRT_FLASH_UNROLL
     for (int w = 0; w < 4; ++w) {
-      sum = fmaf(ops.bitsToFloat(o[w] << 16), ops.bitsToFloat(g[w] << 16),
-                 sum);
+      sum = fmaf(ops.bitsToFloat(o[w] << 16), ops.bitsToFloat(g[w] << 16), sum);
       sum = fmaf(ops.bitsToFloat(o[w] & 0xffff0000u),
                  ops.bitsToFloat(g[w] & 0xffff0000u), sum);
     }
@@ -626,8 +627,8 @@ DPRT_FLASH_DEVICE void queryGradBlock(Ops &ops, const Problem &p, int blockX,
   for (int half = 0; half < 2; ++half) {
     const int t = row0 + warp * 16 + accRow(lane, 2 * half);
     if (t < d.tokens)
-      storeRow<HD>(ops, p.dq + (sampleRow + t) * d.ldq + int64_t(head) * HD,
-                   dq, half, d.scale, lane);
+      storeRow<HD>(ops, p.dq + (sampleRow + t) * d.ldq + int64_t(head) * HD, dq,
+                   half, d.scale, lane);
   }
 }
 
@@ -652,7 +653,7 @@ DPRT_FLASH_DEVICE void keyValueGradBlock(Ops &ops, const Problem &p, int blockX,
   const int64_t kv = (sampleRow + key0) * d.ldk + int64_t(kvHead) * HD;
   uint16_t *sK = reinterpret_cast<uint16_t *>(smem);
   uint16_t *sV = sK + BN * LD;
-  uint16_t *sQ = sV + BN * LD;     // two stages of BM rows
+  uint16_t *sQ = sV + BN * LD;      // two stages of BM rows
   uint16_t *sdO = sQ + 2 * BM * LD; // two stages
   float *sStats = reinterpret_cast<float *>(sdO + 2 * BM * LD); // 2 x 2 BM
 
@@ -699,8 +700,8 @@ DPRT_FLASH_DEVICE void keyValueGradBlock(Ops &ops, const Problem &p, int blockX,
     for (int n = 0; n < BM / 8; ++n)
       DPRT_FLASH_UNROLL
     for (int e = 0; e < 4; ++e)
-      st[n][e] = ops.exp2(st[n][e] * d.scaleLog2 -
-                          sLse2[n * 8 + accCol(lane, e)]);
+      st[n][e] =
+          ops.exp2(st[n][e] * d.scaleLog2 - sLse2[n * 8 + accCol(lane, e)]);
     if (tileNeedsMask(i, j, BM, BN, d.tokens, d.causal)) {
       DPRT_FLASH_UNROLL
       for (int n = 0; n < BM / 8; ++n)

@@ -300,10 +300,10 @@ namespace dprt::cuda {
 
 // Backward, then the squared norms of the per-sample gradients it formed.
 void rms_norm_backward_norm(Rank *rank, DType dt, const void *x,
-                            const void *gamma, const void *rstd,
-                            const void *dy, void *dx, void *dgammaPerSample,
-                            void *n2, int64_t batch, int64_t tokens,
-                            int64_t dim, bool accumulate) {
+                            const void *gamma, const void *rstd, const void *dy,
+                            void *dx, void *dgammaPerSample, void *n2,
+                            int64_t batch, int64_t tokens, int64_t dim,
+                            bool accumulate) {
   rms_norm_backward(rank, dt, x, gamma, rstd, dy, dx, dgammaPerSample, batch,
                     tokens, dim, accumulate);
   norm_rows(rank, accOf(dt), dgammaPerSample, n2, batch, dim);

@@ -31,9 +31,8 @@ __global__ void initNormalKernel(float *master, int64_t n, int64_t globalIndex,
                                         kParameterInitStream));
 }
 
-__global__ void initUniformKernel(float *master, int64_t n,
-                                  int64_t globalIndex, double bound,
-                                  const StepState *state) {
+__global__ void initUniformKernel(float *master, int64_t n, int64_t globalIndex,
+                                  double bound, const StepState *state) {
   const NoiseKey key = initKeyOf(*state);
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -66,9 +65,8 @@ void init_normal(Rank *rank, DType acc, void *master, int64_t n,
   if (n <= 0)
     return;
   initNormalKernel<<<gridFor(rank, n, kThreads), kThreads, 0,
-                     computeStream(rank)>>>(static_cast<float *>(master), n,
-                                            globalIndex, std,
-                                            deviceStepState(rank));
+                     computeStream(rank)>>>(
+      static_cast<float *>(master), n, globalIndex, std, deviceStepState(rank));
   checkLaunch("init_normal");
 }
 

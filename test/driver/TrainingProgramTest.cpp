@@ -466,9 +466,9 @@ TEST_F(TrainingProgram, TraceMeasuresTheCommunicationComputeWaitsFor) {
   for (const JsonValue &line : readJsonLines(dir_ / "plain.jsonl"))
     EXPECT_EQ(line.find("exposed_comm_s"), nullptr);
 
-  RunResult r = train(kClassifier2, {"--data", csv_, "--steps", "3", "--trace",
-                                     dir_ / "trace.json", "--metrics",
-                                     dir_ / "m.jsonl"});
+  RunResult r =
+      train(kClassifier2, {"--data", csv_, "--steps", "3", "--trace",
+                           dir_ / "trace.json", "--metrics", dir_ / "m.jsonl"});
   ASSERT_EQ(r.status, 0) << r.err;
   auto lines = readJsonLines(dir_ / "m.jsonl");
   ASSERT_EQ(lines.size(), 3u);
@@ -498,10 +498,10 @@ TEST_F(TrainingProgram, TraceMeasuresTheCommunicationComputeWaitsFor) {
 TEST_F(TrainingProgram, AFailingRankStopsEveryRank) {
   // The other rank waits in a collective for the failed one: it must be
   // woken, and the program must report the root cause, not hang.
-  RunResult r = runProgram("/usr/bin/timeout",
-                           {"60", kClassifier2, "--data", csv_, "--steps",
-                            "10", "--quiet"},
-                           {"DPC_FIXTURE_FAIL_RANK=1"});
+  RunResult r = runProgram(
+      "/usr/bin/timeout",
+      {"60", kClassifier2, "--data", csv_, "--steps", "10", "--quiet"},
+      {"DPC_FIXTURE_FAIL_RANK=1"});
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_NE(r.err.find("classifier-2: error: rank 1 failed on purpose"),
             std::string::npos)
@@ -1143,7 +1143,7 @@ TEST_F(TrainingProgram, NonFiniteParametersAreNeverSavedNorResumed) {
 TEST_F(TrainingProgram, HelpDocumentsTheCheckpointAndNonFiniteOptions) {
   RunResult r = runProgram(kClassifier1, {"--help"});
   EXPECT_EQ(r.status, 0);
-  for (const char *flag : {"--keep-last K", "--skip-nonfinite-steps",
-                           "--noise-key FILE"})
+  for (const char *flag :
+       {"--keep-last K", "--skip-nonfinite-steps", "--noise-key FILE"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
 }

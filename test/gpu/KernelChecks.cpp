@@ -285,14 +285,12 @@ void normalizationChecks(Context &ctx, DType dt, bool odd) {
         dgamma.poison();
         dbeta.poison();
         n2.uniform(ctx.rng, 0, 10);
-        cpu::layer_norm_backward_norm(ctx.cpu, dt, x.h(), g.h(), mean.h(),
-                                      rstd.h(), dy.h(), dx.h(), dgamma.h(),
-                                      dbeta.h(), n2.h(), batch, tokens, dim,
-                                      false);
-        gpu::layer_norm_backward_norm(ctx.gpu, dt, x.d(), g.d(), mean.d(),
-                                      rstd.d(), dy.d(), dx.d(), dgamma.d(),
-                                      dbeta.d(), n2.d(), batch, tokens, dim,
-                                      false);
+        cpu::layer_norm_backward_norm(
+            ctx.cpu, dt, x.h(), g.h(), mean.h(), rstd.h(), dy.h(), dx.h(),
+            dgamma.h(), dbeta.h(), n2.h(), batch, tokens, dim, false);
+        gpu::layer_norm_backward_norm(
+            ctx.gpu, dt, x.d(), g.d(), mean.d(), rstd.d(), dy.d(), dx.d(),
+            dgamma.d(), dbeta.d(), n2.d(), batch, tokens, dim, false);
         ctx.compare("dx", dx, tol(dt));
         ctx.compare("n2", n2, 1e-5);
       });
@@ -328,7 +326,7 @@ void normalizationChecks(Context &ctx, DType dt, bool odd) {
 struct AttentionCase {
   int64_t batch, tokens, heads, kvHeads, hd;
   bool causal;
-  const char *scratchMiB; // DPRT_ATTENTION_SCRATCH_MB, or null
+  const char *scratchMiB;  // DPRT_ATTENTION_SCRATCH_MB, or null
   bool misaligned = false; // bf16 pointers one element off
 };
 
@@ -436,15 +434,14 @@ void attentionCheck(Context &ctx, DType dt, const AttentionCase &c, bool odd,
     // Both backward passes start from the CPU's forward outputs.
     o.upload();
     lse.upload();
-    Buffer dout(dt, nq, mis), dq(dt, nq, mis), dk(dt, nk, mis),
-        dv(dt, nk, mis);
+    Buffer dout(dt, nq, mis), dq(dt, nq, mis), dk(dt, nk, mis), dv(dt, nk, mis);
     dout.randn(ctx.rng);
     dq.poison();
     dk.poison();
     dv.poison();
     cpu::attention_backward(ctx.cpu, dt, q.h(), k.h(), v.h(), o.h(), lse.h(),
-                            dout.h(), dq.h(), dk.h(), dv.h(), c.batch,
-                            c.tokens, c.heads, c.kvHeads, c.hd, c.causal);
+                            dout.h(), dq.h(), dk.h(), dv.h(), c.batch, c.tokens,
+                            c.heads, c.kvHeads, c.hd, c.causal);
     auto backward = [&] {
       gpu::attention_backward(ctx.gpu, dt, q.d(), k.d(), v.d(), o.d(), lse.d(),
                               dout.d(), dq.d(), dk.d(), dv.d(), c.batch,
@@ -530,9 +527,9 @@ void attentionChecks(Context &ctx, DType dt, bool odd) {
   }
   for (const AttentionCase &c : cases) {
     // bf16 cases the fused kernels take also run materialized.
-    const bool fusable = gpu::attentionPath(dt, c.hd) ==
-                             gpu::AttentionPath::Fused &&
-                         !c.misaligned;
+    const bool fusable =
+        gpu::attentionPath(dt, c.hd) == gpu::AttentionPath::Fused &&
+        !c.misaligned;
     attentionCheck(ctx, dt, c, odd, false);
     if (fusable)
       attentionCheck(ctx, dt, c, odd, true);
@@ -785,9 +782,9 @@ void normChecks(Context &ctx, DType dt, bool odd) {
   {
     int64_t batch = 3, tokens = odd ? 37 : 64, in = odd ? 130 : 256,
             out = odd ? 99 : 128;
-    if (ctx.begin("norm_direct_bias", dn,
-                  dims({{"B", batch}, {"T", tokens}, {"in", in}, {"out", out}},
-                       odd)))
+    if (ctx.begin(
+            "norm_direct_bias", dn,
+            dims({{"B", batch}, {"T", tokens}, {"in", in}, {"out", out}}, odd)))
       ctx.guarded([&] {
         Buffer x(dt, batch * tokens * in), dy(dt, batch * tokens * out),
             n2(F32, batch), ws(F32, in * out);
@@ -1248,8 +1245,7 @@ void capturedAttention(dprt::Rank *r) {
                          at(AttLse), kAttB, kAttT, kAttH, kAttKV, kAttHd, true);
   gpu::attention_backward(r, BF16, at(AttQ), at(AttK), at(AttV), at(AttO),
                           at(AttLse), at(AttDout), at(AttDq), at(AttDk),
-                          at(AttDv), kAttB, kAttT, kAttH, kAttKV, kAttHd,
-                          true);
+                          at(AttDv), kAttB, kAttT, kAttH, kAttKV, kAttHd, true);
 }
 
 } // namespace
@@ -1261,14 +1257,14 @@ void capturedAttentionCheck(Context &ctx) {
   static_assert(kAttQ * 2 <= kAttSlot && kAttL * 4 <= kAttSlot,
                 "the buffers fit their slots");
   ctx.guarded([&] {
-    const bool fused = gpu::attentionPath(BF16, kAttHd) ==
-                       gpu::AttentionPath::Fused;
+    const bool fused =
+        gpu::attentionPath(BF16, kAttHd) == gpu::AttentionPath::Fused;
     // Call 1 runs un-captured, call 2 captures and launches, call 3
     // replays; each with new inputs at the same addresses.
     for (int call = 1; call <= 3; ++call) {
       Buffer q(BF16, kAttQ), k(BF16, kAttK), v(BF16, kAttK), o(BF16, kAttQ),
-          lse(F32, kAttL), dout(BF16, kAttQ), dq(BF16, kAttQ),
-          dk(BF16, kAttK), dv(BF16, kAttK);
+          lse(F32, kAttL), dout(BF16, kAttQ), dq(BF16, kAttQ), dk(BF16, kAttK),
+          dv(BF16, kAttK);
       for (Buffer *b : {&q, &k, &v, &dout})
         b->randn(ctx.rng);
       for (Buffer *b : {&o, &lse, &dq, &dk, &dv})
@@ -1287,9 +1283,8 @@ void capturedAttentionCheck(Context &ctx) {
       put(AttDk, dk);
       put(AttDv, dv);
       gpu::runCaptured(ctx.gpu, 8, capturedAttention);
-      cpu::attention_forward(ctx.cpu, BF16, q.h(), k.h(), v.h(), o.h(),
-                             lse.h(), kAttB, kAttT, kAttH, kAttKV, kAttHd,
-                             true);
+      cpu::attention_forward(ctx.cpu, BF16, q.h(), k.h(), v.h(), o.h(), lse.h(),
+                             kAttB, kAttT, kAttH, kAttKV, kAttHd, true);
       // The GPU's backward used its own forward outputs; so does the CPU's.
       cpu::attention_backward(ctx.cpu, BF16, q.h(), k.h(), v.h(), o.h(),
                               lse.h(), dout.h(), dq.h(), dk.h(), dv.h(), kAttB,
@@ -1315,8 +1310,8 @@ void capturedAttentionCheck(Context &ctx) {
         Row row = compareValues(got, want.hostValues(), tolerance);
         row.kernel = std::string("runCaptured.attention.") + name;
         row.dtype = "bf16";
-        row.shape = std::string(fused ? "fused" : "materialized") +
-                    ", " + capturedCallLabel(call);
+        row.shape = std::string(fused ? "fused" : "materialized") + ", " +
+                    capturedCallLabel(call);
         row.seed = ctx.seed;
         ctx.report->add(row);
       };

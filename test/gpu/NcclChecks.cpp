@@ -182,8 +182,9 @@ void ncclTimings(dprt::Rank *rank, Report &report) {
   report.addTiming(t);
   t.kernel = "nccl.reduce_scatter";
   t.dtype = "f32";
-  t.microseconds = medianMicrosOnStream(
-      rank, 1, 1, [&] { gpu::reduce_scatter(rank, F32, b, a, shard, false, 1); });
+  t.microseconds = medianMicrosOnStream(rank, 1, 1, [&] {
+    gpu::reduce_scatter(rank, F32, b, a, shard, false, 1);
+  });
   t.rate = double(shard) * 4 * w / (t.microseconds * 1e3);
   t.unit = "GB/s (reduced bytes)";
   report.addTiming(t);

@@ -221,14 +221,12 @@ void attentionTimings(Context &ctx, uint64_t &seed) {
     gpu::attention_forward(ctx.gpu, dt, q.p(), k.p(), v.p(), o.p(), lse.p(),
                            s.batch, s.tokens, s.heads, s.kvHeads, s.hd,
                            s.causal);
-    const double unit = double(s.batch) * s.heads * s.tokens * s.tokens *
-                        s.hd * (s.causal ? 0.5 : 1.0);
-    const std::string base = "B" + std::to_string(s.batch) + " T" +
-                             std::to_string(s.tokens) + " H" +
-                             std::to_string(s.heads) + " KV" +
-                             std::to_string(s.kvHeads) + " hd" +
-                             std::to_string(s.hd) +
-                             (s.causal ? " causal" : "");
+    const double unit = double(s.batch) * s.heads * s.tokens * s.tokens * s.hd *
+                        (s.causal ? 0.5 : 1.0);
+    const std::string base =
+        "B" + std::to_string(s.batch) + " T" + std::to_string(s.tokens) + " H" +
+        std::to_string(s.heads) + " KV" + std::to_string(s.kvHeads) + " hd" +
+        std::to_string(s.hd) + (s.causal ? " causal" : "");
     for (bool materialized : {false, true}) {
       if (materialized && !s.materialized)
         continue;
@@ -238,9 +236,9 @@ void attentionTimings(Context &ctx, uint64_t &seed) {
       const std::string shape =
           base + (materialized ? " materialized" : " fused");
       timeKernel(ctx, "attention_forward", dt, shape, 4.0 * unit, true, [&] {
-        gpu::attention_forward(ctx.gpu, dt, q.p(), k.p(), v.p(), o.p(),
-                               lse.p(), s.batch, s.tokens, s.heads, s.kvHeads,
-                               s.hd, s.causal);
+        gpu::attention_forward(ctx.gpu, dt, q.p(), k.p(), v.p(), o.p(), lse.p(),
+                               s.batch, s.tokens, s.heads, s.kvHeads, s.hd,
+                               s.causal);
       });
       timeKernel(ctx, "attention_backward", dt, shape, 10.0 * unit, true, [&] {
         gpu::attention_backward(ctx.gpu, dt, q.p(), k.p(), v.p(), o.p(),

@@ -86,8 +86,8 @@ TEST_F(DialectTest, IntegersReadAsFloatFields) {
       parseAttribute("#dp.clip<flat, max_norm = 3>", &context));
   ASSERT_TRUE(clip);
   EXPECT_EQ(clip.getMaxNorm().convertToDouble(), 3.0);
-  auto sgd = dyn_cast_or_null<SGDAttr>(
-      parseAttribute("#dp.sgd<lr = -2>", &context));
+  auto sgd =
+      dyn_cast_or_null<SGDAttr>(parseAttribute("#dp.sgd<lr = -2>", &context));
   EXPECT_FALSE(sgd) << "a negative learning rate must not verify";
 }
 
@@ -117,14 +117,14 @@ TEST_F(DialectTest, CheckedConstructionReportsTheBrokenField) {
     return success();
   });
   auto loc = UnknownLoc::get(&context);
-  auto target = TargetAttr::getChecked(
-      [&] { return emitError(loc); }, &context, llvm::APFloat(2.0),
-      llvm::APFloat(1.0), NoiseGenerator::fast);
+  auto target = TargetAttr::getChecked([&] { return emitError(loc); }, &context,
+                                       llvm::APFloat(2.0), llvm::APFloat(1.0),
+                                       NoiseGenerator::fast);
   EXPECT_FALSE(target);
   EXPECT_EQ(message, "delta must lie in (0, 1), got 1");
-  auto poisson = PoissonAttr::getChecked(
-      [&] { return emitError(loc); }, &context, int64_t{0},
-      llvm::APFloat(0.25), int64_t{0});
+  auto poisson =
+      PoissonAttr::getChecked([&] { return emitError(loc); }, &context,
+                              int64_t{0}, llvm::APFloat(0.25), int64_t{0});
   EXPECT_FALSE(poisson);
   EXPECT_EQ(message, "physical_batch must be >= 1, got 0");
 }

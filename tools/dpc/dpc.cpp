@@ -104,8 +104,8 @@ int runSubcommand(StringRef name, int argc, char **argv) {
   for (int i = 2; i < argc; ++i)
     args.push_back(argv[i]);
   std::string error;
-  int rc = llvm::sys::ExecuteAndWait(tool, args, std::nullopt, {}, 0, 0,
-                                     &error);
+  int rc =
+      llvm::sys::ExecuteAndWait(tool, args, std::nullopt, {}, 0, 0, &error);
   if (rc < 0)
     return fail("cannot run " + tool + ": " + error);
   return rc;
@@ -142,13 +142,13 @@ int compileProgram(StringRef cppPath, StringRef binaryPath, bool cuda) {
   }
   std::string error;
   // The compiler's own diagnostics go straight to the terminal.
-  int rc = llvm::sys::ExecuteAndWait(args.front(), argRefs, std::nullopt, {},
-                                     0, 0, &error);
+  int rc = llvm::sys::ExecuteAndWait(args.front(), argRefs, std::nullopt, {}, 0,
+                                     0, &error);
   if (rc != 0)
     return fail("the C++ compiler failed" +
-                (error.empty() ? llvm::Twine(" (exit code ") + llvm::Twine(rc) +
-                                     ")"
-                               : llvm::Twine(": ") + error) +
+                (error.empty()
+                     ? llvm::Twine(" (exit code ") + llvm::Twine(rc) + ")"
+                     : llvm::Twine(": ") + error) +
                 "; the source is " + cppPath);
   return 0;
 }
@@ -211,7 +211,8 @@ int main(int argc, char **argv) {
     return 1;
 
   if (emitOpt == Emit::MLIR) {
-    auto out = openOutputFile(outputFile.empty() ? std::string("-") : outputFile.getValue(), &error);
+    auto out = openOutputFile(
+        outputFile.empty() ? std::string("-") : outputFile.getValue(), &error);
     if (!out)
       return fail(error);
     module->print(out->os());
@@ -231,7 +232,8 @@ int main(int argc, char **argv) {
     return fail("translating the program to C++ failed");
 
   if (emitOpt == Emit::Cpp) {
-    auto out = openOutputFile(outputFile.empty() ? std::string("-") : outputFile.getValue(), &error);
+    auto out = openOutputFile(
+        outputFile.empty() ? std::string("-") : outputFile.getValue(), &error);
     if (!out)
       return fail(error);
     out->os() << cpp;

@@ -66,21 +66,21 @@ struct InputSpec {
 struct ParamSpec {
   std::string name;
   std::vector<int64_t> shape;
-  int32_t unit;          ///< index into ProgramSpec::units
-  int64_t offsetInUnit;  ///< element offset in the unit's flat buffer
-  int64_t globalIndex;   ///< first element's index in the model's flat space
+  int32_t unit;         ///< index into ProgramSpec::units
+  int64_t offsetInUnit; ///< element offset in the unit's flat buffer
+  int64_t globalIndex;  ///< first element's index in the model's flat space
   bool trainable;
 };
 
 struct UnitSpec {
   std::string name;
-  int64_t numel;          ///< real elements (parameters back to back)
-  int64_t shardElems;     ///< elements each rank owns (padded numel / ranks)
-  int64_t paramShard;     ///< arena offset of this rank's shard, compute type
-  int64_t masterShard;    ///< acc-type master shard (== paramShard if same)
-  int64_t gradShard;      ///< acc-type accumulated gradient shard
-  int64_t optState1;      ///< momentum / Adam m, or -1
-  int64_t optState2;      ///< Adam v, or -1
+  int64_t numel;       ///< real elements (parameters back to back)
+  int64_t shardElems;  ///< elements each rank owns (padded numel / ranks)
+  int64_t paramShard;  ///< arena offset of this rank's shard, compute type
+  int64_t masterShard; ///< acc-type master shard (== paramShard if same)
+  int64_t gradShard;   ///< acc-type accumulated gradient shard
+  int64_t optState1;   ///< momentum / Adam m, or -1
+  int64_t optState2;   ///< Adam v, or -1
 };
 
 struct RecipeSpec {
@@ -93,9 +93,9 @@ struct RecipeSpec {
   double delta = 1e-5;
   NoiseGeneratorKind generator = NoiseGeneratorKind::Philox;
   SamplingKind sampling = SamplingKind::Poisson;
-  int64_t expectedBatch = 0;  ///< Poisson: q = expectedBatch / N, if > 0
-  double rate = 0.0;          ///< Poisson: q, if > 0
-  int64_t shuffleBatch = 0;   ///< Shuffle: logical batch
+  int64_t expectedBatch = 0; ///< Poisson: q = expectedBatch / N, if > 0
+  double rate = 0.0;         ///< Poisson: q, if > 0
+  int64_t shuffleBatch = 0;  ///< Shuffle: logical batch
   OptimizerKind optimizer = OptimizerKind::SGD;
   double lr = 0.0, momentum = 0.0, beta1 = 0.0, beta2 = 0.0, eps = 0.0,
          weightDecay = 0.0;
@@ -134,10 +134,9 @@ void describe_program(ProgramSpec *spec, const char *model, const char *backend,
                       int64_t predictedPeakBytes);
 void describe_recipe(ProgramSpec *spec, ClipMode clip, double maxNorm,
                      double gamma, bool targetEpsilon, double sigma,
-                     double epsilon, double delta,
-                     NoiseGeneratorKind generator, SamplingKind sampling,
-                     int64_t expectedBatch, double rate, int64_t shuffleBatch,
-                     int64_t steps, int64_t seed);
+                     double epsilon, double delta, NoiseGeneratorKind generator,
+                     SamplingKind sampling, int64_t expectedBatch, double rate,
+                     int64_t shuffleBatch, int64_t steps, int64_t seed);
 void describe_optimizer(ProgramSpec *spec, OptimizerKind kind, double lr,
                         double momentum, bool nesterov, double beta1,
                         double beta2, double eps, double weightDecay);

@@ -58,8 +58,8 @@ struct StepState {
 struct BackendState;
 
 struct Rank {
-  int32_t rank = 0;  ///< index in the grid
-  int32_t world = 1; ///< number of ranks
+  int32_t rank = 0;      ///< index in the grid
+  int32_t world = 1;     ///< number of ranks
   char *arena = nullptr; ///< device memory on CUDA, host memory on CPU
   int64_t arenaBytes = 0;
   int64_t stateOffset = 0; ///< where the StepState lives in the arena

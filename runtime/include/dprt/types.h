@@ -29,7 +29,12 @@ inline constexpr const char *nameOf(DType t) {
   return t == DType::F64 ? "f64" : t == DType::F32 ? "f32" : "bf16";
 }
 
-enum class Activation : int32_t { Relu = 0, Silu = 1, GeluErf = 2, GeluTanh = 3 };
+enum class Activation : int32_t {
+  Relu = 0,
+  Silu = 1,
+  GeluErf = 2,
+  GeluTanh = 3
+};
 
 /// How a sample's token losses combine: mean over counted tokens, or sum.
 enum class Reduction : int32_t { Mean = 0, Sum = 1 };

@@ -57,10 +57,9 @@ TEST(FusedAttentionTiles, LoopBoundsVisitExactlyTheTilesThatAttend) {
                 }
               SCOPED_TRACE(::testing::Message()
                            << "causal " << causal << " bm " << bm << " bn "
-                           << bn << " tokens " << tokens << " tile " << i
-                           << "," << j);
-              ASSERT_EQ(j < flash::keyBlockEnd(i, bm, bn, tokens, causal),
-                        any);
+                           << bn << " tokens " << tokens << " tile " << i << ","
+                           << j);
+              ASSERT_EQ(j < flash::keyBlockEnd(i, bm, bn, tokens, causal), any);
               ASSERT_EQ(i >= flash::queryBlockBegin(j, bm, bn, causal), any);
               ASSERT_EQ(flash::tileNeedsMask(i, j, bm, bn, tokens, causal),
                         !all);
@@ -105,7 +104,8 @@ TEST(FusedAttentionFragments, WarpProductsMatchNaiveProducts) {
   // productAB as the block programs use them.
   constexpr int K = 32, N = 32, HD = 16, LD = K + flash::kPad;
   forEachCase(2, [](Rng &rng) {
-    Vec a = normal(rng, 16 * K), b = normal(rng, N * K), v = normal(rng, N * HD);
+    Vec a = normal(rng, 16 * K), b = normal(rng, N * K),
+        v = normal(rng, N * HD);
     std::vector<float> s(16 * N), o(16 * HD);
     simt::Launch launch;
     launch.threads = 32;
@@ -250,8 +250,7 @@ void emulateForward(Tensors &t, const simt::Options &options) {
   flash::Problem p = t.problem();
   simt::Launch l = launchFor(flash::forwardGrid(p.dims), Tiles::kThreads,
                              Tiles::kSmemBytes, options);
-  l.readable = {Tensors::range(t.q), Tensors::range(t.k),
-                Tensors::range(t.v)};
+  l.readable = {Tensors::range(t.q), Tensors::range(t.k), Tensors::range(t.v)};
   l.writable = {Tensors::range(t.o), Tensors::range(t.lse)};
   simt::run(l, [&](simt::Ops &ops, int x, int y, int z, int tid,
                    unsigned char *smem) {
@@ -288,8 +287,8 @@ void emulateBackward(Tensors &t, const simt::Options &options) {
   }
   {
     using Tiles = flash::KeyValueGradTiles<HD>;
-    simt::Launch l = launchFor(flash::keyValueGradGrid(p.dims),
-                               Tiles::kThreads, Tiles::kSmemBytes, options);
+    simt::Launch l = launchFor(flash::keyValueGradGrid(p.dims), Tiles::kThreads,
+                               Tiles::kSmemBytes, options);
     l.readable = inputs;
     l.writable = {Tensors::range(t.dk), Tensors::range(t.dv)};
     simt::run(l, [&](simt::Ops &ops, int x, int y, int z, int tid,
@@ -346,14 +345,14 @@ struct Reference {
 // Grouped-query heads need 1 < kvHeads < heads to tell head / group from
 // other mappings.
 const Case kCases[] = {
-    {1, 37, 2, 2, 64, true},    // one partial block
-    {2, 100, 8, 2, 64, false},  // group 4, a partial second block
-    {1, 150, 4, 4, 64, true},   // three blocks, the last partial
-    {1, 1, 2, 1, 64, true},     // a single token
-    {1, 130, 4, 2, 128, true},  // group 2; three query blocks of 64 (dK, dV:
-                                // five of 32), the last partial
-    {3, 64, 4, 2, 128, false},  // whole blocks, batch 3
-    {1, 70, 4, 1, 128, false},  // group 4, partial blocks, no causal mask
+    {1, 37, 2, 2, 64, true},   // one partial block
+    {2, 100, 8, 2, 64, false}, // group 4, a partial second block
+    {1, 150, 4, 4, 64, true},  // three blocks, the last partial
+    {1, 1, 2, 1, 64, true},    // a single token
+    {1, 130, 4, 2, 128, true}, // group 2; three query blocks of 64 (dK, dV:
+                               // five of 32), the last partial
+    {3, 64, 4, 2, 128, false}, // whole blocks, batch 3
+    {1, 70, 4, 1, 128, false}, // group 4, partial blocks, no causal mask
 };
 
 /// Emulated forward and backward of every case against the CPU backend.
@@ -408,9 +407,8 @@ TEST(FusedAttention, SameBitsUnderEveryScheduleAndCopyTiming) {
             simt::Schedule::WarpsDescending})
         for (simt::CopyTiming copies :
              {simt::CopyTiming::Deferred, simt::CopyTiming::Eager}) {
-          SCOPED_TRACE(::testing::Message()
-                       << "schedule " << int(schedule) << " copies "
-                       << int(copies));
+          SCOPED_TRACE(::testing::Message() << "schedule " << int(schedule)
+                                            << " copies " << int(copies));
           Tensors t(c);
           t.q = base.q;
           t.k = base.k;
@@ -438,13 +436,13 @@ TEST(FusedAttention, SameBitsUnderEveryScheduleAndCopyTiming) {
         f->k = base.k;
         f->v = base.v;
       }
-      emulate(f1, false, {simt::Schedule::WarpsAscending,
-                          simt::CopyTiming::Eager});
-      emulate(f2, false, {simt::Schedule::WarpsDescending,
-                          simt::CopyTiming::Deferred});
+      emulate(f1, false,
+              {simt::Schedule::WarpsAscending, simt::CopyTiming::Eager});
+      emulate(f2, false,
+              {simt::Schedule::WarpsDescending, simt::CopyTiming::Deferred});
       EXPECT_EQ(f1.o, f2.o);
-      EXPECT_EQ(0, std::memcmp(f1.lse.data(), f2.lse.data(),
-                               f1.lse.size() * 4));
+      EXPECT_EQ(0,
+                std::memcmp(f1.lse.data(), f2.lse.data(), f1.lse.size() * 4));
     });
   }
 }

@@ -263,8 +263,8 @@ TEST(FusedNorms, Rank1WithBiasIsWeightPlusBiasNorm) {
     Vec init;
     Buffer n2 = startingNorms(rng, dt, batch, init);
     TestRank r;
-    cpu::norm_rank1_bias(r.get(), dt, x.data(), dy.data(), n2.data(), batch,
-                         in, out);
+    cpu::norm_rank1_bias(r.get(), dt, x.data(), dy.data(), n2.data(), batch, in,
+                         out);
     Vec want = ref::addForward(
         squaredNorms(ref::linearWeightGradPerSample(x.values(), dy.values(),
                                                     batch, 1, in, out)),
@@ -288,8 +288,8 @@ TEST(FusedNorms, DirectWithBiasIsWeightPlusBiasNorm) {
     cpu::norm_direct_bias(r.get(), dt, x.data(), dy.data(), n2.data(), batch,
                           tokens, in, out, workspace.data());
     Vec want = ref::addForward(
-        squaredNorms(ref::linearWeightGradPerSample(
-            x.values(), dy.values(), batch, tokens, in, out)),
+        squaredNorms(ref::linearWeightGradPerSample(x.values(), dy.values(),
+                                                    batch, tokens, in, out)),
         squaredNorms(ref::biasGradPerSample(dy.values(), batch, tokens, out)));
     EXPECT_CLOSE(n2.values(), ref::addForward(init, want), accTolerance(dt),
                  dt);
@@ -327,16 +327,14 @@ TEST(FusedNorms, NormBackwardAddsTheNormOfItsPerSampleGradients) {
                        dim);
         EXPECT_EQ(b1.values(), b2.values());
       } else {
-        cpu::rms_norm_backward_norm(r.get(), dt, x.data(), gamma.data(),
-                                    rstd.data(), dy.data(), dx1.data(),
-                                    g1.data(), fused.data(), batch, tokens,
-                                    dim, false);
-        cpu::rms_norm_backward(r.get(), dt, x.data(), gamma.data(),
-                               rstd.data(), dy.data(), dx2.data(), g2.data(),
-                               batch, tokens, dim, false);
+        cpu::rms_norm_backward_norm(
+            r.get(), dt, x.data(), gamma.data(), rstd.data(), dy.data(),
+            dx1.data(), g1.data(), fused.data(), batch, tokens, dim, false);
+        cpu::rms_norm_backward(r.get(), dt, x.data(), gamma.data(), rstd.data(),
+                               dy.data(), dx2.data(), g2.data(), batch, tokens,
+                               dim, false);
       }
-      cpu::norm_rows(r.get(), accOf(dt), g2.data(), unfused.data(), batch,
-                     dim);
+      cpu::norm_rows(r.get(), accOf(dt), g2.data(), unfused.data(), batch, dim);
       EXPECT_EQ(dx1.values(), dx2.values());
       EXPECT_EQ(g1.values(), g2.values());
       EXPECT_CLOSE(fused.values(), unfused.values(), accTolerance(dt), dt);

@@ -139,9 +139,9 @@ private:
   bool advanceWarp(int warp);
   void resolve(int warp);
   [[noreturn]] void schedulerError(const std::string &message) {
-    throw std::runtime_error(
-        (error_.empty() ? message : error_) + " (block " + std::to_string(bx_) +
-        "," + std::to_string(by_) + "," + std::to_string(bz_) + ")");
+    throw std::runtime_error((error_.empty() ? message : error_) + " (block " +
+                             std::to_string(bx_) + "," + std::to_string(by_) +
+                             "," + std::to_string(bz_) + ")");
   }
 
   const Launch &launch_;
@@ -416,8 +416,7 @@ void Ops::ldsmTrans(uint32_t (&r)[4], const uint16_t *p) {
   std::memcpy(r, t.r, sizeof(r));
 }
 
-void Ops::mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-              uint32_t b1) {
+void Ops::mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   Thread &t = block_.thread(tid_);
   t.kind = Kind::Mma;
   std::memcpy(t.a, a, sizeof(t.a));

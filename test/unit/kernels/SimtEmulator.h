@@ -89,8 +89,8 @@ private:
   int tid_;
 };
 
-using Program = std::function<void(Ops &ops, int blockX, int blockY,
-                                   int blockZ, int tid, unsigned char *smem)>;
+using Program = std::function<void(Ops &ops, int blockX, int blockY, int blockZ,
+                                   int tid, unsigned char *smem)>;
 
 struct Launch {
   int gridX = 1, gridY = 1, gridZ = 1;

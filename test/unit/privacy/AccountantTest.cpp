@@ -345,10 +345,10 @@ TEST(Calibration, PldNeedsLessNoiseThanRdp) {
   EXPECT_NE(calibrateSigma(AccountantKind::Pld, 1.0, 0.0, 0.01, 100)
                 .error.find("delta"),
             std::string::npos);
-  EXPECT_NE(calibrateSigma(AccountantKind::Pld, 1.0, 1e-5, 0.01,
-                           kMaxPldSteps + 1)
-                .error.find("at most"),
-            std::string::npos);
+  EXPECT_NE(
+      calibrateSigma(AccountantKind::Pld, 1.0, 1e-5, 0.01, kMaxPldSteps + 1)
+          .error.find("at most"),
+      std::string::npos);
 }
 
 TEST(Calibration, RejectsInvalidAndImpossibleRequests) {

@@ -1,7 +1,7 @@
 //===- RngTest.cpp - Counter-based generators and Gaussian noise ----------===//
 
-#include "dprt/keys.h"
 #include "dprt/rng.h"
+#include "dprt/keys.h"
 
 #include <gtest/gtest.h>
 
@@ -166,8 +166,8 @@ TEST(RunKeys, NoiseAndSamplingUseTheSameKey) {
   const NoiseKey noise = noiseKeyOf(state);
   const NoiseKey sampling = samplingKeyFromWords(state.noiseKey);
   EXPECT_EQ(noise.seed, sampling.seed);
-  EXPECT_TRUE(std::equal(noise.chachaKey, noise.chachaKey + 8,
-                         sampling.chachaKey));
+  EXPECT_TRUE(
+      std::equal(noise.chachaKey, noise.chachaKey + 8, sampling.chachaKey));
   // The initializer is keyed by the seed itself, independently.
   state.initKey = 42;
   EXPECT_EQ(initKeyOf(state).seed, 42u);

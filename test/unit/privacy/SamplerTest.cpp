@@ -116,9 +116,8 @@ TEST(PoissonSampler, SeedKeysTheSamplerAsTheRunKeysItsNoise) {
       std::vector<int64_t> batch = fromSeed.sample(step);
       EXPECT_EQ(batch, fromNoiseKey.sample(step));
       // The first record is the first gap, from uniform 0 of the step.
-      const double u =
-          uniformF64(gen, noiseKey, static_cast<uint64_t>(step), 0,
-                     kSamplingStream);
+      const double u = uniformF64(gen, noiseKey, static_cast<uint64_t>(step), 0,
+                                  kSamplingStream);
       const double gap = std::floor(std::log(u) / std::log1p(-q));
       if (gap < records) {
         ASSERT_FALSE(batch.empty());
