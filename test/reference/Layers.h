@@ -47,9 +47,34 @@ Vec layerNormForward(const Vec &x, const Vec &gamma, const Vec *beta,
                      int64_t rows, int64_t dim, double eps, Vec *mean = nullptr,
                      Vec *rstd = nullptr);
 
-/// Rotate-half rotary embedding; x [batch*tokens, heads*headDim].
+/// Rotate-half rotary embedding; x [batch*tokens, heads*headDim]. Pair
+/// (j, j + headDim/2) of token t turns by the angle t * invFreq[j].
+Vec ropeForward(const Vec &x, int64_t batch, int64_t tokens, int64_t heads,
+                int64_t headDim, const Vec &invFreq);
+/// The same with invFreq = ropeInverseFrequencies(theta, headDim).
 Vec ropeForward(const Vec &x, int64_t batch, int64_t tokens, int64_t heads,
                 int64_t headDim, double theta);
+
+/// The unscaled rotary frequencies: inv_freq_j = theta^(-2j/headDim),
+/// j < headDim/2.
+Vec ropeInverseFrequencies(double theta, int64_t headDim);
+
+/// Llama 3.1's rope scaling (Hugging Face rope_type "llama3").
+struct Llama3RopeScaling {
+  double factor = 8.0;
+  double lowFreqFactor = 1.0;
+  double highFreqFactor = 4.0;
+  int64_t originalMaxPositions = 8192; ///< original_max_position_embeddings
+};
+
+/// The scaled table: with wavelength w_j = 2 pi / f_j of the unscaled
+/// f_j = theta^(-2j/headDim) and L = originalMaxPositions, f_j is kept
+/// where w_j < L / highFreqFactor, divided by `factor` where
+/// w_j > L / lowFreqFactor, and in between interpolated,
+///   f'_j = (1 - s) f_j / factor + s f_j,
+///   s = (L / w_j - lowFreqFactor) / (highFreqFactor - lowFreqFactor).
+Vec llama3InverseFrequencies(double theta, int64_t headDim,
+                             const Llama3RopeScaling &scaling);
 
 struct AttentionShape {
   int64_t batch, tokens, heads, kvHeads, headDim;
@@ -92,6 +117,8 @@ Vec layerNormBackward(const Vec &x, const Vec &gamma, const Vec &dy,
                       int64_t rows, int64_t dim, double eps);
 
 /// The inverse rotation.
+Vec ropeBackward(const Vec &dy, int64_t batch, int64_t tokens, int64_t heads,
+                 int64_t headDim, const Vec &invFreq);
 Vec ropeBackward(const Vec &dy, int64_t batch, int64_t tokens, int64_t heads,
                  int64_t headDim, double theta);
 

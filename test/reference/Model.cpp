@@ -131,14 +131,21 @@ void Model::layerNorm(const std::string &gamma, const std::string &beta,
 
 void Model::rope(const std::string &x, const std::string &out, int64_t heads,
                  int64_t headDim, double theta) {
+  rope(x, out, heads, headDim, ropeInverseFrequencies(theta, headDim));
+}
+
+void Model::rope(const std::string &x, const std::string &out, int64_t heads,
+                 int64_t headDim, const Vec &invFreq) {
   requireOpen();
   if (width(x) != heads * headDim || headDim % 2)
     fail("rope: width must be heads * headDim, headDim even");
+  if (int64_t(invFreq.size()) != headDim / 2)
+    fail("rope: the frequency table needs headDim/2 entries");
   defineValue(out, heads * headDim);
   Layer l{Op::Rope, {x}, out, "", ""};
   l.heads = heads;
   l.headDim = headDim;
-  l.theta = theta;
+  l.invFreq = invFreq;
   layers_.push_back(l);
 }
 
@@ -289,7 +296,8 @@ Model::Sample Model::forwardSample(const Batch &batch, int64_t b) const {
           l.outDim, l.eps);
       break;
     case Op::Rope:
-      s.values[l.out] = ropeForward(val(x), 1, T, l.heads, l.headDim, l.theta);
+      s.values[l.out] =
+          ropeForward(val(x), 1, T, l.heads, l.headDim, l.invFreq);
       break;
     case Op::Attention:
       s.values[l.out] =
@@ -386,7 +394,7 @@ std::map<std::string, Vec> Model::backwardSample(const Sample &s) const {
       paramGrad(l.bias, biasGradPerSample(dy, 1, T, l.outDim)[0]);
       break;
     case Op::Rope:
-      addInto(grad(x), ropeBackward(dy, 1, T, l.heads, l.headDim, l.theta));
+      addInto(grad(x), ropeBackward(dy, 1, T, l.heads, l.headDim, l.invFreq));
       break;
     case Op::Attention: {
       AttentionGrads g =

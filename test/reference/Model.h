@@ -98,8 +98,13 @@ public:
   void layerNorm(const std::string &gamma, const std::string &beta,
                  const std::string &x, const std::string &out, int64_t dim,
                  double eps);
+  /// Rotary embedding with inv_freq_j = theta^(-2j/headDim).
   void rope(const std::string &x, const std::string &out, int64_t heads,
             int64_t headDim, double theta);
+  /// Rotary embedding with an explicit table of headDim/2 inverse
+  /// frequencies (e.g. llama3InverseFrequencies).
+  void rope(const std::string &x, const std::string &out, int64_t heads,
+            int64_t headDim, const Vec &invFreq);
   void attention(const std::string &q, const std::string &k,
                  const std::string &v, const std::string &out, int64_t heads,
                  int64_t kvHeads, int64_t headDim, bool causal);
@@ -156,7 +161,8 @@ private:
     std::string weight, bias; ///< parameter names, "" when none
     int64_t inDim = 0, outDim = 0;
     int64_t heads = 0, kvHeads = 0, headDim = 0;
-    double eps = 0, theta = 0;
+    double eps = 0;
+    Vec invFreq; ///< rope
     bool causal = false, hasIgnore = false;
     int64_t ignoreIndex = -1;
     dprt::Activation act = dprt::Activation::Relu;

@@ -1,0 +1,448 @@
+//===- ReferenceExtensionsTest.cpp - The reference's newer layers ---------===//
+//
+// What the reference learned for the next features, checked the way
+// ReferenceTest.cpp checks the rest: gradients against central finite
+// differences of the forward function (per layer, and per sample and
+// parameter element of whole models), tables and clipping against their
+// definitions written out again here. Every case draws its data from its own
+// seed, printed with any failure (DPC_TEST_SEED=<n> replays a run).
+//
+//===----------------------------------------------------------------------===//
+
+#include "reference/Model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <random>
+#include <sstream>
+
+using dprt::Activation;
+using dprt::ClipMode;
+using dprt::Reduction;
+namespace ref = dpc::reference;
+using ref::Vec;
+
+namespace {
+
+using Rng = std::mt19937_64;
+
+//===----------------------------------------------------------------------===//
+// Seeds, random data, comparisons
+//===----------------------------------------------------------------------===//
+
+/// Runs fn(rng) for `cases` cases, each with its own seed: drawn fresh per
+/// run, or DPC_TEST_SEED + case to replay one; gtest prints it with any
+/// failure of the case.
+void forEachCase(int cases, const std::function<void(Rng &)> &fn) {
+  uint64_t base;
+  if (const char *env = std::getenv("DPC_TEST_SEED"))
+    base = std::strtoull(env, nullptr, 10);
+  else
+    base = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
+  for (int i = 0; i < cases; ++i) {
+    uint64_t seed = base + uint64_t(i);
+    std::ostringstream trace;
+    trace << "case " << i << ", seed " << seed << " (DPC_TEST_SEED=" << base
+          << " reproduces this run)";
+    SCOPED_TRACE(trace.str());
+    Rng rng(seed);
+    fn(rng);
+    if (::testing::Test::HasFatalFailure())
+      return;
+  }
+}
+
+Vec normal(Rng &rng, int64_t n, double stddev = 1.0) {
+  std::normal_distribution<double> d(0.0, stddev);
+  Vec v(n);
+  for (double &e : v)
+    e = d(rng);
+  return v;
+}
+
+Vec uniform(Rng &rng, int64_t n, double lo, double hi) {
+  std::uniform_real_distribution<double> d(lo, hi);
+  Vec v(n);
+  for (double &e : v)
+    e = d(rng);
+  return v;
+}
+
+int64_t uniformInt(Rng &rng, int64_t lo, int64_t hi) {
+  return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+}
+
+double dot(const Vec &a, const Vec &b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    s += a[i] * b[i];
+  return s;
+}
+
+/// The worst error seen per kind of comparison, printed at the end of the
+/// run (docs/testing.md quotes it).
+class WorstErrors : public ::testing::Environment {
+public:
+  static WorstErrors &get() {
+    static WorstErrors *w = [] {
+      auto *e = new WorstErrors;
+      ::testing::AddGlobalTestEnvironment(e);
+      return e;
+    }();
+    return *w;
+  }
+  void record(const std::string &kind, double tol, double err) {
+    double &w = worst_[{kind, tol}];
+    w = std::max(w, err);
+  }
+  void TearDown() override {
+    for (auto &[key, err] : worst_)
+      std::printf("[worst error] %-24s tolerance %.0e: %.3e\n",
+                  key.first.c_str(), key.second, err);
+  }
+
+private:
+  std::map<std::pair<std::string, double>, double> worst_;
+};
+
+// Registered before main runs the tests.
+const bool kWorstErrorsRegistered = (WorstErrors::get(), true);
+
+/// ||out - want|| / ||scale|| against tol; infinity for a NaN, an infinity
+/// or a size mismatch.
+::testing::AssertionResult normwiseClose(const std::string &kind,
+                                         const Vec &out, const Vec &want,
+                                         const Vec &scale, double tol) {
+  (void)kWorstErrorsRegistered;
+  double num = 0, den = 0, err = INFINITY;
+  if (out.size() == want.size() && scale.size() == want.size()) {
+    bool finite = true;
+    for (size_t i = 0; i < out.size(); ++i) {
+      finite = finite && std::isfinite(out[i]);
+      num += (out[i] - want[i]) * (out[i] - want[i]);
+      den += scale[i] * scale[i];
+    }
+    if (finite)
+      err = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  }
+  WorstErrors::get().record(kind, tol, err);
+  if (err <= tol)
+    return ::testing::AssertionSuccess();
+  std::ostringstream os;
+  os << kind << ": relative error " << err << " > " << tol << " (" << out.size()
+     << " elements vs " << want.size() << ")";
+  return ::testing::AssertionFailure() << os.str();
+}
+
+/// max_i |out_i - want_i| / |want_i| against tol: for tables whose
+/// entries span orders of magnitude.
+::testing::AssertionResult elementwiseClose(const std::string &kind,
+                                            const Vec &out, const Vec &want,
+                                            double tol) {
+  double err = out.size() == want.size() ? 0.0 : INFINITY;
+  for (size_t i = 0; i < out.size() && i < want.size(); ++i) {
+    double e = std::fabs(out[i] - want[i]) / std::fabs(want[i]);
+    err = std::isnan(e) ? INFINITY : std::max(err, e);
+  }
+  WorstErrors::get().record(kind, tol, err);
+  if (err <= tol)
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << kind << ": elementwise relative error " << err << " > " << tol;
+}
+
+/// Identities that hold up to f64 rounding: a few hundred operations at
+/// 2^-53 each stay far below 1e-12, and a wrong formula is far above it.
+constexpr double kExactTolerance = 1e-12;
+
+#define EXPECT_SAME(out, want)                                                 \
+  EXPECT_TRUE(                                                                 \
+      normwiseClose("f64 identity", (out), (want), (want), kExactTolerance))   \
+      << #out
+
+/// Central differences of f at x, one element at a time.
+Vec numericGradient(const std::function<double(const Vec &)> &f, Vec x) {
+  Vec g(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    double xi = x[i], h = 1e-6 * std::max(1.0, std::fabs(xi));
+    x[i] = xi + h;
+    double up = f(x);
+    x[i] = xi - h;
+    double down = f(x);
+    x[i] = xi;
+    g[i] = (up - down) / (2 * h);
+  }
+  return g;
+}
+
+/// As in ReferenceTest.cpp: central differences at h = 1e-6 carry ~1e-10
+/// relative truncation error and ~1e-10 absolute rounding noise, so the
+/// error is measured against |numeric| + 1e-3 (a gradient that is exactly
+/// zero does not compare noise with noise).
+constexpr double kFdTolerance = 1e-6;
+
+::testing::AssertionResult fdClose(const Vec &analytic, const Vec &numeric) {
+  Vec scale(numeric.size());
+  for (size_t i = 0; i < numeric.size(); ++i)
+    scale[i] = std::fabs(numeric[i]) + 1e-3;
+  return normwiseClose("finite differences", analytic, numeric, scale,
+                       kFdTolerance);
+}
+
+#define EXPECT_FD(analytic, numeric)                                           \
+  EXPECT_TRUE(fdClose((analytic), (numeric))) << #analytic
+
+/// Every per-sample gradient element of every trainable parameter against
+/// finite differences of that sample's loss.
+void expectPerSampleGradientsMatchFiniteDifferences(ref::Model &m,
+                                                    const ref::Batch &batch) {
+  ref::StepResult r = m.perSampleGradients(batch);
+  for (int64_t b = 0; b < batch.size; ++b)
+    for (const std::string &p : m.trainableParams()) {
+      SCOPED_TRACE("parameter " + p + ", sample " + std::to_string(b));
+      Vec saved = m.param(p);
+      Vec numeric = numericGradient(
+          [&](const Vec &v) {
+            m.param(p) = v;
+            return m.losses(batch)[b];
+          },
+          saved);
+      m.param(p) = saved;
+      EXPECT_FD(r.grads.at(p)[b], numeric);
+    }
+}
+
+/// Random parameters (norm gammas near 1).
+void randomize(ref::Model &m, Rng &rng, double scale) {
+  for (const std::string &p : m.paramNames()) {
+    Vec &v = m.param(p);
+    bool gamma = m.paramShape(p).size() == 1 && v[0] == 1.0;
+    Vec r = normal(rng, int64_t(v.size()), gamma ? 0.1 : scale);
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = (gamma ? 1.0 : 0.0) + r[i];
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Rotary embeddings with a frequency table
+//===----------------------------------------------------------------------===//
+
+TEST(RopeTable, ThetaFormIsTheTableOfThetaPowers) {
+  forEachCase(3, [](Rng &rng) {
+    int64_t batch = 2, tokens = 6, heads = 3,
+            headDim = 2 * uniformInt(rng, 1, 6);
+    double theta = uniform(rng, 1, 10.0, 1e6)[0];
+    Vec table = ref::ropeInverseFrequencies(theta, headDim);
+    ASSERT_EQ(int64_t(table.size()), headDim / 2);
+    for (int64_t j = 0; j < headDim / 2; ++j)
+      EXPECT_NEAR(table[j], 1.0 / std::pow(theta, double(2 * j) / headDim),
+                  1e-15 * table[j]);
+    Vec x = normal(rng, batch * tokens * heads * headDim);
+    EXPECT_EQ(ref::ropeForward(x, batch, tokens, heads, headDim, theta),
+              ref::ropeForward(x, batch, tokens, heads, headDim, table));
+    EXPECT_EQ(ref::ropeBackward(x, batch, tokens, heads, headDim, theta),
+              ref::ropeBackward(x, batch, tokens, heads, headDim, table));
+  });
+}
+
+TEST(RopeTable, TurnsPairJByTTimesItsFrequency) {
+  forEachCase(2, [](Rng &rng) {
+    int64_t tokens = 7, heads = 2, headDim = 8, half = headDim / 2;
+    Vec table = uniform(rng, half, 0.01, 3.0);
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t j = 0; j < half; ++j) {
+        // A unit vector on element j of head 1 at token t turns into
+        // (cos, sin)(t f_j) on elements (j, j + half).
+        Vec x(tokens * heads * headDim, 0.0);
+        int64_t base = (t * heads + 1) * headDim;
+        x[base + j] = 1.0;
+        Vec y = ref::ropeForward(x, 1, tokens, heads, headDim, table);
+        Vec want(x.size(), 0.0);
+        want[base + j] = std::cos(double(t) * table[j]);
+        want[base + j + half] = std::sin(double(t) * table[j]);
+        EXPECT_SAME(y, want);
+      }
+  });
+}
+
+TEST(RopeTable, BackwardMatchesFiniteDifferencesForAnyTable) {
+  forEachCase(3, [](Rng &rng) {
+    int64_t batch = 2, tokens = 5, heads = 2, headDim = 6;
+    int64_t n = batch * tokens * heads * headDim;
+    Vec table = uniform(rng, headDim / 2, 0.001, 2.0);
+    Vec x = normal(rng, n), dy = normal(rng, n);
+    EXPECT_FD(ref::ropeBackward(dy, batch, tokens, heads, headDim, table),
+              numericGradient(
+                  [&](const Vec &v) {
+                    return dot(dy, ref::ropeForward(v, batch, tokens, heads,
+                                                    headDim, table));
+                  },
+                  x));
+    Vec y = ref::ropeForward(x, batch, tokens, heads, headDim, table);
+    EXPECT_NEAR(ref::sumSquares(y), ref::sumSquares(x),
+                1e-12 * ref::sumSquares(x));
+  });
+}
+
+TEST(RopeTable, ModelWithATableMatchesFiniteDifferences) {
+  forEachCase(2, [](Rng &rng) {
+    int64_t tokens = 5, heads = 2, headDim = 4, width = heads * headDim;
+    ref::Model m(tokens);
+    m.realInput("x", 3);
+    m.realInput("y", width);
+    m.linear("w", "w.b", "x", "h", 3, width);
+    m.rope("h", "hr", heads, headDim,
+           ref::llama3InverseFrequencies(500.0, headDim, {4.0, 1.0, 2.0, 4}));
+    m.mse("hr", "y", Reduction::Sum);
+    randomize(m, rng, 0.7);
+    ref::Batch batch;
+    batch.size = 2;
+    batch.reals["x"] = normal(rng, batch.size * tokens * 3);
+    batch.reals["y"] = normal(rng, batch.size * tokens * width);
+    expectPerSampleGradientsMatchFiniteDifferences(m, batch);
+  });
+}
+
+// transformers 5.23.0's _compute_llama3_parameters, in f64; printed by
+// llama3_inv_freq.py (next to this file).
+// theta, head_dim, factor, low, high, original = (500000.0, 128, 8.0, 1.0,
+// 4.0, 8192): Llama 3.1 8B.
+const double kLlama31_8B[] = {1,
+                              0.81461723385654472,
+                              0.66360123769608848,
+                              0.54058100463576697,
+                              0.44036660267178046,
+                              0.35873022375128993,
+                              0.29222782257301511,
+                              0.2380538204803507,
+                              0.19392274474868576,
+                              0.15797280990904317,
+                              0.12868737343265052,
+                              0.10483095217796996,
+                              0.085397100285765609,
+                              0.069565949614160322,
+                              0.056669621445291044,
+                              0.04616405026546052,
+                              0.037606030930863933,
+                              0.030634520893224042,
+                              0.024955408670558694,
+                              0.020329105980970156,
+                              0.016560440080994446,
+                              0.013490419890226748,
+                              0.010989528534539826,
+                              0.0089522593361943993,
+                              0.0072926647372171085,
+                              0.0059407303756749668,
+                              0.0048394213457198928,
+                              0.0039422760301166563,
+                              0.0032114459947525913,
+                              0.0021665707635033591,
+                              0.0013718935677611381,
+                              0.00085675141291963208,
+                              0.00052484616099295468,
+                              0.00031269375038406517,
+                              0.00017850781276799638,
+                              9.5562123539646833e-05,
+                              7.7846552739324498e-05,
+                              6.3415143457776151e-05,
+                              5.1659068748189563e-05,
+                              4.2082367687255257e-05,
+                              3.4281021959525912e-05,
+                              2.7925911282444464e-05,
+                              2.2748928601828183e-05,
+                              1.8531669290821308e-05,
+                              1.509621717643313e-05,
+                              1.2297638677963614e-05,
+                              1.0017868402809974e-05,
+                              8.1607282474359434e-06,
+                              6.6478698711812362e-06,
+                              5.4154693654999229e-06,
+                              4.4115346745584042e-06,
+                              3.593712173650999e-06,
+                              2.9274998701761677e-06,
+                              2.3847918463583037e-06,
+                              1.942692537204043e-06,
+                              1.5825508208909101e-06,
+                              1.2891731721515574e-06,
+                              1.0501826834601687e-06,
+                              8.5549691264436605e-07,
+                              6.9690252855116753e-07,
+                              5.6770881007598369e-07,
+                              4.6246538050008837e-07,
+                              3.7673226901739635e-07,
+                              3.0689259889145111e-07};
+// (500000.0, 8, 8.0, 1.0, 4.0, 16): test/fixtures/hf/llama3-rope.
+const double kLlama3RopeFixture[] = {0.57605640109551159, 0.0047007538663579916,
+                                     0.00017677669529663688,
+                                     6.6478698711812362e-06};
+
+TEST(Llama3Rope, MatchesTransformersTables) {
+  struct Case {
+    int64_t headDim, original;
+    const double *table;
+  };
+  for (Case c :
+       {Case{128, 8192, kLlama31_8B}, Case{8, 16, kLlama3RopeFixture}}) {
+    SCOPED_TRACE("head_dim " + std::to_string(c.headDim));
+    Vec got = ref::llama3InverseFrequencies(500000.0, c.headDim,
+                                            {8.0, 1.0, 4.0, c.original});
+    // numpy's pow and 1 / x against libm's pow with a negative exponent:
+    // a few ulps.
+    EXPECT_TRUE(elementwiseClose("llama3 table", got,
+                                 Vec(c.table, c.table + c.headDim / 2), 1e-14));
+  }
+  // The 8B table has all three bands: kept (wavelength < 2048), scaled by
+  // 1/8 (wavelength > 8192) and interpolated between.
+  Vec plain = ref::ropeInverseFrequencies(500000.0, 128);
+  int kept = 0, scaled = 0, smoothed = 0;
+  for (int j = 0; j < 64; ++j) {
+    double r = kLlama31_8B[j] / plain[j];
+    kept += std::fabs(r - 1) < 1e-12;
+    scaled += std::fabs(r - 0.125) < 1e-12;
+    smoothed += r > 0.125 + 1e-3 && r < 1 - 1e-3;
+  }
+  EXPECT_EQ(kept + scaled + smoothed, 64);
+  EXPECT_GT(kept, 0);
+  EXPECT_GT(scaled, 0);
+  EXPECT_GT(smoothed, 0);
+}
+
+TEST(Llama3Rope, MatchesTheDefinitionOnRandomConfigs) {
+  forEachCase(20, [](Rng &rng) {
+    double theta = std::exp(uniform(rng, 1, std::log(100.0), std::log(1e7))[0]);
+    int64_t headDim = 2 * uniformInt(rng, 1, 64);
+    ref::Llama3RopeScaling s;
+    s.factor = uniform(rng, 1, 1.5, 32)[0];
+    s.lowFreqFactor = uniform(rng, 1, 0.5, 2)[0];
+    s.highFreqFactor = s.lowFreqFactor + uniform(rng, 1, 0.5, 6)[0];
+    s.originalMaxPositions = uniformInt(rng, 8, 1 << 15);
+    Vec got = ref::llama3InverseFrequencies(theta, headDim, s);
+    // Meta's apply_scaling, written in terms of how many wavelengths of
+    // f fit into the original context: r = L f / (2 pi). Many (r > high):
+    // kept; few (r < low): f / factor; else a blend weighted by where r
+    // lies between low and high.
+    Vec want(headDim / 2);
+    for (int64_t j = 0; j < headDim / 2; ++j) {
+      double f = 1.0 / std::pow(theta, double(2 * j) / double(headDim));
+      double r = double(s.originalMaxPositions) * f / (2.0 * M_PI);
+      if (r > s.highFreqFactor)
+        want[j] = f;
+      else if (r < s.lowFreqFactor)
+        want[j] = f / s.factor;
+      else {
+        double w = (r - s.lowFreqFactor) / (s.highFreqFactor - s.lowFreqFactor);
+        want[j] = f * (w + (1 - w) / s.factor);
+      }
+    }
+    EXPECT_TRUE(elementwiseClose("llama3 table", got, want, 1e-14));
+  });
+  EXPECT_THROW(ref::llama3InverseFrequencies(1e4, 8, {8.0, 4.0, 1.0, 8192}),
+               std::invalid_argument);
+}
+
+} // namespace
