@@ -25,6 +25,20 @@ Vec embeddingForward(const Tokens &tok, const Vec &table, int64_t dim) {
   return out;
 }
 
+Vec positionEmbeddingForward(const Vec &x, const Vec &table, int64_t batch,
+                             int64_t tokens, int64_t dim) {
+  if (int64_t(table.size()) < tokens * dim)
+    throw std::invalid_argument("position embedding: fewer positions than "
+                                "tokens");
+  Vec y(x.size());
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t j = 0; j < dim; ++j)
+        y[(b * tokens + t) * dim + j] =
+            x[(b * tokens + t) * dim + j] + table[t * dim + j];
+  return y;
+}
+
 Vec linearForward(const Vec &x, const Vec &w, const Vec *bias, int64_t rows,
                   int64_t in, int64_t out) {
   Vec y(rows * out);
@@ -544,6 +558,20 @@ PerSample embeddingGradPerSample(const Tokens &tok, const Vec &dy,
       for (int64_t j = 0; j < dim; ++j)
         g[b][tok[r] * dim + j] += dy[r * dim + j];
     }
+  return g;
+}
+
+PerSample positionEmbeddingGradPerSample(const Vec &dy, int64_t batch,
+                                         int64_t tokens, int64_t maxPositions,
+                                         int64_t dim) {
+  if (tokens > maxPositions)
+    throw std::invalid_argument("position embedding: fewer positions than "
+                                "tokens");
+  PerSample g(batch, Vec(maxPositions * dim, 0.0));
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t j = 0; j < dim; ++j)
+        g[b][t * dim + j] += dy[(b * tokens + t) * dim + j];
   return g;
 }
 

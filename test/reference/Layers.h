@@ -34,6 +34,11 @@ using PerSample = std::vector<Vec>;
 /// out[r, :] = table[tok[r], :].
 Vec embeddingForward(const Tokens &tok, const Vec &table, int64_t dim);
 
+/// y[b, t, :] = x[b, t, :] + table[t, :]: learned absolute positions
+/// (GPT-2's wpe); table [maxPositions, dim], tokens <= maxPositions.
+Vec positionEmbeddingForward(const Vec &x, const Vec &table, int64_t batch,
+                             int64_t tokens, int64_t dim);
+
 /// y = x W^T + bias; w [out, in], bias [out] or null.
 Vec linearForward(const Vec &x, const Vec &w, const Vec *bias, int64_t rows,
                   int64_t in, int64_t out);
@@ -153,6 +158,11 @@ PerSample biasGradPerSample(const Vec &dy, int64_t batch, int64_t tokens,
 PerSample embeddingGradPerSample(const Tokens &tok, const Vec &dy,
                                  int64_t batch, int64_t tokens, int64_t vocab,
                                  int64_t dim);
+/// grad P_b [maxPositions, dim]: row t = dy_{b,t} for t < tokens, and 0 for
+/// the positions a sample of `tokens` tokens does not reach.
+PerSample positionEmbeddingGradPerSample(const Vec &dy, int64_t batch,
+                                         int64_t tokens, int64_t maxPositions,
+                                         int64_t dim);
 /// grad gamma_b = sum_t dy * xhat (xhat = x / rms).
 PerSample rmsNormGammaGradPerSample(const Vec &x, const Vec &dy, int64_t batch,
                                     int64_t tokens, int64_t dim, double eps);

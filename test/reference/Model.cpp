@@ -23,6 +23,13 @@ void addInto(Vec &acc, const Vec &v) {
   throw std::invalid_argument("reference model: " + what);
 }
 
+std::string shapeString(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -37,8 +44,12 @@ void Model::requireOpen() const {
 
 void Model::addParam(const std::string &name, std::vector<int64_t> shape,
                      double init) {
-  if (params_.count(name))
-    fail("parameter '" + name + "' declared twice");
+  if (auto it = params_.find(name); it != params_.end()) {
+    if (it->second.shape != shape)
+      fail("parameter '" + name + "' read as " + shapeString(it->second.shape) +
+           " and as " + shapeString(shape));
+    return;
+  }
   int64_t n = 1;
   for (int64_t d : shape)
     n *= d;
@@ -80,6 +91,22 @@ void Model::embedding(const std::string &table, const std::string &tokens,
   defineValue(out, dim);
   Layer l{Op::Embedding, {tokens}, out, table, ""};
   l.inDim = vocab;
+  l.outDim = dim;
+  layers_.push_back(l);
+}
+
+void Model::positionEmbedding(const std::string &table, const std::string &x,
+                              const std::string &out, int64_t maxPositions,
+                              int64_t dim) {
+  requireOpen();
+  if (width(x) != dim)
+    fail("position embedding '" + table + "': width mismatch");
+  if (tokens_ > maxPositions)
+    fail("position embedding '" + table + "': fewer positions than tokens");
+  addParam(table, {maxPositions, dim}, 0.0);
+  defineValue(out, dim);
+  Layer l{Op::PositionEmbedding, {x}, out, table, ""};
+  l.inDim = maxPositions;
   l.outDim = dim;
   layers_.push_back(l);
 }
@@ -281,6 +308,10 @@ Model::Sample Model::forwardSample(const Batch &batch, int64_t b) const {
       s.values[l.out] =
           embeddingForward(s.tokens.at(x), param(l.weight), l.outDim);
       break;
+    case Op::PositionEmbedding:
+      s.values[l.out] =
+          positionEmbeddingForward(val(x), param(l.weight), 1, T, l.outDim);
+      break;
     case Op::Linear:
       s.values[l.out] = linearForward(val(x), param(l.weight),
                                       l.bias.empty() ? nullptr : &param(l.bias),
@@ -338,7 +369,9 @@ std::map<std::string, Vec> Model::backwardSample(const Sample &s) const {
   auto val = [&](const std::string &n) -> const Vec & {
     return s.values.at(n);
   };
-  std::map<std::string, Vec> dp; // d loss / d parameter (trainable only)
+  // d loss / d parameter (trainable only); a parameter read by several
+  // layers (tied) collects the sum of its uses' gradients.
+  std::map<std::string, Vec> dp;
   auto paramGrad = [&](const std::string &p, const Vec &g) {
     if (p.empty() || !params_.at(p).trainable)
       return;
@@ -372,6 +405,11 @@ std::map<std::string, Vec> Model::backwardSample(const Sample &s) const {
     case Op::Embedding:
       paramGrad(l.weight, embeddingGradPerSample(s.tokens.at(x), dy, 1, T,
                                                  l.inDim, l.outDim)[0]);
+      break;
+    case Op::PositionEmbedding:
+      addInto(grad(x), dy);
+      paramGrad(l.weight,
+                positionEmbeddingGradPerSample(dy, 1, T, l.inDim, l.outDim)[0]);
       break;
     case Op::Linear:
       addInto(grad(x),

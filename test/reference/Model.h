@@ -12,7 +12,16 @@
 // (with n_b scaled by 1 + Recipe::normRelErr when a test asks for a
 // program's rounding slack),
 //   g_p = sum_b mask_b c_{p,b} grad_{p,b},  theta <- optimizer(g / B_exp),
-// noise off. Example (an MLP classifier):
+// noise off.
+//
+// A layer that names a parameter an earlier layer declared reads that same
+// parameter (tied weights, e.g. Hugging Face's tie_word_embeddings: the
+// embedding table [vocab, d] is also the head's weight [out = vocab, in = d]);
+// the shapes must agree. Its per-sample gradient is the sum of the uses'
+// gradients, so its norm includes their cross terms:
+//   ||g_emb + g_head||^2 = ||g_emb||^2 + ||g_head||^2 + 2 <g_emb, g_head>.
+//
+// Example (an MLP classifier):
 //
 //   Model m(/*tokens=*/1);
 //   m.realInput("x", 8);
@@ -87,6 +96,12 @@ public:
   /// Parameter `table` [vocab, dim].
   void embedding(const std::string &table, const std::string &tokens,
                  const std::string &out, int64_t vocab, int64_t dim);
+  /// Parameter `table` [maxPositions, dim]: out[t] = x[t] + table[t] for
+  /// t < tokens (learned absolute positions, GPT-2's wpe); rows t >= tokens
+  /// get a zero gradient.
+  void positionEmbedding(const std::string &table, const std::string &x,
+                         const std::string &out, int64_t maxPositions,
+                         int64_t dim);
   /// Parameters `weight` [out, in] and `bias` [out] ("" for none).
   void linear(const std::string &weight, const std::string &bias,
               const std::string &x, const std::string &out, int64_t in,
@@ -121,7 +136,8 @@ public:
   void mse(const std::string &prediction, const std::string &target,
            dprt::Reduction reduction = dprt::Reduction::Mean);
 
-  /// Parameters in declaration order; values start at zero, gammas at one.
+  /// Parameters in declaration order (a tied parameter once); values start
+  /// at zero, gammas at one.
   const std::vector<std::string> &paramNames() const { return paramOrder_; }
   Vec &param(const std::string &name);
   const Vec &param(const std::string &name) const;
@@ -143,6 +159,7 @@ public:
 private:
   enum class Op {
     Embedding,
+    PositionEmbedding,
     Linear,
     RmsNorm,
     LayerNorm,
@@ -181,6 +198,8 @@ private:
     double loss = 0;
   };
 
+  /// Declares `name`, or ties this use to the parameter an earlier layer
+  /// declared under that name.
   void addParam(const std::string &name, std::vector<int64_t> shape,
                 double init);
   void defineValue(const std::string &name, int64_t width);

@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -443,6 +444,227 @@ TEST(Llama3Rope, MatchesTheDefinitionOnRandomConfigs) {
   });
   EXPECT_THROW(ref::llama3InverseFrequencies(1e4, 8, {8.0, 4.0, 1.0, 8192}),
                std::invalid_argument);
+}
+
+//===----------------------------------------------------------------------===//
+// Learned positions and tied parameters
+//===----------------------------------------------------------------------===//
+
+struct GptShape {
+  int64_t vocab = 7, tokens = 4, maxPositions = 6, width = 8, heads = 2,
+          ffn = 12;
+};
+
+/// A one-block GPT-2: wte + wpe, pre-LayerNorm causal attention and a
+/// gelu(tanh) MLP with biases, a final LayerNorm and the head `head` (the
+/// name "wte" ties it to the token embedding, as tie_word_embeddings does).
+ref::Model tinyGpt(const GptShape &s, const std::string &head) {
+  int64_t d = s.width;
+  ref::Model m(s.tokens);
+  m.tokenInput("tok");
+  m.tokenInput("tgt");
+  m.embedding("wte", "tok", "e", s.vocab, d);
+  m.positionEmbedding("wpe", "e", "x0", s.maxPositions, d);
+  m.layerNorm("ln1.g", "ln1.b", "x0", "h", d, 1e-5);
+  m.linear("q.w", "q.b", "h", "q", d, d);
+  m.linear("k.w", "k.b", "h", "k", d, d);
+  m.linear("v.w", "v.b", "h", "v", d, d);
+  m.attention("q", "k", "v", "a", s.heads, s.heads, d / s.heads, true);
+  m.linear("o.w", "o.b", "a", "o", d, d);
+  m.add("x0", "o", "x1");
+  m.layerNorm("ln2.g", "ln2.b", "x1", "n", d, 1e-5);
+  m.linear("fc.w", "fc.b", "n", "f", d, s.ffn);
+  m.activation(Activation::GeluTanh, "f", "g");
+  m.linear("proj.w", "proj.b", "g", "p", s.ffn, d);
+  m.add("x1", "p", "x2");
+  m.layerNorm("lnf.g", "lnf.b", "x2", "z", d, 1e-5);
+  m.linear(head, "", "z", "logits", d, s.vocab);
+  m.crossEntropy("logits", "tgt", s.vocab, /*hasIgnore=*/true, -1);
+  return m;
+}
+
+/// Random tokens and targets, about one target in five ignored (-1).
+ref::Batch lmBatch(Rng &rng, int64_t size, int64_t tokens, int64_t vocab) {
+  ref::Batch b;
+  b.size = size;
+  for (int64_t i = 0; i < size * tokens; ++i) {
+    b.tokens["tok"].push_back(int32_t(uniformInt(rng, 0, vocab - 1)));
+    b.tokens["tgt"].push_back(uniformInt(rng, 0, 4) == 0
+                                  ? -1
+                                  : int32_t(uniformInt(rng, 0, vocab - 1)));
+  }
+  return b;
+}
+
+TEST(PositionEmbedding, AddsRowTAndMatchesFiniteDifferences) {
+  forEachCase(3, [](Rng &rng) {
+    int64_t batch = 2, tokens = 3, maxPositions = 5, dim = 4;
+    Vec x = normal(rng, batch * tokens * dim),
+        table = normal(rng, maxPositions * dim),
+        dy = normal(rng, batch * tokens * dim);
+    Vec y = ref::positionEmbeddingForward(x, table, batch, tokens, dim);
+    Vec want = x;
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t t = 0; t < tokens; ++t)
+        for (int64_t j = 0; j < dim; ++j)
+          want[(b * tokens + t) * dim + j] += table[t * dim + j];
+    EXPECT_EQ(y, want);
+    ref::PerSample g = ref::positionEmbeddingGradPerSample(dy, batch, tokens,
+                                                           maxPositions, dim);
+    for (int64_t b = 0; b < batch; ++b) {
+      SCOPED_TRACE("sample " + std::to_string(b));
+      Vec dyb(dy.begin() + b * tokens * dim,
+              dy.begin() + (b + 1) * tokens * dim);
+      Vec xb(x.begin() + b * tokens * dim, x.begin() + (b + 1) * tokens * dim);
+      // Positions tokens .. maxPositions-1 are not read: exactly zero.
+      EXPECT_FD(g[b], numericGradient(
+                          [&](const Vec &p) {
+                            return dot(dyb, ref::positionEmbeddingForward(
+                                                xb, p, 1, tokens, dim));
+                          },
+                          table));
+      for (int64_t i = tokens * dim; i < maxPositions * dim; ++i)
+        EXPECT_EQ(g[b][i], 0.0);
+    }
+  });
+  ref::Model m(/*tokens=*/4);
+  m.realInput("x", 2);
+  EXPECT_THROW(m.positionEmbedding("wpe", "x", "y", 3, 2),
+               std::invalid_argument);
+}
+
+TEST(TiedParameters, TinyGptPerSampleGradientsMatchFiniteDifferences) {
+  forEachCase(1, [](Rng &rng) {
+    GptShape s;
+    ref::Model m = tinyGpt(s, "wte");
+    randomize(m, rng, 0.5);
+    EXPECT_EQ(m.paramShape("wte"), (std::vector<int64_t>{s.vocab, s.width}));
+    EXPECT_EQ(std::count(m.paramNames().begin(), m.paramNames().end(), "wte"),
+              1);
+    ref::Batch batch = lmBatch(rng, 2, s.tokens, s.vocab);
+    expectPerSampleGradientsMatchFiniteDifferences(m, batch);
+    ref::StepResult r = m.perSampleGradients(batch);
+    for (int64_t b = 0; b < batch.size; ++b)
+      for (int64_t i = s.tokens * s.width; i < s.maxPositions * s.width; ++i)
+        EXPECT_EQ(r.grads["wpe"][b][i], 0.0) << "unreached position";
+  });
+}
+
+TEST(TiedParameters, TwoLinearsAndTwoNormsOfOneShapeMatchFiniteDifferences) {
+  forEachCase(2, [](Rng &rng) {
+    // y = rms(rms(W relu(W x + b) + b)) with W, b and gamma each read twice.
+    ref::Model m(/*tokens=*/3);
+    m.realInput("x", 5);
+    m.realInput("y", 5);
+    m.linear("w", "b", "x", "h", 5, 5);
+    m.activation(Activation::Relu, "h", "a");
+    m.linear("w", "b", "a", "h2", 5, 5);
+    m.rmsNorm("g", "h2", "n1", 5, 1e-5);
+    m.rmsNorm("g", "n1", "n2", 5, 1e-5);
+    m.mse("n2", "y");
+    EXPECT_EQ(m.paramNames(), (std::vector<std::string>{"w", "b", "g"}));
+    randomize(m, rng, 0.8);
+    ref::Batch batch;
+    batch.size = 2;
+    batch.reals["x"] = normal(rng, 2 * 3 * 5);
+    batch.reals["y"] = normal(rng, 2 * 3 * 5);
+    expectPerSampleGradientsMatchFiniteDifferences(m, batch);
+  });
+}
+
+TEST(TiedParameters, ShapesMustAgree) {
+  ref::Model m(/*tokens=*/2);
+  m.tokenInput("tok");
+  m.embedding("emb", "tok", "x", 6, 4);
+  // [out = 4, in = 4] is not the table's [6, 4].
+  EXPECT_THROW(m.linear("emb", "", "x", "y", 4, 4), std::invalid_argument);
+  m.linear("emb", "", "x", "logits", 4, 6);
+  EXPECT_EQ(m.paramNames(), std::vector<std::string>{"emb"});
+}
+
+/// The tied model and its twin with the head apart ("lm_head", the same
+/// values): the twin's two gradients are the tied parameter's two uses.
+struct TiedAndTwin {
+  ref::Model tied, twin;
+};
+
+TiedAndTwin tiedAndTwin(Rng &rng, const GptShape &s) {
+  TiedAndTwin p{tinyGpt(s, "wte"), tinyGpt(s, "lm_head")};
+  randomize(p.tied, rng, 0.5);
+  for (const std::string &name : p.tied.paramNames())
+    p.twin.param(name) = p.tied.param(name);
+  p.twin.param("lm_head") = p.tied.param("wte");
+  return p;
+}
+
+TEST(TiedParameters, GradientIsTheSumOfTheUsesAndTheNormHasTheCrossTerm) {
+  forEachCase(4, [](Rng &rng) {
+    GptShape s;
+    auto [tied, twin] = tiedAndTwin(rng, s);
+    ref::Batch batch = lmBatch(rng, 3, s.tokens, s.vocab);
+    ref::StepResult r = tied.perSampleGradients(batch);
+    ref::StepResult u = twin.perSampleGradients(batch);
+    EXPECT_EQ(r.loss, u.loss);
+    EXPECT_EQ(r.grads.count("lm_head"), 0u);
+    for (int64_t b = 0; b < batch.size; ++b) {
+      SCOPED_TRACE("sample " + std::to_string(b));
+      const Vec &emb = u.grads["wte"][b], &head = u.grads["lm_head"][b];
+      Vec sum = emb;
+      for (size_t i = 0; i < sum.size(); ++i)
+        sum[i] += head[i];
+      EXPECT_SAME(r.grads["wte"][b], sum);
+      // ||e + h||^2 = ||e||^2 + ||h||^2 + 2 <e, h>, and on random data the
+      // cross term is far from zero: a norm formed as the sum of the two
+      // uses' squared norms would be wrong.
+      double separate = ref::sumSquares(emb) + ref::sumSquares(head);
+      double cross = 2 * dot(emb, head);
+      EXPECT_NEAR(r.norm2["wte"][b], separate + cross,
+                  1e-12 * (separate + std::fabs(cross)));
+      EXPECT_GT(std::fabs(cross), 1e-6 * separate);
+      EXPECT_GT(std::fabs(r.norm2["wte"][b] - separate), 1e-6 * separate);
+      // The sample's norm counts the tied parameter once, with its cross
+      // term.
+      double n2 = 0;
+      for (const std::string &p : tied.trainableParams())
+        n2 += ref::sumSquares(r.grads[p][b]);
+      EXPECT_NEAR(r.norm[b], std::sqrt(n2), 1e-12 * std::sqrt(n2));
+      EXPECT_NEAR(r.norm[b] * r.norm[b], u.norm[b] * u.norm[b] + cross,
+                  1e-10 * n2);
+    }
+  });
+}
+
+TEST(TiedParameters, DpStepClipsAndStepsTheSummedGradientOnce) {
+  forEachCase(2, [](Rng &rng) {
+    GptShape s;
+    auto [tied, twin] = tiedAndTwin(rng, s);
+    ref::Batch batch = lmBatch(rng, 4, s.tokens, s.vocab);
+    Vec mask{1, 1, 0, 1};
+    ref::StepResult u = twin.perSampleGradients(batch);
+    // n_b of the summed gradient: the untied norm plus the cross term.
+    Vec n(batch.size);
+    for (int64_t b = 0; b < batch.size; ++b)
+      n[b] = std::sqrt(u.norm[b] * u.norm[b] +
+                       2 * dot(u.grads["wte"][b], u.grads["lm_head"][b]));
+    ref::Recipe recipe;
+    // Between the smallest and the largest norm: some samples are clipped,
+    // some are not.
+    recipe.maxNorm =
+        0.5 * (std::min({n[0], n[1], n[3]}) + std::max({n[0], n[1], n[3]}));
+    recipe.lr = 0.3;
+    recipe.expectedBatch = 3;
+    Vec before = tied.param("wte");
+    ref::StepResult r = tied.dpStep(batch, mask, recipe);
+    Vec want = before;
+    for (int64_t b = 0; b < batch.size; ++b) {
+      const Vec &emb = u.grads["wte"][b], &head = u.grads["lm_head"][b];
+      double c = mask[b] * std::min(1.0, recipe.maxNorm / (n[b] + 1e-6));
+      EXPECT_NEAR(r.clip["wte"][b], c, 1e-12);
+      for (size_t i = 0; i < want.size(); ++i)
+        want[i] -= recipe.lr * c * (emb[i] + head[i]) / recipe.expectedBatch;
+    }
+    EXPECT_SAME(tied.param("wte"), want);
+  });
 }
 
 } // namespace
