@@ -276,6 +276,13 @@ Vec activationForward(Activation act, const Vec &x) {
   return y;
 }
 
+Vec scaleForward(const Vec &x, double factor) {
+  Vec y(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    y[i] = factor * x[i];
+  return y;
+}
+
 Vec mulForward(const Vec &a, const Vec &b) {
   Vec y(a.size());
   for (size_t i = 0; i < a.size(); ++i)

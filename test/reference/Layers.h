@@ -93,6 +93,8 @@ Vec attentionForward(const Vec &q, const Vec &k, const Vec &v,
 
 double activation(dprt::Activation act, double x);
 Vec activationForward(dprt::Activation act, const Vec &x);
+/// y = factor * x (LoRA's alpha / r).
+Vec scaleForward(const Vec &x, double factor);
 Vec mulForward(const Vec &a, const Vec &b);
 Vec addForward(const Vec &a, const Vec &b);
 

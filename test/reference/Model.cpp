@@ -127,6 +127,21 @@ void Model::linear(const std::string &weight, const std::string &bias,
   layers_.push_back(l);
 }
 
+void Model::loraLinear(const std::string &weight, const std::string &bias,
+                       const std::string &loraA, const std::string &loraB,
+                       const std::string &x, const std::string &out, int64_t in,
+                       int64_t outDim, int64_t rank, double scaling) {
+  linear(weight, bias, x, out + ".base", in, outDim);
+  linear(loraA, "", x, out + ".lora_A", in, rank);
+  linear(loraB, "", out + ".lora_A", out + ".lora_B", rank, outDim);
+  scale(out + ".lora_B", out + ".lora", scaling);
+  add(out + ".base", out + ".lora", out);
+  // peft trains the adapter only.
+  setTrainable(weight, false);
+  if (!bias.empty())
+    setTrainable(bias, false);
+}
+
 void Model::rmsNorm(const std::string &gamma, const std::string &x,
                     const std::string &out, int64_t dim, double eps) {
   requireOpen();
@@ -199,6 +214,14 @@ void Model::activation(dprt::Activation act, const std::string &x,
   defineValue(out, width(x));
   Layer l{Op::Activation, {x}, out, "", ""};
   l.act = act;
+  layers_.push_back(l);
+}
+
+void Model::scale(const std::string &x, const std::string &out, double factor) {
+  requireOpen();
+  defineValue(out, width(x));
+  Layer l{Op::Scale, {x}, out, "", ""};
+  l.factor = factor;
   layers_.push_back(l);
 }
 
@@ -338,6 +361,9 @@ Model::Sample Model::forwardSample(const Batch &batch, int64_t b) const {
     case Op::Activation:
       s.values[l.out] = activationForward(l.act, val(x));
       break;
+    case Op::Scale:
+      s.values[l.out] = scaleForward(val(x), l.factor);
+      break;
     case Op::Mul:
       s.values[l.out] = mulForward(val(x), val(l.in[1]));
       break;
@@ -445,6 +471,9 @@ std::map<std::string, Vec> Model::backwardSample(const Sample &s) const {
     }
     case Op::Activation:
       addInto(grad(x), activationBackward(l.act, val(x), dy));
+      break;
+    case Op::Scale:
+      addInto(grad(x), scaleForward(dy, l.factor));
       break;
     case Op::Mul:
       addInto(grad(x), mulForward(dy, val(l.in[1])));

@@ -106,6 +106,16 @@ public:
   void linear(const std::string &weight, const std::string &bias,
               const std::string &x, const std::string &out, int64_t in,
               int64_t outDim);
+  /// peft's LoRA linear, y = x W^T + bias + scaling (x A^T) B^T, with the
+  /// frozen base `weight` [out, in] and `bias` [out] ("" for none) and the
+  /// trainable `loraA` [rank, in] and `loraB` [out, rank]; peft's scaling is
+  /// lora_alpha / rank (lora_alpha / sqrt(rank) with use_rslora). Built from
+  /// records: linear (the base), linear A, linear B, scale, add, through
+  /// values named `out` + ".base", ".lora_A", ".lora_B", ".lora".
+  void loraLinear(const std::string &weight, const std::string &bias,
+                  const std::string &loraA, const std::string &loraB,
+                  const std::string &x, const std::string &out, int64_t in,
+                  int64_t outDim, int64_t rank, double scaling);
   /// Parameter `gamma` [dim].
   void rmsNorm(const std::string &gamma, const std::string &x,
                const std::string &out, int64_t dim, double eps);
@@ -125,6 +135,8 @@ public:
                  int64_t kvHeads, int64_t headDim, bool causal);
   void activation(dprt::Activation act, const std::string &x,
                   const std::string &out);
+  /// out = factor * x.
+  void scale(const std::string &x, const std::string &out, double factor);
   void mul(const std::string &a, const std::string &b, const std::string &out);
   void add(const std::string &a, const std::string &b, const std::string &out);
   /// The loss (last record): logits [tokens, classes], targets a token input.
@@ -166,6 +178,7 @@ private:
     Rope,
     Attention,
     Activation,
+    Scale,
     Mul,
     Add,
     CrossEntropy,
@@ -179,7 +192,8 @@ private:
     int64_t inDim = 0, outDim = 0;
     int64_t heads = 0, kvHeads = 0, headDim = 0;
     double eps = 0;
-    Vec invFreq; ///< rope
+    double factor = 1; ///< scale
+    Vec invFreq;       ///< rope
     bool causal = false, hasIgnore = false;
     int64_t ignoreIndex = -1;
     dprt::Activation act = dprt::Activation::Relu;

@@ -667,4 +667,160 @@ TEST(TiedParameters, DpStepClipsAndStepsTheSummedGradientOnce) {
   });
 }
 
+//===----------------------------------------------------------------------===//
+// LoRA
+//===----------------------------------------------------------------------===//
+
+/// x [tokens, in] -> loraLinear -> y, loss ||y - target||^2 (sum).
+ref::Model loraRegression(int64_t tokens, int64_t in, int64_t out, int64_t rank,
+                          double scaling) {
+  ref::Model m(tokens);
+  m.realInput("x", in);
+  m.realInput("target", out);
+  m.loraLinear("w", "w.b", "w.lora_A", "w.lora_B", "x", "y", in, out, rank,
+               scaling);
+  m.mse("y", "target", Reduction::Sum);
+  return m;
+}
+
+TEST(Lora, ForwardIsPeftsFormulaAndMergesIntoTheBaseWeight) {
+  forEachCase(3, [](Rng &rng) {
+    int64_t tokens = 3, in = 5, out = 4, rank = 2;
+    double scaling = 16.0 / rank; // lora_alpha 16
+    ref::Model m = loraRegression(tokens, in, out, rank, scaling);
+    randomize(m, rng, 0.6);
+    EXPECT_EQ(m.paramShape("w.lora_A"), (std::vector<int64_t>{rank, in}));
+    EXPECT_EQ(m.paramShape("w.lora_B"), (std::vector<int64_t>{out, rank}));
+    EXPECT_EQ(m.trainableParams(),
+              (std::vector<std::string>{"w.lora_A", "w.lora_B"}));
+    ref::Batch batch;
+    batch.size = 2;
+    batch.reals["x"] = normal(rng, batch.size * tokens * in);
+    batch.reals["target"] = normal(rng, batch.size * tokens * out);
+    const Vec &w = m.param("w"), &bias = m.param("w.b"),
+              &a = m.param("w.lora_A"), &bm = m.param("w.lora_B");
+    const Vec &x = batch.reals["x"], &target = batch.reals["target"];
+    // y_t = W x_t + bias + scaling B (A x_t), loss = sum (y - target)^2.
+    Vec want(batch.size, 0.0);
+    for (int64_t r = 0; r < batch.size * tokens; ++r) {
+      Vec ax(rank, 0.0);
+      for (int64_t k = 0; k < rank; ++k)
+        for (int64_t i = 0; i < in; ++i)
+          ax[k] += a[k * in + i] * x[r * in + i];
+      for (int64_t o = 0; o < out; ++o) {
+        double y = bias[o];
+        for (int64_t i = 0; i < in; ++i)
+          y += w[o * in + i] * x[r * in + i];
+        for (int64_t k = 0; k < rank; ++k)
+          y += scaling * bm[o * rank + k] * ax[k];
+        want[r / tokens] +=
+            (y - target[r * out + o]) * (y - target[r * out + o]);
+      }
+    }
+    EXPECT_SAME(m.losses(batch), want);
+    // peft's merge: W + scaling B A in a plain linear gives the same losses.
+    ref::Model merged(tokens);
+    merged.realInput("x", in);
+    merged.realInput("target", out);
+    merged.linear("w", "w.b", "x", "y", in, out);
+    merged.mse("y", "target", Reduction::Sum);
+    merged.param("w") = w;
+    merged.param("w.b") = bias;
+    for (int64_t o = 0; o < out; ++o)
+      for (int64_t i = 0; i < in; ++i)
+        for (int64_t k = 0; k < rank; ++k)
+          merged.param("w")[o * in + i] +=
+              scaling * bm[o * rank + k] * a[k * in + i];
+    EXPECT_SAME(merged.losses(batch), want);
+    // With the base trained as well, every gradient is its own finite
+    // difference.
+    m.setTrainable("w", true);
+    m.setTrainable("w.b", true);
+    expectPerSampleGradientsMatchFiniteDifferences(m, batch);
+  });
+}
+
+struct LlamaShape {
+  int64_t vocab = 7, tokens = 5, width = 8, heads = 2, kvHeads = 1, rank = 2;
+  double alpha = 4;
+};
+
+/// A one-block Llama (attention only) with Llama 3 rope and peft's default
+/// LoRA targets for Llama, q_proj and v_proj; everything else frozen.
+ref::Model tinyLoraLlama(const LlamaShape &s) {
+  int64_t d = s.width, hd = d / s.heads, kv = s.kvHeads * hd;
+  double scaling = s.alpha / double(s.rank);
+  ref::Model m(s.tokens);
+  m.tokenInput("tok");
+  m.tokenInput("tgt");
+  m.embedding("emb", "tok", "x0", s.vocab, d);
+  m.rmsNorm("n1", "x0", "h", d, 1e-5);
+  m.loraLinear("wq", "", "wq.lora_A", "wq.lora_B", "h", "q", d, d, s.rank,
+               scaling);
+  m.linear("wk", "", "h", "k", d, kv);
+  m.loraLinear("wv", "", "wv.lora_A", "wv.lora_B", "h", "v", d, kv, s.rank,
+               scaling);
+  // At original_max_position_embeddings 16 the two frequencies of a head of
+  // 4 fall in the interpolated and the scaled band.
+  Vec invFreq =
+      ref::llama3InverseFrequencies(500000.0, hd, {8.0, 1.0, 4.0, 16});
+  m.rope("q", "qr", s.heads, hd, invFreq);
+  m.rope("k", "kr", s.kvHeads, hd, invFreq);
+  m.attention("qr", "kr", "v", "a", s.heads, s.kvHeads, hd, true);
+  m.linear("wo", "", "a", "o", d, d);
+  m.add("x0", "o", "x1");
+  m.rmsNorm("norm", "x1", "f", d, 1e-5);
+  m.linear("head", "", "f", "logits", d, s.vocab);
+  m.crossEntropy("logits", "tgt", s.vocab, /*hasIgnore=*/true, -1);
+  for (const std::string &p : m.paramNames())
+    if (p.find(".lora_") == std::string::npos)
+      m.setTrainable(p, false);
+  return m;
+}
+
+TEST(Lora, AdapterGradientsMatchFiniteDifferencesAndTheBaseHasNone) {
+  forEachCase(2, [](Rng &rng) {
+    LlamaShape s;
+    ref::Model m = tinyLoraLlama(s);
+    randomize(m, rng, 0.5);
+    EXPECT_EQ(m.trainableParams(),
+              (std::vector<std::string>{"wq.lora_A", "wq.lora_B", "wv.lora_A",
+                                        "wv.lora_B"}));
+    ref::Batch batch = lmBatch(rng, 2, s.tokens, s.vocab);
+    expectPerSampleGradientsMatchFiniteDifferences(m, batch);
+    ref::StepResult r = m.perSampleGradients(batch);
+    EXPECT_EQ(r.grads.size(), 4u);
+    EXPECT_EQ(r.grads.count("wq"), 0u);
+    EXPECT_EQ(r.grads.count("wv"), 0u);
+  });
+}
+
+TEST(Lora, PeftsInitialBGivesAZeroGradientOfAAndTheBaseDoesNotMove) {
+  forEachCase(2, [](Rng &rng) {
+    LlamaShape s;
+    ref::Model m = tinyLoraLlama(s);
+    randomize(m, rng, 0.5);
+    // peft starts B at zero: the adapter adds nothing and A's gradient,
+    // B^T times the output gradient, is exactly zero; B's is not.
+    m.param("wq.lora_B").assign(m.param("wq.lora_B").size(), 0.0);
+    ref::Batch batch = lmBatch(rng, 3, s.tokens, s.vocab);
+    ref::StepResult r = m.perSampleGradients(batch);
+    for (int64_t b = 0; b < batch.size; ++b) {
+      EXPECT_EQ(ref::sumSquares(r.grads["wq.lora_A"][b]), 0.0);
+      EXPECT_GT(ref::sumSquares(r.grads["wq.lora_B"][b]), 0.0);
+    }
+    std::map<std::string, Vec> before;
+    for (const std::string &p : m.paramNames())
+      before[p] = m.param(p);
+    ref::Recipe recipe;
+    recipe.lr = 0.2;
+    m.dpStep(batch, Vec(batch.size, 1.0), recipe);
+    for (const std::string &p : m.paramNames())
+      if (p.find(".lora_") == std::string::npos)
+        EXPECT_EQ(m.param(p), before[p]) << p;
+    EXPECT_NE(m.param("wq.lora_B"), before["wq.lora_B"]);
+    EXPECT_EQ(m.param("wq.lora_A"), before["wq.lora_A"]);
+  });
+}
+
 } // namespace
