@@ -529,33 +529,67 @@ StepResult Model::perSampleGradients(const Batch &batch) const {
   return r;
 }
 
+namespace {
+
+/// The clip factor of a sample whose gradient has norm
+/// `norm` (over all parameters, or over one under per-layer clipping).
+double unitClipFactor(const Recipe &recipe, double norm, double bound) {
+  if (!recipe.clipping)
+    return 1.0;
+  return clipFactor(recipe.clip, norm * (1.0 + recipe.normRelErr), bound,
+                    recipe.gamma);
+}
+
+/// C, or C_l = C / sqrt(L) per parameter under per-layer clipping.
+double clipBound(const Recipe &recipe, size_t trainable) {
+  return recipe.clip == ClipMode::PerLayer
+             ? recipe.maxNorm / std::sqrt(double(trainable))
+             : recipe.maxNorm;
+}
+
+} // namespace
+
+Vec StepResult::gradMatrix(const std::string &param) const {
+  auto it = grads.find(param);
+  if (it == grads.end())
+    fail("no per-sample gradient of '" + param + "'");
+  Vec m;
+  for (const Vec &row : it->second)
+    m.insert(m.end(), row.begin(), row.end());
+  return m;
+}
+
+void Model::clipSamples(StepResult &r, const Vec &mask,
+                        const Recipe &recipe) const {
+  const int64_t B = int64_t(mask.size());
+  std::vector<std::string> trainable = trainableParams();
+  const double bound = clipBound(recipe, trainable.size());
+  for (const std::string &p : trainable) {
+    Vec c(B, 0.0);
+    for (int64_t b = 0; b < B; ++b) {
+      if (mask[b] == 0)
+        continue;
+      c[b] = recipe.clip == ClipMode::PerLayer
+                 ? unitClipFactor(recipe, std::sqrt(r.norm2[p][b]), bound)
+                 : unitClipFactor(recipe, r.norm[b], bound);
+      c[b] *= mask[b];
+    }
+    r.clippedSum[p] = weightedSum(r.grads[p], c);
+    // An empty batch has no per-sample gradient to give the sum its size.
+    if (B == 0)
+      r.clippedSum[p].assign(params_.at(p).value.size(), 0.0);
+    r.clip[p] = std::move(c);
+  }
+}
+
 StepResult Model::dpStep(const Batch &batch, const Vec &mask,
                          const Recipe &recipe) {
   if (int64_t(mask.size()) != batch.size)
     fail("mask size != batch size");
   StepResult r = perSampleGradients(batch);
-  std::vector<std::string> trainable = trainableParams();
-  double perLayerBound = recipe.maxNorm / std::sqrt(double(trainable.size()));
-  for (const std::string &p : trainable) {
-    Vec c(batch.size, 0.0);
-    for (int64_t b = 0; b < batch.size; ++b) {
-      if (mask[b] == 0)
-        continue;
-      const double slack = 1.0 + recipe.normRelErr;
-      c[b] = recipe.clip == ClipMode::PerLayer
-                 ? clipFactor(recipe.clip, std::sqrt(r.norm2[p][b]) * slack,
-                              perLayerBound, recipe.gamma)
-                 : clipFactor(recipe.clip, r.norm[b] * slack, recipe.maxNorm,
-                              recipe.gamma);
-      c[b] *= mask[b];
-    }
-    r.clippedSum[p] = weightedSum(r.grads[p], c);
-    // An empty batch has no per-sample gradient to give the sum its size.
-    if (batch.size == 0)
-      r.clippedSum[p].assign(params_.at(p).value.size(), 0.0);
-    r.clip[p] = std::move(c);
-  }
+  clipSamples(r, mask, recipe);
 
+  std::vector<std::string> trainable = trainableParams();
   ++steps_;
   for (const std::string &p : trainable) {
     Param &prm = params_.at(p);

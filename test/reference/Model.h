@@ -61,6 +61,10 @@ struct Recipe {
   /// (docs/clip-planning.md, "Rounding of the norm"). 0 is the textbook
   /// definition.
   double normRelErr = 0.0;
+  /// false turns DP off (the non-private baseline): every clip factor is 1,
+  /// masked samples still 0, so the step takes the plain sum of the
+  /// per-sample gradients.
+  bool clipping = true;
 };
 
 /// A physical batch: every input's values for `size` samples back to back.
@@ -80,6 +84,10 @@ struct StepResult {
   /// same for every parameter unless clipping is per layer).
   std::map<std::string, Vec> clip;
   std::map<std::string, Vec> clippedSum; ///< sum_b c_{p,b} grad_{p,b}
+
+  /// The per-sample gradients of `param` as one row-major [batch, numel]
+  /// matrix (a "materialized" per-sample gradient): row b is grads[param][b].
+  Vec gradMatrix(const std::string &param) const;
 };
 
 class Model {
@@ -161,9 +169,9 @@ public:
   Vec losses(const Batch &batch) const;
   /// Losses, per-sample gradients and their norms; no clipping, no update.
   StepResult perSampleGradients(const Batch &batch) const;
-  /// One DP-SGD step (noise off): clipping, the clipped sum, the optimizer
-  /// update of every trainable parameter. mask [batch.size]: 0 drops a
-  /// sample.
+  /// One DP-SGD step (noise off): clipping (none with Recipe::clipping
+  /// off), the clipped sum, the optimizer update of every trainable
+  /// parameter. mask [batch.size]: 0 drops a sample.
   StepResult dpStep(const Batch &batch, const Vec &mask, const Recipe &recipe);
   /// Optimizer steps taken so far.
   int64_t steps() const { return steps_; }
@@ -220,6 +228,8 @@ private:
   int64_t width(const std::string &value) const;
   void requireOpen() const;
   Sample forwardSample(const Batch &batch, int64_t b) const;
+  /// Fills r.clip and r.clippedSum, one clipped gradient per sample.
+  void clipSamples(StepResult &r, const Vec &mask, const Recipe &recipe) const;
   /// Per-parameter gradients of sample s's loss.
   std::map<std::string, Vec> backwardSample(const Sample &s) const;
 

@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "reference/Model.h"
+#include "reference/Models.h"
 
 #include <gtest/gtest.h>
 
@@ -820,6 +820,101 @@ TEST(Lora, PeftsInitialBGivesAZeroGradientOfAAndTheBaseDoesNotMove) {
         EXPECT_EQ(m.param(p), before[p]) << p;
     EXPECT_NE(m.param("wq.lora_B"), before["wq.lora_B"]);
     EXPECT_EQ(m.param("wq.lora_A"), before["wq.lora_A"]);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// DP off, user-level DP, the per-sample gradient matrix
+//===----------------------------------------------------------------------===//
+
+ref::Batch mlpBatch(Rng &rng, int64_t size, int64_t features, int64_t classes) {
+  ref::Batch b;
+  b.size = size;
+  b.reals["x"] = normal(rng, size * features);
+  for (int64_t i = 0; i < size; ++i)
+    b.tokens["label"].push_back(int32_t(uniformInt(rng, 0, classes - 1)));
+  return b;
+}
+
+std::map<std::string, Vec> paramValues(const ref::Model &m) {
+  std::map<std::string, Vec> v;
+  for (const std::string &p : m.paramNames())
+    v[p] = m.param(p);
+  return v;
+}
+
+/// SGD without weight decay moved every trainable parameter by
+/// -lr sum[p] / B_expected.
+void expectSgdStepBy(const ref::Model &m,
+                     const std::map<std::string, Vec> &before,
+                     const std::map<std::string, Vec> &sum,
+                     const ref::Recipe &recipe) {
+  for (const std::string &p : m.trainableParams()) {
+    Vec want = before.at(p);
+    for (size_t i = 0; i < want.size(); ++i)
+      want[i] -= recipe.lr * sum.at(p)[i] / recipe.expectedBatch;
+    EXPECT_SAME(m.param(p), want);
+  }
+}
+
+const ClipMode kClipModes[] = {ClipMode::Flat, ClipMode::PerLayer,
+                               ClipMode::Automatic};
+
+TEST(DpOff, StepsByThePlainSumOfThePerSampleGradients) {
+  for (ClipMode mode : kClipModes)
+    forEachCase(1, [&](Rng &rng) {
+      ref::Model m = ref::mlpClassifier(4, 6, 3);
+      randomize(m, rng, 1.0);
+      ref::Batch batch = mlpBatch(rng, 5, 4, 3);
+      Vec mask{1, 1, 0, 1, 1};
+      ref::Recipe recipe;
+      recipe.clip = mode;
+      recipe.clipping = false;
+      recipe.maxNorm = 1e-3; // would clip every sample
+      recipe.lr = 0.5;
+      recipe.expectedBatch = 4;
+      auto before = paramValues(m);
+      ref::StepResult r = m.dpStep(batch, mask, recipe);
+      std::map<std::string, Vec> sum;
+      for (const std::string &p : m.trainableParams()) {
+        sum[p].assign(m.param(p).size(), 0.0);
+        for (int64_t b = 0; b < batch.size; ++b) {
+          EXPECT_EQ(r.clip[p][b], mask[b]);
+          if (mask[b] != 0)
+            for (size_t i = 0; i < sum[p].size(); ++i)
+              sum[p][i] += r.grads[p][b][i];
+        }
+        EXPECT_SAME(r.clippedSum[p], sum[p]);
+      }
+      expectSgdStepBy(m, before, sum, recipe);
+      // Not blind: the same step with clipping differs.
+      ref::Model clipped = ref::mlpClassifier(4, 6, 3);
+      for (auto &[p, v] : before)
+        clipped.param(p) = v;
+      recipe.clipping = true;
+      ref::StepResult rc = clipped.dpStep(batch, mask, recipe);
+      EXPECT_LT(ref::sumSquares(rc.clippedSum["fc1.w"]),
+                1e-3 * ref::sumSquares(sum["fc1.w"]));
+    });
+}
+
+TEST(PerSampleGradientMatrix, RowBIsSampleBsGradient) {
+  forEachCase(1, [](Rng &rng) {
+    ref::Model m = ref::mlpClassifier(4, 6, 3);
+    randomize(m, rng, 1.0);
+    ref::Batch batch = mlpBatch(rng, 5, 4, 3);
+    ref::StepResult r = m.perSampleGradients(batch);
+    for (const std::string &p : m.trainableParams()) {
+      Vec mat = r.gradMatrix(p);
+      size_t numel = m.param(p).size();
+      ASSERT_EQ(mat.size(), batch.size * numel);
+      for (int64_t b = 0; b < batch.size; ++b) {
+        Vec row(mat.begin() + b * numel, mat.begin() + (b + 1) * numel);
+        EXPECT_EQ(row, r.grads[p][b]);
+        EXPECT_EQ(ref::sumSquares(row), r.norm2[p][b]);
+      }
+    }
+    EXPECT_THROW(r.gradMatrix("nope"), std::invalid_argument);
   });
 }
 
