@@ -531,7 +531,7 @@ StepResult Model::perSampleGradients(const Batch &batch) const {
 
 namespace {
 
-/// The clip factor of a sample whose gradient has norm
+/// The clip factor of one unit (a sample or a user) whose gradient has norm
 /// `norm` (over all parameters, or over one under per-layer clipping).
 double unitClipFactor(const Recipe &recipe, double norm, double bound) {
   if (!recipe.clipping)
@@ -582,12 +582,75 @@ void Model::clipSamples(StepResult &r, const Vec &mask,
   }
 }
 
+void Model::clipUsers(StepResult &r, const Batch &batch, const Vec &mask,
+                      const Recipe &recipe) const {
+  const int64_t B = batch.size;
+  if (int64_t(batch.users.size()) != B)
+    fail("privacy unit user: Batch::users needs one user per sample");
+  std::map<int64_t, int64_t> index; // user id -> u
+  for (int64_t id : batch.users)
+    index[id] = 0;
+  for (auto &[id, u] : index) {
+    u = int64_t(r.users.size());
+    r.users.push_back(id);
+  }
+  const int64_t U = int64_t(r.users.size());
+  std::vector<int64_t> userOf(B);
+  std::vector<bool> counted(U, false); // has an unmasked sample
+  for (int64_t b = 0; b < B; ++b) {
+    userOf[b] = index.at(batch.users[b]);
+    if (mask[b] != 0)
+      counted[userOf[b]] = true;
+  }
+
+  std::vector<std::string> trainable = trainableParams();
+  r.userNorm.assign(U, 0.0);
+  for (const std::string &p : trainable) {
+    // G_{p,u} = sum over u's samples b of mask_b grad_{p,b}.
+    PerSample g(U, Vec(params_.at(p).value.size(), 0.0));
+    for (int64_t b = 0; b < B; ++b)
+      if (mask[b] != 0)
+        for (size_t i = 0; i < g[userOf[b]].size(); ++i)
+          g[userOf[b]][i] += mask[b] * r.grads[p][b][i];
+    Vec n2(U);
+    for (int64_t u = 0; u < U; ++u) {
+      n2[u] = sumSquares(g[u]);
+      r.userNorm[u] += n2[u];
+    }
+    r.userGrads[p] = std::move(g);
+    r.userNorm2[p] = std::move(n2);
+  }
+  for (double &n : r.userNorm)
+    n = std::sqrt(n);
+
+  const double bound = clipBound(recipe, trainable.size());
+  for (const std::string &p : trainable) {
+    Vec c(U, 0.0);
+    for (int64_t u = 0; u < U; ++u)
+      if (counted[u])
+        c[u] = recipe.clip == ClipMode::PerLayer
+                   ? unitClipFactor(recipe, std::sqrt(r.userNorm2[p][u]), bound)
+                   : unitClipFactor(recipe, r.userNorm[u], bound);
+    r.clippedSum[p] = weightedSum(r.userGrads[p], c);
+    if (U == 0)
+      r.clippedSum[p].assign(params_.at(p).value.size(), 0.0);
+    Vec perSample(B);
+    for (int64_t b = 0; b < B; ++b)
+      perSample[b] = mask[b] * c[userOf[b]];
+    r.clip[p] = std::move(perSample);
+    r.userClip[p] = std::move(c);
+  }
+}
+
 StepResult Model::dpStep(const Batch &batch, const Vec &mask,
                          const Recipe &recipe) {
   if (int64_t(mask.size()) != batch.size)
     fail("mask size != batch size");
   StepResult r = perSampleGradients(batch);
-  clipSamples(r, mask, recipe);
+  if (recipe.unit == PrivacyUnit::User)
+    clipUsers(r, batch, mask, recipe);
+  else
+    clipSamples(r, mask, recipe);
 
   std::vector<std::string> trainable = trainableParams();
   ++steps_;

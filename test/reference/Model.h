@@ -45,6 +45,10 @@
 
 namespace dpc::reference {
 
+/// What one clipped gradient covers: one sample, or every sample a user has
+/// in the batch (user-level DP).
+enum class PrivacyUnit { Sample, User };
+
 /// The part of a training recipe one step uses.
 struct Recipe {
   dprt::ClipMode clip = dprt::ClipMode::Flat;
@@ -61,6 +65,10 @@ struct Recipe {
   /// (docs/clip-planning.md, "Rounding of the norm"). 0 is the textbook
   /// definition.
   double normRelErr = 0.0;
+  /// User: the per-sample gradients of each user's samples in the batch
+  /// (Batch::users; at most k of them, the caller passes what it sampled)
+  /// are summed, and each user's sum is clipped in place of a sample's.
+  PrivacyUnit unit = PrivacyUnit::Sample;
   /// false turns DP off (the non-private baseline): every clip factor is 1,
   /// masked samples still 0, so the step takes the plain sum of the
   /// per-sample gradients.
@@ -72,6 +80,8 @@ struct Batch {
   int64_t size = 0;
   std::map<std::string, Tokens> tokens; ///< int inputs [size * tokens]
   std::map<std::string, Vec> reals;     ///< real inputs [size*tokens*width]
+  /// The user of each sample [size]; read when Recipe::unit is User.
+  std::vector<int64_t> users;
 };
 
 struct StepResult {
@@ -84,6 +94,18 @@ struct StepResult {
   /// same for every parameter unless clipping is per layer).
   std::map<std::string, Vec> clip;
   std::map<std::string, Vec> clippedSum; ///< sum_b c_{p,b} grad_{p,b}
+
+  /// Recipe::unit = User: the batch's user ids in ascending order (u indexes
+  /// them); each user's gradient G_{p,u} = sum over its samples b of
+  /// mask_b grad_{p,b}, its squared norm, the users' norms, and their clip
+  /// factors c_{p,u} (0 for a user whose samples are all masked). Then
+  /// clippedSum[p] = sum_u c_{p,u} G_{p,u}, and clip[p][b] is the weight
+  /// sample b gets in it, mask_b c_{p,user(b)}.
+  std::vector<int64_t> users;
+  std::map<std::string, PerSample> userGrads;
+  std::map<std::string, Vec> userNorm2;
+  Vec userNorm;
+  std::map<std::string, Vec> userClip;
 
   /// The per-sample gradients of `param` as one row-major [batch, numel]
   /// matrix (a "materialized" per-sample gradient): row b is grads[param][b].
@@ -169,9 +191,11 @@ public:
   Vec losses(const Batch &batch) const;
   /// Losses, per-sample gradients and their norms; no clipping, no update.
   StepResult perSampleGradients(const Batch &batch) const;
-  /// One DP-SGD step (noise off): clipping (none with Recipe::clipping
-  /// off), the clipped sum, the optimizer update of every trainable
-  /// parameter. mask [batch.size]: 0 drops a sample.
+  /// One DP-SGD step (noise off): clipping (of samples or of users, or none
+  /// with Recipe::clipping off), the clipped sum, the optimizer update of
+  /// every trainable parameter. mask [batch.size]: 0 drops a sample. Under
+  /// user-level DP the batch is the whole logical batch: a user's samples in
+  /// another batch would form another clipped sum.
   StepResult dpStep(const Batch &batch, const Vec &mask, const Recipe &recipe);
   /// Optimizer steps taken so far.
   int64_t steps() const { return steps_; }
@@ -230,6 +254,10 @@ private:
   Sample forwardSample(const Batch &batch, int64_t b) const;
   /// Fills r.clip and r.clippedSum, one clipped gradient per sample.
   void clipSamples(StepResult &r, const Vec &mask, const Recipe &recipe) const;
+  /// Fills r.users, r.userGrads, ..., r.clip and r.clippedSum, one clipped
+  /// gradient per user.
+  void clipUsers(StepResult &r, const Batch &batch, const Vec &mask,
+                 const Recipe &recipe) const;
   /// Per-parameter gradients of sample s's loss.
   std::map<std::string, Vec> backwardSample(const Sample &s) const;
 

@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "reference/Models.h"
+#include "reference/Model.h"
 
 #include <gtest/gtest.h>
 
@@ -857,6 +857,22 @@ TEST(Lora, PeftsInitialBGivesAZeroGradientOfAAndTheBaseDoesNotMove) {
 // DP off, user-level DP, the per-sample gradient matrix
 //===----------------------------------------------------------------------===//
 
+/// examples/mlp.mlir's classifier (4 features, 6 hidden, 3 classes) with
+/// silu in place of relu: were every relu unit dead, which random
+/// parameters allow, fc1's and the LayerNorm's gradients would be exactly
+/// zero and a clipping check on them blind.
+ref::Model classifier() {
+  ref::Model m(1);
+  m.realInput("x", 4);
+  m.tokenInput("label");
+  m.linear("fc1.w", "fc1.b", "x", "h", 4, 6);
+  m.layerNorm("ln.g", "ln.b", "h", "n", 6, 1e-5);
+  m.activation(Activation::Silu, "n", "a");
+  m.linear("fc2.w", "fc2.b", "a", "logits", 6, 3);
+  m.crossEntropy("logits", "label", 3);
+  return m;
+}
+
 ref::Batch mlpBatch(Rng &rng, int64_t size, int64_t features, int64_t classes) {
   ref::Batch b;
   b.size = size;
@@ -892,52 +908,182 @@ const ClipMode kClipModes[] = {ClipMode::Flat, ClipMode::PerLayer,
 
 TEST(DpOff, StepsByThePlainSumOfThePerSampleGradients) {
   for (ClipMode mode : kClipModes)
-    forEachCase(1, [&](Rng &rng) {
-      ref::Model m = ref::mlpClassifier(4, 6, 3);
+    for (ref::PrivacyUnit unit :
+         {ref::PrivacyUnit::Sample, ref::PrivacyUnit::User})
+      forEachCase(1, [&](Rng &rng) {
+        ref::Model m = classifier();
+        randomize(m, rng, 1.0);
+        ref::Batch batch = mlpBatch(rng, 5, 4, 3);
+        batch.users = {1, 2, 1, 3, 2};
+        Vec mask{1, 1, 0, 1, 1};
+        ref::Recipe recipe;
+        recipe.clip = mode;
+        recipe.unit = unit;
+        recipe.clipping = false;
+        recipe.maxNorm = 1e-3; // would clip every sample
+        recipe.lr = 0.5;
+        recipe.expectedBatch = 4;
+        auto before = paramValues(m);
+        ref::StepResult r = m.dpStep(batch, mask, recipe);
+        std::map<std::string, Vec> sum;
+        for (const std::string &p : m.trainableParams()) {
+          sum[p].assign(m.param(p).size(), 0.0);
+          for (int64_t b = 0; b < batch.size; ++b) {
+            EXPECT_EQ(r.clip[p][b], mask[b]);
+            if (mask[b] != 0)
+              for (size_t i = 0; i < sum[p].size(); ++i)
+                sum[p][i] += r.grads[p][b][i];
+          }
+          EXPECT_SAME(r.clippedSum[p], sum[p]);
+        }
+        expectSgdStepBy(m, before, sum, recipe);
+        // Not blind: with clipping the sum has norm <= 4 C = 4e-3 (per
+        // layer 8e-3, automatic < 4e-3); the plain sum is of order 1.
+        ref::Model clipped = classifier();
+        for (auto &[p, v] : before)
+          clipped.param(p) = v;
+        recipe.clipping = true;
+        ref::StepResult rc = clipped.dpStep(batch, mask, recipe);
+        double plain = 0, diff = 0;
+        for (const std::string &p : m.trainableParams())
+          for (size_t i = 0; i < sum[p].size(); ++i) {
+            plain += sum[p][i] * sum[p][i];
+            diff += (rc.clippedSum[p][i] - sum[p][i]) *
+                    (rc.clippedSum[p][i] - sum[p][i]);
+          }
+        EXPECT_GT(std::sqrt(diff), 0.5 * std::sqrt(plain));
+      });
+}
+
+TEST(UserLevelDp, ClipsEachUsersSummedGradientAsDefined) {
+  for (ClipMode mode : kClipModes)
+    forEachCase(2, [&](Rng &rng) {
+      ref::Model m = classifier();
       randomize(m, rng, 1.0);
-      ref::Batch batch = mlpBatch(rng, 5, 4, 3);
-      Vec mask{1, 1, 0, 1, 1};
+      // User 7: samples 0, 2, 3; user 3: samples 1, 4, 5 (masked), 7;
+      // user 12: sample 6 (masked).
+      ref::Batch batch = mlpBatch(rng, 8, 4, 3);
+      batch.users = {7, 3, 7, 7, 3, 3, 12, 3};
+      Vec mask{1, 1, 1, 1, 1, 0, 0, 1};
+      const std::vector<int64_t> ids{3, 7, 12};
+      std::vector<std::string> trainable = m.trainableParams();
+      const double layers = double(trainable.size());
+
+      // The definition: G_u = sum of u's unmasked per-sample gradients.
+      ref::StepResult ps = m.perSampleGradients(batch);
+      std::map<std::string, std::vector<Vec>> g;
+      Vec n2(3, 0.0);
+      for (const std::string &p : trainable) {
+        g[p].assign(3, Vec(m.param(p).size(), 0.0));
+        for (int64_t b = 0; b < batch.size; ++b) {
+          int64_t u =
+              std::find(ids.begin(), ids.end(), batch.users[b]) - ids.begin();
+          if (mask[b] != 0)
+            for (size_t i = 0; i < g[p][u].size(); ++i)
+              g[p][u][i] += ps.grads[p][b][i];
+        }
+        for (int u = 0; u < 3; ++u)
+          n2[u] += ref::sumSquares(g[p][u]);
+      }
+      // A masked sample's gradient is not zero: dropping it matters.
+      EXPECT_GT(ps.norm[5], 0.0);
+      // C between the two users' norms: user 3 or 7 is over it, the other
+      // under (per layer: C_l = C / sqrt(L) between their norms in fc1.w).
       ref::Recipe recipe;
       recipe.clip = mode;
-      recipe.clipping = false;
-      recipe.maxNorm = 1e-3; // would clip every sample
-      recipe.lr = 0.5;
-      recipe.expectedBatch = 4;
+      recipe.unit = ref::PrivacyUnit::User;
+      recipe.maxNorm = std::sqrt(std::sqrt(n2[0] * n2[1]));
+      if (mode == ClipMode::PerLayer)
+        recipe.maxNorm = std::sqrt(std::sqrt(ref::sumSquares(g["fc1.w"][0]) *
+                                             ref::sumSquares(g["fc1.w"][1])) *
+                                   layers);
+      recipe.lr = 0.4;
+      recipe.expectedBatch = 6;
+
       auto before = paramValues(m);
       ref::StepResult r = m.dpStep(batch, mask, recipe);
+      EXPECT_EQ(r.users, ids);
       std::map<std::string, Vec> sum;
-      for (const std::string &p : m.trainableParams()) {
+      Vec flatClipped(3, 0.0);
+      for (const std::string &p : trainable) {
+        SCOPED_TRACE(p);
         sum[p].assign(m.param(p).size(), 0.0);
-        for (int64_t b = 0; b < batch.size; ++b) {
-          EXPECT_EQ(r.clip[p][b], mask[b]);
-          if (mask[b] != 0)
-            for (size_t i = 0; i < sum[p].size(); ++i)
-              sum[p][i] += r.grads[p][b][i];
+        double bound = mode == ClipMode::PerLayer
+                           ? recipe.maxNorm / std::sqrt(layers)
+                           : recipe.maxNorm;
+        for (int u = 0; u < 3; ++u) {
+          EXPECT_SAME(r.userGrads[p][u], g[p][u]);
+          double n = mode == ClipMode::PerLayer
+                         ? std::sqrt(ref::sumSquares(g[p][u]))
+                         : std::sqrt(n2[u]);
+          double c = u == 2 ? 0.0 // every sample masked
+                     : mode == ClipMode::Automatic
+                         ? bound / (n + recipe.gamma)
+                         : std::min(1.0, bound / (n + 1e-6));
+          EXPECT_NEAR(r.userClip[p][u], c, 1e-12 * c);
+          flatClipped[u] += c * c * ref::sumSquares(g[p][u]);
+          for (size_t i = 0; i < sum[p].size(); ++i)
+            sum[p][i] += c * g[p][u][i];
+          if (mode == ClipMode::PerLayer)
+            EXPECT_LE(c * n, bound * (1 + 1e-12));
         }
         EXPECT_SAME(r.clippedSum[p], sum[p]);
-      }
-      expectSgdStepBy(m, before, sum, recipe);
-      // Not blind: with clipping the sum has norm <= 4 C = 4e-3 (per
-      // layer 8e-3, automatic < 4e-3); the plain sum is of order 1.
-      ref::Model clipped = ref::mlpClassifier(4, 6, 3);
-      for (auto &[p, v] : before)
-        clipped.param(p) = v;
-      recipe.clipping = true;
-      ref::StepResult rc = clipped.dpStep(batch, mask, recipe);
-      double plain = 0, diff = 0;
-      for (const std::string &p : m.trainableParams())
-        for (size_t i = 0; i < sum[p].size(); ++i) {
-          plain += sum[p][i] * sum[p][i];
-          diff += (rc.clippedSum[p][i] - sum[p][i]) *
-                  (rc.clippedSum[p][i] - sum[p][i]);
+        for (int64_t b = 0; b < batch.size; ++b) {
+          int64_t u =
+              std::find(ids.begin(), ids.end(), batch.users[b]) - ids.begin();
+          EXPECT_EQ(r.clip[p][b], mask[b] * r.userClip[p][u]);
         }
-      EXPECT_GT(std::sqrt(diff), 0.5 * std::sqrt(plain));
+      }
+      if (mode != ClipMode::Automatic) {
+        // One of users 3 and 7 is clipped, the other kept whole.
+        double c3 = r.userClip["fc1.w"][0], c7 = r.userClip["fc1.w"][1];
+        EXPECT_TRUE(std::min(c3, c7) < 1.0 && std::max(c3, c7) == 1.0)
+            << c3 << " " << c7;
+      }
+      if (mode == ClipMode::Flat)
+        for (int u = 0; u < 2; ++u)
+          EXPECT_LE(std::sqrt(flatClipped[u]), recipe.maxNorm * (1 + 1e-12));
+      EXPECT_NEAR(r.userNorm[0], std::sqrt(n2[0]), 1e-12 * std::sqrt(n2[0]));
+      expectSgdStepBy(m, before, sum, recipe);
     });
+}
+
+TEST(UserLevelDp, OneSamplePerUserIsSampleLevelDp) {
+  for (ClipMode mode : kClipModes)
+    forEachCase(1, [&](Rng &rng) {
+      ref::Model m = classifier();
+      randomize(m, rng, 1.0);
+      ref::Batch batch = mlpBatch(rng, 5, 4, 3);
+      batch.users = {40, 30, 20, 10, 0};
+      Vec mask{1, 0, 1, 1, 1};
+      ref::Recipe recipe;
+      recipe.clip = mode;
+      recipe.maxNorm = 0.3;
+      ref::Model same = m;
+      ref::StepResult bySample = m.dpStep(batch, mask, recipe);
+      recipe.unit = ref::PrivacyUnit::User;
+      ref::StepResult byUser = same.dpStep(batch, mask, recipe);
+      for (const std::string &p : m.trainableParams()) {
+        EXPECT_SAME(byUser.clip[p], bySample.clip[p]);
+        EXPECT_SAME(byUser.clippedSum[p], bySample.clippedSum[p]);
+        EXPECT_SAME(same.param(p), m.param(p));
+      }
+    });
+}
+
+TEST(UserLevelDp, NeedsOneUserPerSample) {
+  Rng rng(1);
+  ref::Model m = classifier();
+  ref::Batch batch = mlpBatch(rng, 3, 4, 3);
+  batch.users = {1, 2};
+  ref::Recipe recipe;
+  recipe.unit = ref::PrivacyUnit::User;
+  EXPECT_THROW(m.dpStep(batch, Vec(3, 1.0), recipe), std::invalid_argument);
 }
 
 TEST(PerSampleGradientMatrix, RowBIsSampleBsGradient) {
   forEachCase(1, [](Rng &rng) {
-    ref::Model m = ref::mlpClassifier(4, 6, 3);
+    ref::Model m = classifier();
     randomize(m, rng, 1.0);
     ref::Batch batch = mlpBatch(rng, 5, 4, 3);
     ref::StepResult r = m.perSampleGradients(batch);
