@@ -12,7 +12,9 @@
 // (with n_b scaled by 1 + Recipe::normRelErr when a test asks for a
 // program's rounding slack),
 //   g_p = sum_b mask_b c_{p,b} grad_{p,b},  theta <- optimizer(g / B_exp),
-// noise off.
+// noise off. With the user as privacy unit the same clipping applies to
+// each user's G_{p,u} = sum over its samples of mask_b grad_{p,b}, and
+// g_p = sum_u c_{p,u} G_{p,u}; with clipping off every c is 1.
 //
 // A layer that names a parameter an earlier layer declared reads that same
 // parameter (tied weights, e.g. Hugging Face's tie_word_embeddings: the
