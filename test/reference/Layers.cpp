@@ -25,6 +25,20 @@ Vec embeddingForward(const Tokens &tok, const Vec &table, int64_t dim) {
   return out;
 }
 
+Vec positionEmbeddingForward(const Vec &x, const Vec &table, int64_t batch,
+                             int64_t tokens, int64_t dim) {
+  if (int64_t(table.size()) < tokens * dim)
+    throw std::invalid_argument("position embedding: fewer positions than "
+                                "tokens");
+  Vec y(x.size());
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t j = 0; j < dim; ++j)
+        y[(b * tokens + t) * dim + j] =
+            x[(b * tokens + t) * dim + j] + table[t * dim + j];
+  return y;
+}
+
 Vec linearForward(const Vec &x, const Vec &w, const Vec *bias, int64_t rows,
                   int64_t in, int64_t out) {
   Vec y(rows * out);
@@ -101,18 +115,19 @@ Vec layerNormForward(const Vec &x, const Vec &gamma, const Vec *beta,
 
 namespace {
 
-/// Applies the 2x2 rotation [[c, -s], [s, c]] of angle t * theta^(-2i/hd)
-/// to each (i, i + hd/2) pair, or its transpose.
+/// Applies the 2x2 rotation [[c, -s], [s, c]] of angle t * invFreq[i] to
+/// each (i, i + hd/2) pair, or its transpose.
 Vec rotate(const Vec &x, int64_t batch, int64_t tokens, int64_t heads,
-           int64_t headDim, double theta, bool transpose) {
+           int64_t headDim, const Vec &invFreq, bool transpose) {
+  if (headDim % 2 || int64_t(invFreq.size()) != headDim / 2)
+    throw std::invalid_argument("rope: headDim/2 frequencies needed");
   Vec y(x.size());
   int64_t half = headDim / 2;
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t t = 0; t < tokens; ++t)
       for (int64_t h = 0; h < heads; ++h)
         for (int64_t i = 0; i < half; ++i) {
-          double angle =
-              double(t) * std::pow(theta, -2.0 * double(i) / double(headDim));
+          double angle = double(t) * invFreq[i];
           double m[2][2] = {{std::cos(angle), -std::sin(angle)},
                             {std::sin(angle), std::cos(angle)}};
           int64_t base = ((b * tokens + t) * heads + h) * headDim;
@@ -174,8 +189,48 @@ std::vector<Vec> attentionProbs(const Vec &q, const Vec &k,
 } // namespace
 
 Vec ropeForward(const Vec &x, int64_t batch, int64_t tokens, int64_t heads,
+                int64_t headDim, const Vec &invFreq) {
+  return rotate(x, batch, tokens, heads, headDim, invFreq, false);
+}
+
+Vec ropeForward(const Vec &x, int64_t batch, int64_t tokens, int64_t heads,
                 int64_t headDim, double theta) {
-  return rotate(x, batch, tokens, heads, headDim, theta, false);
+  return ropeForward(x, batch, tokens, heads, headDim,
+                     ropeInverseFrequencies(theta, headDim));
+}
+
+Vec ropeInverseFrequencies(double theta, int64_t headDim) {
+  Vec f(headDim / 2);
+  for (int64_t i = 0; i < headDim / 2; ++i)
+    f[i] = std::pow(theta, -2.0 * double(i) / double(headDim));
+  return f;
+}
+
+Vec llama3InverseFrequencies(double theta, int64_t headDim,
+                             const Llama3RopeScaling &scaling) {
+  const double low = scaling.lowFreqFactor, high = scaling.highFreqFactor;
+  if (!(scaling.factor > 0 && low > 0 && high > low &&
+        scaling.originalMaxPositions > 0))
+    throw std::invalid_argument(
+        "llama3 rope: need factor > 0, 0 < low_freq_factor < "
+        "high_freq_factor, original_max_position_embeddings > 0");
+  const double context = double(scaling.originalMaxPositions);
+  // Wavelengths (in positions) beyond which a frequency is scaled fully,
+  // and below which it is kept.
+  const double longWave = context / low, shortWave = context / high;
+  Vec f = ropeInverseFrequencies(theta, headDim);
+  for (double &fj : f) {
+    double wave = 2.0 * M_PI / fj;
+    if (wave < shortWave)
+      continue;
+    if (wave > longWave) {
+      fj /= scaling.factor;
+      continue;
+    }
+    double s = (context / wave - low) / (high - low);
+    fj = (1.0 - s) * fj / scaling.factor + s * fj;
+  }
+  return f;
 }
 
 Vec attentionForward(const Vec &q, const Vec &k, const Vec &v,
@@ -218,6 +273,13 @@ Vec activationForward(Activation act, const Vec &x) {
   Vec y(x.size());
   for (size_t i = 0; i < x.size(); ++i)
     y[i] = activation(act, x[i]);
+  return y;
+}
+
+Vec scaleForward(const Vec &x, double factor) {
+  Vec y(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    y[i] = factor * x[i];
   return y;
 }
 
@@ -354,8 +416,14 @@ Vec layerNormBackward(const Vec &x, const Vec &gamma, const Vec &dy,
 }
 
 Vec ropeBackward(const Vec &dy, int64_t batch, int64_t tokens, int64_t heads,
+                 int64_t headDim, const Vec &invFreq) {
+  return rotate(dy, batch, tokens, heads, headDim, invFreq, true);
+}
+
+Vec ropeBackward(const Vec &dy, int64_t batch, int64_t tokens, int64_t heads,
                  int64_t headDim, double theta) {
-  return rotate(dy, batch, tokens, heads, headDim, theta, true);
+  return ropeBackward(dy, batch, tokens, heads, headDim,
+                      ropeInverseFrequencies(theta, headDim));
 }
 
 AttentionGrads attentionBackward(const Vec &q, const Vec &k, const Vec &v,
@@ -497,6 +565,20 @@ PerSample embeddingGradPerSample(const Tokens &tok, const Vec &dy,
       for (int64_t j = 0; j < dim; ++j)
         g[b][tok[r] * dim + j] += dy[r * dim + j];
     }
+  return g;
+}
+
+PerSample positionEmbeddingGradPerSample(const Vec &dy, int64_t batch,
+                                         int64_t tokens, int64_t maxPositions,
+                                         int64_t dim) {
+  if (tokens > maxPositions)
+    throw std::invalid_argument("position embedding: fewer positions than "
+                                "tokens");
+  PerSample g(batch, Vec(maxPositions * dim, 0.0));
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t j = 0; j < dim; ++j)
+        g[b][t * dim + j] += dy[(b * tokens + t) * dim + j];
   return g;
 }
 

@@ -34,6 +34,11 @@ using PerSample = std::vector<Vec>;
 /// out[r, :] = table[tok[r], :].
 Vec embeddingForward(const Tokens &tok, const Vec &table, int64_t dim);
 
+/// y[b, t, :] = x[b, t, :] + table[t, :]: learned absolute positions
+/// (GPT-2's wpe); table [maxPositions, dim], tokens <= maxPositions.
+Vec positionEmbeddingForward(const Vec &x, const Vec &table, int64_t batch,
+                             int64_t tokens, int64_t dim);
+
 /// y = x W^T + bias; w [out, in], bias [out] or null.
 Vec linearForward(const Vec &x, const Vec &w, const Vec *bias, int64_t rows,
                   int64_t in, int64_t out);
@@ -47,9 +52,34 @@ Vec layerNormForward(const Vec &x, const Vec &gamma, const Vec *beta,
                      int64_t rows, int64_t dim, double eps, Vec *mean = nullptr,
                      Vec *rstd = nullptr);
 
-/// Rotate-half rotary embedding; x [batch*tokens, heads*headDim].
+/// Rotate-half rotary embedding; x [batch*tokens, heads*headDim]. Pair
+/// (j, j + headDim/2) of token t turns by the angle t * invFreq[j].
+Vec ropeForward(const Vec &x, int64_t batch, int64_t tokens, int64_t heads,
+                int64_t headDim, const Vec &invFreq);
+/// The same with invFreq = ropeInverseFrequencies(theta, headDim).
 Vec ropeForward(const Vec &x, int64_t batch, int64_t tokens, int64_t heads,
                 int64_t headDim, double theta);
+
+/// The unscaled rotary frequencies: inv_freq_j = theta^(-2j/headDim),
+/// j < headDim/2.
+Vec ropeInverseFrequencies(double theta, int64_t headDim);
+
+/// Llama 3.1's rope scaling (Hugging Face rope_type "llama3").
+struct Llama3RopeScaling {
+  double factor = 8.0;
+  double lowFreqFactor = 1.0;
+  double highFreqFactor = 4.0;
+  int64_t originalMaxPositions = 8192; ///< original_max_position_embeddings
+};
+
+/// The scaled table: with wavelength w_j = 2 pi / f_j of the unscaled
+/// f_j = theta^(-2j/headDim) and L = originalMaxPositions, f_j is kept
+/// where w_j < L / highFreqFactor, divided by `factor` where
+/// w_j > L / lowFreqFactor, and in between interpolated,
+///   f'_j = (1 - s) f_j / factor + s f_j,
+///   s = (L / w_j - lowFreqFactor) / (highFreqFactor - lowFreqFactor).
+Vec llama3InverseFrequencies(double theta, int64_t headDim,
+                             const Llama3RopeScaling &scaling);
 
 struct AttentionShape {
   int64_t batch, tokens, heads, kvHeads, headDim;
@@ -63,6 +93,8 @@ Vec attentionForward(const Vec &q, const Vec &k, const Vec &v,
 
 double activation(dprt::Activation act, double x);
 Vec activationForward(dprt::Activation act, const Vec &x);
+/// y = factor * x (LoRA's alpha / r).
+Vec scaleForward(const Vec &x, double factor);
 Vec mulForward(const Vec &a, const Vec &b);
 Vec addForward(const Vec &a, const Vec &b);
 
@@ -92,6 +124,8 @@ Vec layerNormBackward(const Vec &x, const Vec &gamma, const Vec &dy,
                       int64_t rows, int64_t dim, double eps);
 
 /// The inverse rotation.
+Vec ropeBackward(const Vec &dy, int64_t batch, int64_t tokens, int64_t heads,
+                 int64_t headDim, const Vec &invFreq);
 Vec ropeBackward(const Vec &dy, int64_t batch, int64_t tokens, int64_t heads,
                  int64_t headDim, double theta);
 
@@ -126,6 +160,11 @@ PerSample biasGradPerSample(const Vec &dy, int64_t batch, int64_t tokens,
 PerSample embeddingGradPerSample(const Tokens &tok, const Vec &dy,
                                  int64_t batch, int64_t tokens, int64_t vocab,
                                  int64_t dim);
+/// grad P_b [maxPositions, dim]: row t = dy_{b,t} for t < tokens, and 0 for
+/// the positions a sample of `tokens` tokens does not reach.
+PerSample positionEmbeddingGradPerSample(const Vec &dy, int64_t batch,
+                                         int64_t tokens, int64_t maxPositions,
+                                         int64_t dim);
 /// grad gamma_b = sum_t dy * xhat (xhat = x / rms).
 PerSample rmsNormGammaGradPerSample(const Vec &x, const Vec &dy, int64_t batch,
                                     int64_t tokens, int64_t dim, double eps);

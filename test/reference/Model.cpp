@@ -23,6 +23,13 @@ void addInto(Vec &acc, const Vec &v) {
   throw std::invalid_argument("reference model: " + what);
 }
 
+std::string shapeString(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -37,8 +44,12 @@ void Model::requireOpen() const {
 
 void Model::addParam(const std::string &name, std::vector<int64_t> shape,
                      double init) {
-  if (params_.count(name))
-    fail("parameter '" + name + "' declared twice");
+  if (auto it = params_.find(name); it != params_.end()) {
+    if (it->second.shape != shape)
+      fail("parameter '" + name + "' read as " + shapeString(it->second.shape) +
+           " and as " + shapeString(shape));
+    return;
+  }
   int64_t n = 1;
   for (int64_t d : shape)
     n *= d;
@@ -84,6 +95,22 @@ void Model::embedding(const std::string &table, const std::string &tokens,
   layers_.push_back(l);
 }
 
+void Model::positionEmbedding(const std::string &table, const std::string &x,
+                              const std::string &out, int64_t maxPositions,
+                              int64_t dim) {
+  requireOpen();
+  if (width(x) != dim)
+    fail("position embedding '" + table + "': width mismatch");
+  if (tokens_ > maxPositions)
+    fail("position embedding '" + table + "': fewer positions than tokens");
+  addParam(table, {maxPositions, dim}, 0.0);
+  defineValue(out, dim);
+  Layer l{Op::PositionEmbedding, {x}, out, table, ""};
+  l.inDim = maxPositions;
+  l.outDim = dim;
+  layers_.push_back(l);
+}
+
 void Model::linear(const std::string &weight, const std::string &bias,
                    const std::string &x, const std::string &out, int64_t in,
                    int64_t outDim) {
@@ -98,6 +125,21 @@ void Model::linear(const std::string &weight, const std::string &bias,
   l.inDim = in;
   l.outDim = outDim;
   layers_.push_back(l);
+}
+
+void Model::loraLinear(const std::string &weight, const std::string &bias,
+                       const std::string &loraA, const std::string &loraB,
+                       const std::string &x, const std::string &out, int64_t in,
+                       int64_t outDim, int64_t rank, double scaling) {
+  linear(weight, bias, x, out + ".base", in, outDim);
+  linear(loraA, "", x, out + ".lora_A", in, rank);
+  linear(loraB, "", out + ".lora_A", out + ".lora_B", rank, outDim);
+  scale(out + ".lora_B", out + ".lora", scaling);
+  add(out + ".base", out + ".lora", out);
+  // peft trains the adapter only.
+  setTrainable(weight, false);
+  if (!bias.empty())
+    setTrainable(bias, false);
 }
 
 void Model::rmsNorm(const std::string &gamma, const std::string &x,
@@ -131,14 +173,21 @@ void Model::layerNorm(const std::string &gamma, const std::string &beta,
 
 void Model::rope(const std::string &x, const std::string &out, int64_t heads,
                  int64_t headDim, double theta) {
+  rope(x, out, heads, headDim, ropeInverseFrequencies(theta, headDim));
+}
+
+void Model::rope(const std::string &x, const std::string &out, int64_t heads,
+                 int64_t headDim, const Vec &invFreq) {
   requireOpen();
   if (width(x) != heads * headDim || headDim % 2)
     fail("rope: width must be heads * headDim, headDim even");
+  if (int64_t(invFreq.size()) != headDim / 2)
+    fail("rope: the frequency table needs headDim/2 entries");
   defineValue(out, heads * headDim);
   Layer l{Op::Rope, {x}, out, "", ""};
   l.heads = heads;
   l.headDim = headDim;
-  l.theta = theta;
+  l.invFreq = invFreq;
   layers_.push_back(l);
 }
 
@@ -165,6 +214,14 @@ void Model::activation(dprt::Activation act, const std::string &x,
   defineValue(out, width(x));
   Layer l{Op::Activation, {x}, out, "", ""};
   l.act = act;
+  layers_.push_back(l);
+}
+
+void Model::scale(const std::string &x, const std::string &out, double factor) {
+  requireOpen();
+  defineValue(out, width(x));
+  Layer l{Op::Scale, {x}, out, "", ""};
+  l.factor = factor;
   layers_.push_back(l);
 }
 
@@ -274,6 +331,10 @@ Model::Sample Model::forwardSample(const Batch &batch, int64_t b) const {
       s.values[l.out] =
           embeddingForward(s.tokens.at(x), param(l.weight), l.outDim);
       break;
+    case Op::PositionEmbedding:
+      s.values[l.out] =
+          positionEmbeddingForward(val(x), param(l.weight), 1, T, l.outDim);
+      break;
     case Op::Linear:
       s.values[l.out] = linearForward(val(x), param(l.weight),
                                       l.bias.empty() ? nullptr : &param(l.bias),
@@ -289,7 +350,8 @@ Model::Sample Model::forwardSample(const Batch &batch, int64_t b) const {
           l.outDim, l.eps);
       break;
     case Op::Rope:
-      s.values[l.out] = ropeForward(val(x), 1, T, l.heads, l.headDim, l.theta);
+      s.values[l.out] =
+          ropeForward(val(x), 1, T, l.heads, l.headDim, l.invFreq);
       break;
     case Op::Attention:
       s.values[l.out] =
@@ -298,6 +360,9 @@ Model::Sample Model::forwardSample(const Batch &batch, int64_t b) const {
       break;
     case Op::Activation:
       s.values[l.out] = activationForward(l.act, val(x));
+      break;
+    case Op::Scale:
+      s.values[l.out] = scaleForward(val(x), l.factor);
       break;
     case Op::Mul:
       s.values[l.out] = mulForward(val(x), val(l.in[1]));
@@ -330,7 +395,9 @@ std::map<std::string, Vec> Model::backwardSample(const Sample &s) const {
   auto val = [&](const std::string &n) -> const Vec & {
     return s.values.at(n);
   };
-  std::map<std::string, Vec> dp; // d loss / d parameter (trainable only)
+  // d loss / d parameter (trainable only); a parameter read by several
+  // layers (tied) collects the sum of its uses' gradients.
+  std::map<std::string, Vec> dp;
   auto paramGrad = [&](const std::string &p, const Vec &g) {
     if (p.empty() || !params_.at(p).trainable)
       return;
@@ -365,6 +432,11 @@ std::map<std::string, Vec> Model::backwardSample(const Sample &s) const {
       paramGrad(l.weight, embeddingGradPerSample(s.tokens.at(x), dy, 1, T,
                                                  l.inDim, l.outDim)[0]);
       break;
+    case Op::PositionEmbedding:
+      addInto(grad(x), dy);
+      paramGrad(l.weight,
+                positionEmbeddingGradPerSample(dy, 1, T, l.inDim, l.outDim)[0]);
+      break;
     case Op::Linear:
       addInto(grad(x),
               linearBackwardInput(dy, param(l.weight), T, l.inDim, l.outDim));
@@ -386,7 +458,7 @@ std::map<std::string, Vec> Model::backwardSample(const Sample &s) const {
       paramGrad(l.bias, biasGradPerSample(dy, 1, T, l.outDim)[0]);
       break;
     case Op::Rope:
-      addInto(grad(x), ropeBackward(dy, 1, T, l.heads, l.headDim, l.theta));
+      addInto(grad(x), ropeBackward(dy, 1, T, l.heads, l.headDim, l.invFreq));
       break;
     case Op::Attention: {
       AttentionGrads g =
@@ -399,6 +471,9 @@ std::map<std::string, Vec> Model::backwardSample(const Sample &s) const {
     }
     case Op::Activation:
       addInto(grad(x), activationBackward(l.act, val(x), dy));
+      break;
+    case Op::Scale:
+      addInto(grad(x), scaleForward(dy, l.factor));
       break;
     case Op::Mul:
       addInto(grad(x), mulForward(dy, val(l.in[1])));
@@ -454,33 +529,130 @@ StepResult Model::perSampleGradients(const Batch &batch) const {
   return r;
 }
 
+namespace {
+
+/// The clip factor of one unit (a sample or a user) whose gradient has norm
+/// `norm` (over all parameters, or over one under per-layer clipping).
+double unitClipFactor(const Recipe &recipe, double norm, double bound) {
+  if (!recipe.clipping)
+    return 1.0;
+  return clipFactor(recipe.clip, norm * (1.0 + recipe.normRelErr), bound,
+                    recipe.gamma);
+}
+
+/// C, or C_l = C / sqrt(L) per parameter under per-layer clipping.
+double clipBound(const Recipe &recipe, size_t trainable) {
+  return recipe.clip == ClipMode::PerLayer
+             ? recipe.maxNorm / std::sqrt(double(trainable))
+             : recipe.maxNorm;
+}
+
+} // namespace
+
+Vec StepResult::gradMatrix(const std::string &param) const {
+  auto it = grads.find(param);
+  if (it == grads.end())
+    fail("no per-sample gradient of '" + param + "'");
+  Vec m;
+  for (const Vec &row : it->second)
+    m.insert(m.end(), row.begin(), row.end());
+  return m;
+}
+
+void Model::clipSamples(StepResult &r, const Vec &mask,
+                        const Recipe &recipe) const {
+  const int64_t B = int64_t(mask.size());
+  std::vector<std::string> trainable = trainableParams();
+  const double bound = clipBound(recipe, trainable.size());
+  for (const std::string &p : trainable) {
+    Vec c(B, 0.0);
+    for (int64_t b = 0; b < B; ++b) {
+      if (mask[b] == 0)
+        continue;
+      c[b] = recipe.clip == ClipMode::PerLayer
+                 ? unitClipFactor(recipe, std::sqrt(r.norm2[p][b]), bound)
+                 : unitClipFactor(recipe, r.norm[b], bound);
+      c[b] *= mask[b];
+    }
+    r.clippedSum[p] = weightedSum(r.grads[p], c);
+    // An empty batch has no per-sample gradient to give the sum its size.
+    if (B == 0)
+      r.clippedSum[p].assign(params_.at(p).value.size(), 0.0);
+    r.clip[p] = std::move(c);
+  }
+}
+
+void Model::clipUsers(StepResult &r, const Batch &batch, const Vec &mask,
+                      const Recipe &recipe) const {
+  const int64_t B = batch.size;
+  if (int64_t(batch.users.size()) != B)
+    fail("privacy unit user: Batch::users needs one user per sample");
+  std::map<int64_t, int64_t> index; // user id -> u
+  for (int64_t id : batch.users)
+    index[id] = 0;
+  for (auto &[id, u] : index) {
+    u = int64_t(r.users.size());
+    r.users.push_back(id);
+  }
+  const int64_t U = int64_t(r.users.size());
+  std::vector<int64_t> userOf(B);
+  std::vector<bool> counted(U, false); // has an unmasked sample
+  for (int64_t b = 0; b < B; ++b) {
+    userOf[b] = index.at(batch.users[b]);
+    if (mask[b] != 0)
+      counted[userOf[b]] = true;
+  }
+
+  std::vector<std::string> trainable = trainableParams();
+  r.userNorm.assign(U, 0.0);
+  for (const std::string &p : trainable) {
+    // G_{p,u} = sum over u's samples b of mask_b grad_{p,b}.
+    PerSample g(U, Vec(params_.at(p).value.size(), 0.0));
+    for (int64_t b = 0; b < B; ++b)
+      if (mask[b] != 0)
+        for (size_t i = 0; i < g[userOf[b]].size(); ++i)
+          g[userOf[b]][i] += mask[b] * r.grads[p][b][i];
+    Vec n2(U);
+    for (int64_t u = 0; u < U; ++u) {
+      n2[u] = sumSquares(g[u]);
+      r.userNorm[u] += n2[u];
+    }
+    r.userGrads[p] = std::move(g);
+    r.userNorm2[p] = std::move(n2);
+  }
+  for (double &n : r.userNorm)
+    n = std::sqrt(n);
+
+  const double bound = clipBound(recipe, trainable.size());
+  for (const std::string &p : trainable) {
+    Vec c(U, 0.0);
+    for (int64_t u = 0; u < U; ++u)
+      if (counted[u])
+        c[u] = recipe.clip == ClipMode::PerLayer
+                   ? unitClipFactor(recipe, std::sqrt(r.userNorm2[p][u]), bound)
+                   : unitClipFactor(recipe, r.userNorm[u], bound);
+    r.clippedSum[p] = weightedSum(r.userGrads[p], c);
+    if (U == 0)
+      r.clippedSum[p].assign(params_.at(p).value.size(), 0.0);
+    Vec perSample(B);
+    for (int64_t b = 0; b < B; ++b)
+      perSample[b] = mask[b] * c[userOf[b]];
+    r.clip[p] = std::move(perSample);
+    r.userClip[p] = std::move(c);
+  }
+}
+
 StepResult Model::dpStep(const Batch &batch, const Vec &mask,
                          const Recipe &recipe) {
   if (int64_t(mask.size()) != batch.size)
     fail("mask size != batch size");
   StepResult r = perSampleGradients(batch);
-  std::vector<std::string> trainable = trainableParams();
-  double perLayerBound = recipe.maxNorm / std::sqrt(double(trainable.size()));
-  for (const std::string &p : trainable) {
-    Vec c(batch.size, 0.0);
-    for (int64_t b = 0; b < batch.size; ++b) {
-      if (mask[b] == 0)
-        continue;
-      const double slack = 1.0 + recipe.normRelErr;
-      c[b] = recipe.clip == ClipMode::PerLayer
-                 ? clipFactor(recipe.clip, std::sqrt(r.norm2[p][b]) * slack,
-                              perLayerBound, recipe.gamma)
-                 : clipFactor(recipe.clip, r.norm[b] * slack, recipe.maxNorm,
-                              recipe.gamma);
-      c[b] *= mask[b];
-    }
-    r.clippedSum[p] = weightedSum(r.grads[p], c);
-    // An empty batch has no per-sample gradient to give the sum its size.
-    if (batch.size == 0)
-      r.clippedSum[p].assign(params_.at(p).value.size(), 0.0);
-    r.clip[p] = std::move(c);
-  }
+  if (recipe.unit == PrivacyUnit::User)
+    clipUsers(r, batch, mask, recipe);
+  else
+    clipSamples(r, mask, recipe);
 
+  std::vector<std::string> trainable = trainableParams();
   ++steps_;
   for (const std::string &p : trainable) {
     Param &prm = params_.at(p);

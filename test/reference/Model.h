@@ -12,7 +12,18 @@
 // (with n_b scaled by 1 + Recipe::normRelErr when a test asks for a
 // program's rounding slack),
 //   g_p = sum_b mask_b c_{p,b} grad_{p,b},  theta <- optimizer(g / B_exp),
-// noise off. Example (an MLP classifier):
+// noise off. With the user as privacy unit the same clipping applies to
+// each user's G_{p,u} = sum over its samples of mask_b grad_{p,b}, and
+// g_p = sum_u c_{p,u} G_{p,u}; with clipping off every c is 1.
+//
+// A layer that names a parameter an earlier layer declared reads that same
+// parameter (tied weights, e.g. Hugging Face's tie_word_embeddings: the
+// embedding table [vocab, d] is also the head's weight [out = vocab, in = d]);
+// the shapes must agree. Its per-sample gradient is the sum of the uses'
+// gradients, so its norm includes their cross terms:
+//   ||g_emb + g_head||^2 = ||g_emb||^2 + ||g_head||^2 + 2 <g_emb, g_head>.
+//
+// Example (an MLP classifier):
 //
 //   Model m(/*tokens=*/1);
 //   m.realInput("x", 8);
@@ -36,6 +47,10 @@
 
 namespace dpc::reference {
 
+/// What one clipped gradient covers: one sample, or every sample a user has
+/// in the batch (user-level DP).
+enum class PrivacyUnit { Sample, User };
+
 /// The part of a training recipe one step uses.
 struct Recipe {
   dprt::ClipMode clip = dprt::ClipMode::Flat;
@@ -52,6 +67,14 @@ struct Recipe {
   /// (docs/clip-planning.md, "Rounding of the norm"). 0 is the textbook
   /// definition.
   double normRelErr = 0.0;
+  /// User: the per-sample gradients of each user's samples in the batch
+  /// (Batch::users; at most k of them, the caller passes what it sampled)
+  /// are summed, and each user's sum is clipped in place of a sample's.
+  PrivacyUnit unit = PrivacyUnit::Sample;
+  /// false turns DP off (the non-private baseline): every clip factor is 1,
+  /// masked samples still 0, so the step takes the plain sum of the
+  /// per-sample gradients.
+  bool clipping = true;
 };
 
 /// A physical batch: every input's values for `size` samples back to back.
@@ -59,6 +82,8 @@ struct Batch {
   int64_t size = 0;
   std::map<std::string, Tokens> tokens; ///< int inputs [size * tokens]
   std::map<std::string, Vec> reals;     ///< real inputs [size*tokens*width]
+  /// The user of each sample [size]; read when Recipe::unit is User.
+  std::vector<int64_t> users;
 };
 
 struct StepResult {
@@ -71,6 +96,22 @@ struct StepResult {
   /// same for every parameter unless clipping is per layer).
   std::map<std::string, Vec> clip;
   std::map<std::string, Vec> clippedSum; ///< sum_b c_{p,b} grad_{p,b}
+
+  /// Recipe::unit = User: the batch's user ids in ascending order (u indexes
+  /// them); each user's gradient G_{p,u} = sum over its samples b of
+  /// mask_b grad_{p,b}, its squared norm, the users' norms, and their clip
+  /// factors c_{p,u} (0 for a user whose samples are all masked). Then
+  /// clippedSum[p] = sum_u c_{p,u} G_{p,u}, and clip[p][b] is the weight
+  /// sample b gets in it, mask_b c_{p,user(b)}.
+  std::vector<int64_t> users;
+  std::map<std::string, PerSample> userGrads;
+  std::map<std::string, Vec> userNorm2;
+  Vec userNorm;
+  std::map<std::string, Vec> userClip;
+
+  /// The per-sample gradients of `param` as one row-major [batch, numel]
+  /// matrix (a "materialized" per-sample gradient): row b is grads[param][b].
+  Vec gradMatrix(const std::string &param) const;
 };
 
 class Model {
@@ -87,10 +128,26 @@ public:
   /// Parameter `table` [vocab, dim].
   void embedding(const std::string &table, const std::string &tokens,
                  const std::string &out, int64_t vocab, int64_t dim);
+  /// Parameter `table` [maxPositions, dim]: out[t] = x[t] + table[t] for
+  /// t < tokens (learned absolute positions, GPT-2's wpe); rows t >= tokens
+  /// get a zero gradient.
+  void positionEmbedding(const std::string &table, const std::string &x,
+                         const std::string &out, int64_t maxPositions,
+                         int64_t dim);
   /// Parameters `weight` [out, in] and `bias` [out] ("" for none).
   void linear(const std::string &weight, const std::string &bias,
               const std::string &x, const std::string &out, int64_t in,
               int64_t outDim);
+  /// peft's LoRA linear, y = x W^T + bias + scaling (x A^T) B^T, with the
+  /// frozen base `weight` [out, in] and `bias` [out] ("" for none) and the
+  /// trainable `loraA` [rank, in] and `loraB` [out, rank]; peft's scaling is
+  /// lora_alpha / rank (lora_alpha / sqrt(rank) with use_rslora). Built from
+  /// records: linear (the base), linear A, linear B, scale, add, through
+  /// values named `out` + ".base", ".lora_A", ".lora_B", ".lora".
+  void loraLinear(const std::string &weight, const std::string &bias,
+                  const std::string &loraA, const std::string &loraB,
+                  const std::string &x, const std::string &out, int64_t in,
+                  int64_t outDim, int64_t rank, double scaling);
   /// Parameter `gamma` [dim].
   void rmsNorm(const std::string &gamma, const std::string &x,
                const std::string &out, int64_t dim, double eps);
@@ -98,13 +155,20 @@ public:
   void layerNorm(const std::string &gamma, const std::string &beta,
                  const std::string &x, const std::string &out, int64_t dim,
                  double eps);
+  /// Rotary embedding with inv_freq_j = theta^(-2j/headDim).
   void rope(const std::string &x, const std::string &out, int64_t heads,
             int64_t headDim, double theta);
+  /// Rotary embedding with an explicit table of headDim/2 inverse
+  /// frequencies (e.g. llama3InverseFrequencies).
+  void rope(const std::string &x, const std::string &out, int64_t heads,
+            int64_t headDim, const Vec &invFreq);
   void attention(const std::string &q, const std::string &k,
                  const std::string &v, const std::string &out, int64_t heads,
                  int64_t kvHeads, int64_t headDim, bool causal);
   void activation(dprt::Activation act, const std::string &x,
                   const std::string &out);
+  /// out = factor * x.
+  void scale(const std::string &x, const std::string &out, double factor);
   void mul(const std::string &a, const std::string &b, const std::string &out);
   void add(const std::string &a, const std::string &b, const std::string &out);
   /// The loss (last record): logits [tokens, classes], targets a token input.
@@ -116,7 +180,8 @@ public:
   void mse(const std::string &prediction, const std::string &target,
            dprt::Reduction reduction = dprt::Reduction::Mean);
 
-  /// Parameters in declaration order; values start at zero, gammas at one.
+  /// Parameters in declaration order (a tied parameter once); values start
+  /// at zero, gammas at one.
   const std::vector<std::string> &paramNames() const { return paramOrder_; }
   Vec &param(const std::string &name);
   const Vec &param(const std::string &name) const;
@@ -128,9 +193,11 @@ public:
   Vec losses(const Batch &batch) const;
   /// Losses, per-sample gradients and their norms; no clipping, no update.
   StepResult perSampleGradients(const Batch &batch) const;
-  /// One DP-SGD step (noise off): clipping, the clipped sum, the optimizer
-  /// update of every trainable parameter. mask [batch.size]: 0 drops a
-  /// sample.
+  /// One DP-SGD step (noise off): clipping (of samples or of users, or none
+  /// with Recipe::clipping off), the clipped sum, the optimizer update of
+  /// every trainable parameter. mask [batch.size]: 0 drops a sample. Under
+  /// user-level DP the batch is the whole logical batch: a user's samples in
+  /// another batch would form another clipped sum.
   StepResult dpStep(const Batch &batch, const Vec &mask, const Recipe &recipe);
   /// Optimizer steps taken so far.
   int64_t steps() const { return steps_; }
@@ -138,12 +205,14 @@ public:
 private:
   enum class Op {
     Embedding,
+    PositionEmbedding,
     Linear,
     RmsNorm,
     LayerNorm,
     Rope,
     Attention,
     Activation,
+    Scale,
     Mul,
     Add,
     CrossEntropy,
@@ -156,7 +225,9 @@ private:
     std::string weight, bias; ///< parameter names, "" when none
     int64_t inDim = 0, outDim = 0;
     int64_t heads = 0, kvHeads = 0, headDim = 0;
-    double eps = 0, theta = 0;
+    double eps = 0;
+    double factor = 1; ///< scale
+    Vec invFreq;       ///< rope
     bool causal = false, hasIgnore = false;
     int64_t ignoreIndex = -1;
     dprt::Activation act = dprt::Activation::Relu;
@@ -175,12 +246,20 @@ private:
     double loss = 0;
   };
 
+  /// Declares `name`, or ties this use to the parameter an earlier layer
+  /// declared under that name.
   void addParam(const std::string &name, std::vector<int64_t> shape,
                 double init);
   void defineValue(const std::string &name, int64_t width);
   int64_t width(const std::string &value) const;
   void requireOpen() const;
   Sample forwardSample(const Batch &batch, int64_t b) const;
+  /// Fills r.clip and r.clippedSum, one clipped gradient per sample.
+  void clipSamples(StepResult &r, const Vec &mask, const Recipe &recipe) const;
+  /// Fills r.users, r.userGrads, ..., r.clip and r.clippedSum, one clipped
+  /// gradient per user.
+  void clipUsers(StepResult &r, const Batch &batch, const Vec &mask,
+                 const Recipe &recipe) const;
   /// Per-parameter gradients of sample s's loss.
   std::map<std::string, Vec> backwardSample(const Sample &s) const;
 
