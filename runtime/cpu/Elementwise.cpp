@@ -25,11 +25,12 @@ double activation(Activation act, double x) {
     return x > 0 ? x : 0.0;
   case Activation::Silu:
     return x * sigmoid(x);
+  // 1 + erf(z) = erfc(-z) and 1 + tanh(u) = 2 sigmoid(2u) without the
+  // cancellation of 1 + (-1 + tiny) for negative x.
   case Activation::GeluErf:
-    return 0.5 * x * (1.0 + std::erf(x * kSqrt1_2));
+    return 0.5 * x * std::erfc(-x * kSqrt1_2);
   case Activation::GeluTanh:
-    return 0.5 * x *
-           (1.0 + std::tanh(kSqrt2OverPi * (x + kGeluCubic * x * x * x)));
+    return x * sigmoid(2.0 * kSqrt2OverPi * (x + kGeluCubic * x * x * x));
   }
   throw std::invalid_argument("dprt::cpu: unknown activation");
 }
@@ -45,15 +46,16 @@ double activationDerivative(Activation act, double x) {
   }
   case Activation::GeluErf:
     // Phi(x) + x phi(x).
-    return 0.5 * (1.0 + std::erf(x * kSqrt1_2)) +
+    return 0.5 * std::erfc(-x * kSqrt1_2) +
            x * kInvSqrt2Pi * std::exp(-0.5 * x * x);
   case Activation::GeluTanh: {
     // u = sqrt(2/pi) (x + 0.044715 x^3):
-    // 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) u'.
+    // 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) u'
+    //   = s + 2 x s (1 - s) u' with s = sigmoid(2u), 1 - s = sigmoid(-2u).
     double u = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
-    double th = std::tanh(u);
+    double s = sigmoid(2.0 * u), sn = sigmoid(-2.0 * u);
     double du = kSqrt2OverPi * (1.0 + 3.0 * kGeluCubic * x * x);
-    return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * du;
+    return s + 2.0 * x * s * sn * du;
   }
   }
   throw std::invalid_argument("dprt::cpu: unknown activation");

@@ -24,11 +24,13 @@ __device__ __forceinline__ float activate(Activation act, float x) {
     return x > 0.0f ? x : 0.0f;
   case Activation::Silu:
     return x / (1.0f + expf(-x));
+  // 1 + erf(z) = erfc(-z) and 1 + tanh(u) = 2 sigmoid(2u) without the
+  // cancellation of 1 + (-1 + tiny) for negative x.
   case Activation::GeluErf:
-    return 0.5f * x * (1.0f + erff(x * kSqrt1_2));
+    return 0.5f * x * erfcf(-x * kSqrt1_2);
   case Activation::GeluTanh:
-    return 0.5f * x *
-           (1.0f + tanhf(kSqrt2OverPi * (x + kGeluCubic * x * x * x)));
+    return x / (1.0f + expf(-2.0f * kSqrt2OverPi *
+                            (x + kGeluCubic * x * x * x)));
   }
   return __int_as_float(0x7fc00000); // an unknown activation gives NaN
 }
@@ -44,15 +46,17 @@ __device__ __forceinline__ float activationDerivative(Activation act, float x) {
   }
   case Activation::GeluErf:
     // Phi(x) + x phi(x).
-    return 0.5f * (1.0f + erff(x * kSqrt1_2)) +
+    return 0.5f * erfcf(-x * kSqrt1_2) +
            x * kInvSqrt2Pi * expf(-0.5f * x * x);
   case Activation::GeluTanh: {
     // u = sqrt(2/pi) (x + 0.044715 x^3):
-    // 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) u'.
+    // 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) u'
+    //   = s + 2 x s (1 - s) u' with s = sigmoid(2u), 1 - s = sigmoid(-2u).
     float u = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
-    float th = tanhf(u);
+    float s = 1.0f / (1.0f + expf(-2.0f * u));
+    float sn = 1.0f / (1.0f + expf(2.0f * u));
     float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * x * x);
-    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du;
+    return s + 2.0f * x * s * sn * du;
   }
   }
   return __int_as_float(0x7fc00000);

@@ -260,11 +260,13 @@ double activation(Activation act, double x) {
   case Activation::Silu:
     return x / (1.0 + std::exp(-x));
   case Activation::GeluErf:
-    return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
-  case Activation::GeluTanh:
-    return 0.5 * x *
-           (1.0 +
-            std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    // Phi(x) = erfc(-x / sqrt 2) / 2, accurate in the negative tail.
+    return 0.5 * x * std::erfc(-x / std::sqrt(2.0));
+  case Activation::GeluTanh: {
+    // 0.5 (1 + tanh u) = 1 / (1 + exp(-2u)), accurate in the negative tail.
+    double u = std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x);
+    return x / (1.0 + std::exp(-2.0 * u));
+  }
   }
   throw std::invalid_argument("unknown activation");
 }
@@ -472,13 +474,13 @@ double activationDerivative(Activation act, double x) {
     return sig + x * sig * (1.0 - sig);
   }
   case Activation::GeluErf:
-    return 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))) +
+    return 0.5 * std::erfc(-x / std::sqrt(2.0)) +
            x * std::exp(-x * x / 2.0) / std::sqrt(2.0 * M_PI);
   case Activation::GeluTanh: {
     double c = std::sqrt(2.0 / M_PI);
     double u = c * (x + 0.044715 * x * x * x);
     double sech2 = 1.0 / (std::cosh(u) * std::cosh(u));
-    return 0.5 * (1.0 + std::tanh(u)) +
+    return 1.0 / (1.0 + std::exp(-2.0 * u)) +
            0.5 * x * sech2 * c * (1.0 + 3.0 * 0.044715 * x * x);
   }
   }
