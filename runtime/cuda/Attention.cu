@@ -463,34 +463,59 @@ template <class Kernel> void allowSharedMemory(Kernel kernel, size_t bytes) {
               "cudaFuncSetAttribute(fused attention)");
 }
 
-/// Raises the dynamic shared-memory limit of every fused kernel above 48 KB,
-/// once per device: the first call is the un-captured warm-up run.
+/// The most shared memory any of the three fused kernels of head size HD
+/// asks for: 104 KB for the dQ kernel at 128, more than the 99 KB an sm_86
+/// or sm_89 block may have.
+template <int HD> constexpr size_t fusedSmemBytes() {
+  return std::max({flash::ForwardTiles<HD>::kSmemBytes,
+                   flash::QueryGradTiles<HD>::kSmemBytes,
+                   flash::KeyValueGradTiles<HD>::kSmemBytes});
+}
+
+/// Whether all three fused kernels of this head size fit the device's
+/// shared memory. Forward and backward decide alike, so a call's backward
+/// never meets a forward from the other path.
+bool fusedFits(const DeviceState &st, int64_t headDim) {
+  return (headDim == 64 ? fusedSmemBytes<64>() : fusedSmemBytes<128>()) <=
+         st.smemOptin;
+}
+
+/// Raises the dynamic shared-memory limit of every fused kernel that fits
+/// the device above 48 KB, once per device: the first call is the
+/// un-captured warm-up run.
 void prepareFusedKernels(Rank *rank) {
   DeviceState &st = deviceState(rank);
   if (st.fusedAttentionReady)
     return;
-  allowSharedMemory(flashForwardKernel<64>,
-                    flash::ForwardTiles<64>::kSmemBytes);
-  allowSharedMemory(flashForwardKernel<128>,
-                    flash::ForwardTiles<128>::kSmemBytes);
-  allowSharedMemory(flashQueryGradKernel<64>,
-                    flash::QueryGradTiles<64>::kSmemBytes);
-  allowSharedMemory(flashQueryGradKernel<128>,
-                    flash::QueryGradTiles<128>::kSmemBytes);
-  allowSharedMemory(flashKeyValueGradKernel<64>,
-                    flash::KeyValueGradTiles<64>::kSmemBytes);
-  allowSharedMemory(flashKeyValueGradKernel<128>,
-                    flash::KeyValueGradTiles<128>::kSmemBytes);
+  if (fusedFits(st, 64)) {
+    allowSharedMemory(flashForwardKernel<64>,
+                      flash::ForwardTiles<64>::kSmemBytes);
+    allowSharedMemory(flashQueryGradKernel<64>,
+                      flash::QueryGradTiles<64>::kSmemBytes);
+    allowSharedMemory(flashKeyValueGradKernel<64>,
+                      flash::KeyValueGradTiles<64>::kSmemBytes);
+  }
+  if (fusedFits(st, 128)) {
+    allowSharedMemory(flashForwardKernel<128>,
+                      flash::ForwardTiles<128>::kSmemBytes);
+    allowSharedMemory(flashQueryGradKernel<128>,
+                      flash::QueryGradTiles<128>::kSmemBytes);
+    allowSharedMemory(flashKeyValueGradKernel<128>,
+                      flash::KeyValueGradTiles<128>::kSmemBytes);
+  }
   st.fusedAttentionReady = true;
 }
 
 /// Whether the fused kernels take this call: attentionPath says so, the
-/// grid fits (heads and batch index grid dimensions y and z) and every bf16
-/// pointer is 16-byte aligned (rows are then too: headDim is 64 or 128; lse
-/// is read and written a float at a time).
-bool fusedTakes(DType dt, const AttentionShape &a,
+/// tiles fit the device's shared memory, the grid fits (heads and batch
+/// index grid dimensions y and z) and every bf16 pointer is 16-byte aligned
+/// (rows are then too: headDim is 64 or 128; lse is read and written a
+/// float at a time).
+bool fusedTakes(Rank *rank, DType dt, const AttentionShape &a,
                 std::initializer_list<const void *> pointers) {
   if (attentionPath(dt, a.headDim) != AttentionPath::Fused)
+    return false;
+  if (!fusedFits(deviceState(rank), a.headDim))
     return false;
   if (a.heads > 65535 || a.batch > 65535 || a.tokens > INT32_MAX - 256)
     return false;
@@ -627,7 +652,7 @@ void attention_forward(Rank *rank, DType dt, const void *q, const void *k,
     AttentionShape a = checkedShape(batch, tokens, heads, kvHeads, headDim,
                                     causal, "attention_forward");
     if constexpr (std::is_same_v<T, bf16>) {
-      if (fusedTakes(dt, a, {q, k, v, o})) {
+      if (fusedTakes(rank, dt, a, {q, k, v, o})) {
         fusedForward(rank, a, static_cast<const T *>(q),
                      static_cast<const T *>(k), static_cast<const T *>(v),
                      static_cast<T *>(o), static_cast<float *>(lse));
@@ -655,7 +680,7 @@ void attention_backward(Rank *rank, DType dt, const void *q, const void *k,
     AttentionShape a = checkedShape(batch, tokens, heads, kvHeads, headDim,
                                     causal, "attention_backward");
     if constexpr (std::is_same_v<T, bf16>) {
-      if (fusedTakes(dt, a, {q, k, v, o, dout, dq, dk, dv})) {
+      if (fusedTakes(rank, dt, a, {q, k, v, o, dout, dq, dk, dv})) {
         fusedBackward(
             rank, a, static_cast<const T *>(q), static_cast<const T *>(k),
             static_cast<const T *>(v), static_cast<const T *>(o),

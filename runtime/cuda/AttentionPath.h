@@ -6,7 +6,9 @@
 // implementation otherwise or when the environment says
 // DPRT_ATTENTION=materialized ("fused", the default, picks the fused kernels
 // where they apply; anything else is an error). The fused path also needs
-// 16-byte-aligned bf16 pointers and at most 65535 heads and samples; a call
+// 16-byte-aligned bf16 pointers, at most 65535 heads and samples and tiles
+// that fit the GPU's shared memory (not the dQ kernel at head size 128 on
+// sm_86/sm_89, which then runs the materialized path throughout); a call
 // that misses those falls back to the materialized path.
 //
 //===----------------------------------------------------------------------===//

@@ -333,6 +333,21 @@ void capture(Rank *rank, DeviceState &st, CapturedStep &slot,
   slot.exec = exec;
 }
 
+/// Fails, naming what the backend was built for, unless the current device
+/// can run its kernels: a build for sm_90a alone has no code for Ampere.
+void requireKernelImage(int device, int major, int minor) {
+  cudaError_t status = probeKernelImage();
+  if (status == cudaSuccess)
+    return;
+  cudaGetLastError(); // the probe's error is not sticky; clear it
+  fail("initRank: device " + std::to_string(device) +
+       " has compute capability " + std::to_string(major) + "." +
+       std::to_string(minor) +
+       " and this build of the CUDA backend has no code for it (built for " +
+       DPRT_CUDA_ARCHS + "; " + cudaGetErrorString(status) +
+       "): configure with -DDPC_CUDA_ARCHS=... (docs/cuda-backend.md)");
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -369,19 +384,26 @@ void initRank(Rank *rank, int device) {
   checkCuda(
       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device),
       "cudaDeviceGetAttribute(ComputeCapabilityMinor)");
-  // The kernels are built for sm_90a only (no PTX to JIT elsewhere).
-  if (major != 9 || minor != 0)
+  // bf16 tensor-core MMA (mma.sync m16n8k16), ldmatrix and cp.async need
+  // Ampere or later; nothing in the kernels is specific to a later GPU.
+  if (major < 8)
     fail("initRank: device " + std::to_string(device) +
          " has compute capability " + std::to_string(major) + "." +
          std::to_string(minor) +
-         "; the CUDA backend is built for sm_90a "
-         "(H100/H200)");
+         "; the CUDA backend needs 8.0 or later (Ampere, Ada, Hopper)");
+  requireKernelImage(device, major, minor);
 
   auto st = std::make_unique<DeviceState>();
   st->device = device;
   checkCuda(cudaDeviceGetAttribute(&st->smCount, cudaDevAttrMultiProcessorCount,
                                    device),
             "cudaDeviceGetAttribute(MultiProcessorCount)");
+  int smemOptin = 0;
+  checkCuda(cudaDeviceGetAttribute(&smemOptin,
+                                   cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                   device),
+            "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)");
+  st->smemOptin = size_t(smemOptin);
   for (cudaStream_t &s : st->streams)
     checkCuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
               "cudaStreamCreateWithFlags");

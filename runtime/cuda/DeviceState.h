@@ -42,6 +42,11 @@ struct GemmCache;
 void checkCuda(cudaError_t status, const char *call);
 void checkCublas(cublasStatus_t status, const char *call);
 
+/// cudaSuccess when this build of the backend has code for the current
+/// device (every .cu file is built for the same -gencode list),
+/// cudaErrorNoKernelImageForDevice (or similar) when it has not.
+cudaError_t probeKernelImage();
+
 /// After a kernel launch: configuration errors surface here.
 inline void checkLaunch(const char *kernel) {
   checkCuda(cudaGetLastError(), kernel);
@@ -82,6 +87,10 @@ struct WaitProbe {
 struct DeviceState {
   int device = -1;
   int smCount = 0;
+  /// Dynamic shared memory a block may opt in to: 227 KB on sm_90, 163 KB
+  /// on sm_80, 99 KB on sm_86/sm_89. The fused attention kernels run only
+  /// for head sizes whose tiles fit (Attention.cu).
+  size_t smemOptin = 0;
   cudaStream_t streams[kStreams] = {};
   /// Fork/join of the communication stream around a step (runCaptured).
   cudaEvent_t forkEvent = nullptr;

@@ -185,6 +185,10 @@ template <class T> struct FillOp {
   }
 };
 
+/// Launched never: cudaFuncGetAttributes on it says whether this binary
+/// holds code (SASS or PTX) the current device can run.
+__global__ void kernelImageProbe() {}
+
 bool allAligned(std::initializer_list<const void *> ptrs) {
   for (const void *p : ptrs)
     if (p && !aligned16(p))
@@ -193,6 +197,11 @@ bool allAligned(std::initializer_list<const void *> ptrs) {
 }
 
 } // namespace
+
+cudaError_t probeKernelImage() {
+  cudaFuncAttributes attributes;
+  return cudaFuncGetAttributes(&attributes, kernelImageProbe);
+}
 
 void activation_forward(Rank *rank, DType dt, Activation act, const void *x,
                         void *y, int64_t n) {
