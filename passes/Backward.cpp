@@ -5,6 +5,10 @@
 // The loss of the step is the sum of the per-sample losses weighted by the
 // mask, so the seed gradient of sample b's loss is mask_b.
 //
+// A table tied to a linear head gets both weight-gradient ops, an
+// embedding_grad and a linear_grad_weight of the same parameter: each adds
+// its part into the one gradient (dp-clip-plan clips their sum).
+//
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
@@ -196,6 +200,16 @@ LogicalResult StepBuilder::differentiate(Operation *op) {
                                           embedding.getTokens(), dy, Value());
           ++numWeightGradOps;
         }
+        return success();
+      })
+      .Case([&](PositionEmbeddingOp positions) {
+        // y = x + P[t]: dx = dy, and row t of P gets dy[b, t].
+        if (isTrainable(positions.getTableAttr())) {
+          builder.create<PositionEmbeddingGradOp>(loc, positions.getTableAttr(),
+                                                  dy, Value());
+          ++numWeightGradOps;
+        }
+        addGrad(positions.getInput(), dy, loc);
         return success();
       })
       .Case([&](RMSNormOp norm) {

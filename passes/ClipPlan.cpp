@@ -5,6 +5,7 @@
 #include "DP/DPModel.h"
 #include "passes/CompiledRecipe.h"
 #include "passes/CostModel.h"
+#include "passes/Shapes.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/MapVector.h"
@@ -61,15 +62,44 @@ double accumulationLength(Operation *norm) {
         auto g = cast<RankedTensorType>(op.getGrads().getType());
         return double(g.getShape().back());
       })
+      .Case([](NormPositionEmbeddingOp op) {
+        return double(rowsOf(op.getDy()) / batchOf(op.getDy())) *
+               double(lastDim(op.getDy()));
+      })
+      .Case([](NormTiedCrossOp op) {
+        // d-term products in M_b, then T_h T_e of them summed.
+        double pairs =
+            double(rowsOf(op.getX()) / batchOf(op.getX())) *
+            double(rowsOf(op.getDembedding()) / batchOf(op.getDembedding()));
+        return double(lastDim(op.getX())) + pairs;
+      })
+      .Case([](NormTiedDirectOp op) {
+        // T_h-term products, T_e rows added, V d squares summed.
+        return double(rowsOf(op.getX()) / batchOf(op.getX())) +
+               double(rowsOf(op.getDembedding()) /
+                      batchOf(op.getDembedding())) +
+               double(lastDim(op.getX())) * double(lastDim(op.getDlogits()));
+      })
       .Default([](Operation *) { return 1.0; });
+}
+
+bool isWeightGrad(Operation *op) {
+  return isa<LinearGradWeightOp, BiasGradOp, EmbeddingGradOp,
+             PositionEmbeddingGradOp, VectorGradOp>(op);
 }
 
 /// The clip factor a weight-gradient op scales by, or null.
 Value scaleOf(Operation *op) {
   return llvm::TypeSwitch<Operation *, Value>(op)
-      .Case<LinearGradWeightOp, BiasGradOp, EmbeddingGradOp, VectorGradOp>(
+      .Case<LinearGradWeightOp, BiasGradOp, EmbeddingGradOp,
+            PositionEmbeddingGradOp, VectorGradOp>(
           [](auto grad) { return grad.getScale(); })
       .Default([](Operation *) { return Value(); });
+}
+
+/// The parameter a weight-gradient op adds into.
+StringAttr paramOf(Operation *op) {
+  return cast<ParamUserOpInterface>(op).getParamRefs().front().getAttr();
 }
 
 struct ClipPlanPass : dpc::impl::ClipPlanBase<ClipPlanPass> {
@@ -85,19 +115,89 @@ struct ClipPlanPass : dpc::impl::ClipPlanBase<ClipPlanPass> {
   }
 
   LogicalResult plan(StepOp step, ClipAttr clip, Type computeType);
+
+  /// The norm ops of a table tied to a linear head (`grads`: its two
+  /// weight-gradient ops), after the later of the two so that both output
+  /// gradients exist: the head's own norm, the embedding's and their cross
+  /// term, or the tied gradient formed where that is cheaper
+  /// (chooseTiedDirect).
+  FailureOr<SmallVector<Value>> planTiedNorm(ArrayRef<Operation *> grads,
+                                             OpBuilder &builder, Type type);
 };
+
+FailureOr<SmallVector<Value>>
+ClipPlanPass::planTiedNorm(ArrayRef<Operation *> grads, OpBuilder &builder,
+                           Type type) {
+  EmbeddingGradOp embedding;
+  LinearGradWeightOp head;
+  for (Operation *op : grads) {
+    if (auto e = dyn_cast<EmbeddingGradOp>(op); e && !embedding)
+      embedding = e;
+    else if (auto l = dyn_cast<LinearGradWeightOp>(op); l && !head)
+      head = l;
+  }
+  if (grads.size() != 2 || !embedding || !head)
+    return grads.back()->emitOpError("adds into @")
+           << paramOf(grads.back()).getValue() << " as " << grads.size()
+           << " weight-gradient ops do; dp-clip-plan clips a shared "
+              "parameter only as a table tied to one linear head";
+  Operation *later = embedding->isBeforeInBlock(head)
+                         ? head.getOperation()
+                         : embedding.getOperation();
+  builder.setInsertionPointAfter(later);
+  Location loc = later->getLoc();
+  ArrayAttr params = builder.getArrayAttr({embedding.getTableAttr()});
+  Value x = head.getX(), dlogits = head.getDy();
+  Value tokens = embedding.getTokens(), dembedding = embedding.getDy();
+  TiedNormShape tied{batchOf(x), rowsOf(dembedding) / batchOf(dembedding),
+                     rowsOf(x) / batchOf(x), lastDim(dlogits), lastDim(x)};
+  LinearNormShape shape = linearNormShape(x, dlogits);
+  NormMethod method = chooseLinearNormMethod(shape);
+  double headFlops = method == NormMethod::rank1 ? rank1NormFlops(shape)
+                     : method == NormMethod::gram
+                         ? gramInputFlops(shape) + gramOutputFlops(shape)
+                         : directNormFlops(shape);
+  ++numTied;
+  if (chooseTiedDirect(tied, headFlops))
+    return SmallVector<Value>{NormTiedDirectOp::create(
+        builder, loc, type, tokens, dembedding, x, dlogits, params)};
+  // The head's norm as an untied head's (its A A^T is not shared: a tied
+  // parameter's norm stays its own, for per-layer clipping).
+  Value headNorm;
+  switch (method) {
+  case NormMethod::rank1:
+    headNorm = NormRank1Op::create(builder, loc, type, x, dlogits, params);
+    break;
+  case NormMethod::gram:
+    headNorm =
+        NormGramOp::create(builder, loc, type, x, ValueRange{dlogits}, params);
+    break;
+  default:
+    headNorm = NormDirectOp::create(builder, loc, type, x, dlogits, params);
+    break;
+  }
+  Value embeddingNorm =
+      NormEmbeddingOp::create(builder, loc, type, tokens, dembedding, params);
+  Value cross = NormTiedCrossOp::create(builder, loc, type, tokens, dembedding,
+                                        x, dlogits, params);
+  return SmallVector<Value>{headNorm, embeddingNorm, cross};
+}
 
 LogicalResult ClipPlanPass::plan(StepOp step, ClipAttr clip, Type computeType) {
   Block &body = step.getBodyBlock();
+  // The weight-gradient ops of each parameter, in the order of the step:
+  // one, or two for a table tied to a linear head.
   SmallVector<Operation *> weightGrads;
+  llvm::MapVector<StringAttr, SmallVector<Operation *, 2>> gradsOf;
   for (Operation &op : body) {
-    if (!isa<LinearGradWeightOp, BiasGradOp, EmbeddingGradOp, VectorGradOp>(op))
+    if (!isWeightGrad(&op))
       continue;
     if (scaleOf(&op))
       return op.emitOpError("is already clipped; dp-clip-plan runs once");
     weightGrads.push_back(&op);
+    gradsOf[paramOf(&op)].push_back(&op);
   }
-  if (weightGrads.empty())
+  if (gradsOf.empty())
     return step.emitOpError("has no trainable parameter to clip");
 
   bool perLayer = clip.getMode() == ClipMode::per_layer;
@@ -107,17 +207,32 @@ LogicalResult ClipPlanPass::plan(StepOp step, ClipAttr clip, Type computeType) {
 
   // Gram layers grouped by the activation they read (q/k/v, gate/up).
   llvm::MapVector<Value, SmallVector<LinearGradWeightOp>> gramGroups;
-  // The norm op of each weight-gradient op.
-  llvm::DenseMap<Operation *, Value> normOf;
+  // The squared norm of each parameter (for per-layer clipping).
+  llvm::DenseMap<StringAttr, Value> normOf;
   SmallVector<Value> norms;
 
-  auto perSample = [&](Operation *op, Value x) {
+  auto perSample = [&](Value x) {
     return RankedTensorType::get(
         {cast<RankedTensorType>(x.getType()).getDimSize(0)},
         cast<RankedTensorType>(step.getMask().getType()).getElementType());
   };
 
-  for (Operation *op : weightGrads) {
+  for (auto &[param, grads] : gradsOf) {
+    if (grads.size() > 1) {
+      Type type = perSample(step.getMask());
+      FailureOr<SmallVector<Value>> parts = planTiedNorm(grads, builder, type);
+      if (failed(parts))
+        return failure();
+      llvm::append_range(norms, *parts);
+      // Per-layer clipping clips the tied table as one parameter: the sum
+      // of its parts.
+      Value total = parts->front();
+      if (parts->size() > 1 && perLayer)
+        total = NormSumOp::create(builder, grads.back()->getLoc(), *parts);
+      normOf[param] = total;
+      continue;
+    }
+    Operation *op = grads.front();
     builder.setInsertionPointAfter(op);
     Location loc = op->getLoc();
     Value norm =
@@ -127,7 +242,7 @@ LogicalResult ClipPlanPass::plan(StepOp step, ClipAttr clip, Type computeType) {
                   linearNormShape(grad.getX(), grad.getDy());
               ArrayAttr params =
                   builder.getArrayAttr({flatRef(grad.getWeightAttr())});
-              Type type = perSample(op, grad.getX());
+              Type type = perSample(grad.getX());
               switch (chooseLinearNormMethod(shape)) {
               case NormMethod::rank1:
                 ++numRank1;
@@ -150,24 +265,29 @@ LogicalResult ClipPlanPass::plan(StepOp step, ClipAttr clip, Type computeType) {
             .Case([&](BiasGradOp grad) -> Value {
               ++numOther;
               return builder.create<NormBiasOp>(
-                  loc, perSample(op, grad.getDy()), grad.getDy(),
+                  loc, perSample(grad.getDy()), grad.getDy(),
                   builder.getArrayAttr({flatRef(grad.getBiasAttr())}));
             })
             .Case([&](EmbeddingGradOp grad) -> Value {
               ++numOther;
               return builder.create<NormEmbeddingOp>(
-                  loc, perSample(op, grad.getDy()), grad.getTokens(),
-                  grad.getDy(),
+                  loc, perSample(grad.getDy()), grad.getTokens(), grad.getDy(),
+                  builder.getArrayAttr({flatRef(grad.getTableAttr())}));
+            })
+            .Case([&](PositionEmbeddingGradOp grad) -> Value {
+              ++numOther;
+              return builder.create<NormPositionEmbeddingOp>(
+                  loc, perSample(grad.getDy()), grad.getDy(),
                   builder.getArrayAttr({flatRef(grad.getTableAttr())}));
             })
             .Case([&](VectorGradOp grad) -> Value {
               ++numOther;
               return builder.create<NormRowsOp>(
-                  loc, perSample(op, grad.getGrads()), grad.getGrads(),
+                  loc, perSample(grad.getGrads()), grad.getGrads(),
                   builder.getArrayAttr({flatRef(grad.getParamAttr())}));
             });
     if (norm) {
-      normOf[op] = norm;
+      normOf[param] = norm;
       norms.push_back(norm);
     }
   }
@@ -182,11 +302,11 @@ LogicalResult ClipPlanPass::plan(StepOp step, ClipAttr clip, Type computeType) {
       dys.push_back(grad.getDy());
       params.push_back(grad.getWeightAttr());
     }
-    Value norm = builder.create<NormGramOp>(group.back().getLoc(),
-                                            perSample(group.back(), x), x, dys,
-                                            builder.getArrayAttr(params));
+    Value norm =
+        builder.create<NormGramOp>(group.back().getLoc(), perSample(x), x, dys,
+                                   builder.getArrayAttr(params));
     for (LinearGradWeightOp grad : group)
-      normOf[grad] = norm;
+      normOf[paramOf(grad)] = norm;
     norms.push_back(norm);
   }
 
@@ -204,21 +324,27 @@ LogicalResult ClipPlanPass::plan(StepOp step, ClipAttr clip, Type computeType) {
 
   auto setScale = [](Operation *op, Value scale) {
     llvm::TypeSwitch<Operation *>(op)
-        .Case<LinearGradWeightOp, BiasGradOp, EmbeddingGradOp, VectorGradOp>(
+        .Case<LinearGradWeightOp, BiasGradOp, EmbeddingGradOp,
+              PositionEmbeddingGradOp, VectorGradOp>(
             [&](auto grad) { grad.getScaleMutable().assign(scale); });
   };
 
   if (perLayer) {
-    // C_l = C / sqrt(L): the per-parameter bounds compose to C overall.
-    double layerNorm = maxNorm / std::sqrt(double(weightGrads.size()));
-    for (Operation *op : weightGrads) {
-      Value norm = normOf.lookup(op);
+    // C_l = C / sqrt(L) for L trainable parameters (a tied table is one):
+    // the per-parameter bounds compose to C overall.
+    double layerNorm = maxNorm / std::sqrt(double(gradsOf.size()));
+    for (auto &[param, grads] : gradsOf) {
+      Value norm = normOf.lookup(param);
       builder.setInsertionPointAfterValue(norm);
       Value factor = builder.create<ClipFactorOp>(
-          op->getLoc(), norm, mask, ClipMode::per_layer, f64(layerNorm),
-          f64(gamma), f64(relErr));
-      op->moveAfter(factor.getDefiningOp());
-      setScale(op, factor);
+          grads.front()->getLoc(), norm, mask, ClipMode::per_layer,
+          f64(layerNorm), f64(gamma), f64(relErr));
+      Operation *insertAfter = factor.getDefiningOp();
+      for (Operation *op : grads) {
+        op->moveAfter(insertAfter);
+        setScale(op, factor);
+        insertAfter = op;
+      }
     }
     return success();
   }

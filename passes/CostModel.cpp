@@ -66,3 +66,21 @@ double dpc::rowsNormFlops(int64_t batch, int64_t tokens, int64_t dim) {
 double dpc::elementGradFlops(int64_t rows, int64_t width) {
   return 2.0 * double(rows) * double(width);
 }
+
+double dpc::tiedCrossFlops(const TiedNormShape &s) {
+  double pairs = double(s.tokensHead) * double(s.tokensEmb);
+  return double(s.batch) * (2.0 * pairs * double(s.dim) + 2.0 * pairs);
+}
+
+double dpc::tiedDirectFlops(const TiedNormShape &s) {
+  double vd = double(s.vocab) * double(s.dim);
+  return double(s.batch) * (2.0 * double(s.tokensHead) * vd +
+                            double(s.tokensEmb) * double(s.dim) + vd);
+}
+
+bool dpc::chooseTiedDirect(const TiedNormShape &s, double headNormFlops) {
+  double separate = headNormFlops +
+                    embeddingNormFlops(s.batch, s.tokensEmb, s.dim) +
+                    tiedCrossFlops(s);
+  return tiedDirectFlops(s) < separate;
+}

@@ -56,6 +56,24 @@ double rowsNormFlops(int64_t batch, int64_t tokens, int64_t dim);
 /// element added (scale and add).
 double elementGradFlops(int64_t rows, int64_t width);
 
+/// A table [V, d] read by a dp.embedding of T_e tokens per sample and, as
+/// its weight, by a dp.linear head of T_h rows per sample.
+struct TiedNormShape {
+  int64_t batch, tokensEmb, tokensHead, vocab, dim;
+};
+
+/// The cross term 2 <E_b, L_b> through M_b = A_b Ge_b^T (T_h x T_e):
+/// 2 T_h T_e d per sample for M_b and 2 T_h T_e for its inner product with
+/// the gathered G_b[s, x_t].
+double tiedCrossFlops(const TiedNormShape &s);
+/// The tied gradient formed per sample: L_b = G_b^T A_b (2 T_h V d, as the
+/// direct norm), the embedding's rows added (T_e d) and squared (V d).
+double tiedDirectFlops(const TiedNormShape &s);
+/// Whether forming the tied gradient is cheaper than the head's own norm
+/// (`headNormFlops`, by its method), the embedding norm and the cross term
+/// together (ties go to the cross term: it needs no V x d buffer).
+bool chooseTiedDirect(const TiedNormShape &s, double headNormFlops);
+
 /// Relative error bound of a computed per-sample norm whose longest chain of
 /// accumulated terms is `terms` long, in arithmetic with unit roundoff `u`:
 /// lambda sqrt(terms) u with lambda = 8, the probabilistic bound of Higham and

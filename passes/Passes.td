@@ -53,10 +53,14 @@ def ClipPlan : Pass<"dp-clip-plan", "mlir::ModuleOp"> {
     rank-1 for one row per sample; for sequences, the Gram ("ghost") norm
     <A A^T, G G^T> when T (d + p) < d p and the direct norm otherwise;
     `dp.norm_bias` for biases, `dp.norm_embedding` for tables,
-    `dp.norm_rows` for materialized normalization-layer gradients. With
+    `dp.norm_rows` for materialized normalization-layer gradients,
+    `dp.norm_position_embedding` for learned position tables. With
     `share-gram`, linear layers that read the same activation and chose the
     Gram norm share one A A^T (one `dp.norm_gram` with several output
-    gradients).
+    gradients). A table tied to a linear head is one parameter: its norm is
+    the head's, the embedding's and their cross term (`dp.norm_tied_cross`),
+    or its whole per-sample gradient formed (`dp.norm_tied_direct`) where
+    that is cheaper.
 
     Flat and automatic clipping (book-keeping): all norms are summed,
     `dp.clip_factor` computes one factor per sample, and every weight
@@ -76,6 +80,7 @@ def ClipPlan : Pass<"dp-clip-plan", "mlir::ModuleOp"> {
     Statistic<"numGram", "gram-norms", "Parameters with Gram norms">,
     Statistic<"numDirect", "direct-norms", "Parameters with direct norms">,
     Statistic<"numOther", "other-norms", "Bias, embedding and normalization norms">,
+    Statistic<"numTied", "tied-norms", "Tables tied to a linear head">,
   ];
 }
 

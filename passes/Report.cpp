@@ -88,11 +88,17 @@ void ReportPass::runOnOperation() {
   for (UnitOp unit : model.getBody().front().getOps<UnitOp>())
     unitShard[unit.getSymName()] = unit.getShard();
 
+  // A parameter with several norm ops (a table tied to a linear head) lists
+  // each one's method.
+  auto addMethod = [](ParamRow &row, const std::string &method) {
+    row.method = row.method.empty() ? method : row.method + " + " + method;
+  };
   // A bias whose norm dp-fuse-norms folded into its weight's norm op.
   auto addFusedBias = [&](ArrayAttr params, Value dy) {
     ParamRow &row = rowOf(params[1]);
-    row.method = "bias (fused with " +
-                 cast<FlatSymbolRefAttr>(params[0]).getValue().str() + ")";
+    addMethod(row, "bias (fused with " +
+                       cast<FlatSymbolRefAttr>(params[0]).getValue().str() +
+                       ")");
     row.normFlops += biasNormFlops(batchOf(dy), tokensOf(dy), lastDim(dy));
   };
   Totals totals;
@@ -123,7 +129,7 @@ void ReportPass::runOnOperation() {
         })
         .Case([&](NormRank1Op n) {
           ParamRow &row = rowOf(n.getParams()[0]);
-          row.method = "rank-1";
+          addMethod(row, "rank-1");
           row.normFlops += rank1NormFlops(linearNormShape(n.getX(), n.getDy()));
           if (n.getBias())
             addFusedBias(n.getParams(), n.getDy());
@@ -135,14 +141,15 @@ void ReportPass::runOnOperation() {
           for (auto [i, ref] : llvm::enumerate(n.getParams())) {
             ParamRow &row = rowOf(ref);
             LinearNormShape s = linearNormShape(n.getX(), n.getDys()[i]);
-            row.method = "gram";
+            std::string method = "gram";
             if (names.size() > 1) {
-              row.method += " (shared A A^T with";
+              method += " (shared A A^T with";
               for (const std::string &other : names)
                 if (other != row.name)
-                  row.method += " " + other;
-              row.method += ")";
+                  method += " " + other;
+              method += ")";
             }
+            addMethod(row, method);
             if (i == 0)
               row.normFlops += gramInputFlops(s);
             row.normFlops += gramOutputFlops(s);
@@ -150,7 +157,7 @@ void ReportPass::runOnOperation() {
         })
         .Case([&](NormDirectOp n) {
           ParamRow &row = rowOf(n.getParams()[0]);
-          row.method = "direct";
+          addMethod(row, "direct");
           row.normFlops +=
               directNormFlops(linearNormShape(n.getX(), n.getDy()));
           if (n.getBias())
@@ -158,20 +165,36 @@ void ReportPass::runOnOperation() {
         })
         .Case([&](NormBiasOp n) {
           ParamRow &row = rowOf(n.getParams()[0]);
-          row.method = "bias";
+          addMethod(row, "bias");
           row.normFlops += biasNormFlops(
               batchOf(n.getDy()), tokensOf(n.getDy()), lastDim(n.getDy()));
         })
         .Case([&](NormEmbeddingOp n) {
           ParamRow &row = rowOf(n.getParams()[0]);
-          row.method = "embedding";
+          addMethod(row, "embedding");
           row.normFlops += embeddingNormFlops(
               batchOf(n.getDy()), tokensOf(n.getDy()), lastDim(n.getDy()));
         })
+        .Case([&](NormPositionEmbeddingOp n) {
+          ParamRow &row = rowOf(n.getParams()[0]);
+          addMethod(row, "positions");
+          // sum_t ||dy_bt||^2: a multiply-add per element.
+          row.normFlops += 2.0 * double(numelOf(n.getDy()));
+        })
+        .Case<NormTiedCrossOp, NormTiedDirectOp>([&](auto n) {
+          ParamRow &row = rowOf(n.getParams()[0]);
+          Value x = n.getX(), demb = n.getDembedding();
+          TiedNormShape s{batchOf(x), rowsOf(demb) / batchOf(demb),
+                          rowsOf(x) / batchOf(x), lastDim(n.getDlogits()),
+                          lastDim(x)};
+          bool cross = isa<NormTiedCrossOp>(n.getOperation());
+          addMethod(row, cross ? "tied cross term" : "tied, formed");
+          row.normFlops += cross ? tiedCrossFlops(s) : tiedDirectFlops(s);
+        })
         .Case([&](NormRowsOp n) {
           ParamRow &row = rowOf(n.getParams()[0]);
-          row.method =
-              n.getFused() ? "per-sample vector (fused)" : "per-sample vector";
+          addMethod(row, n.getFused() ? "per-sample vector (fused)"
+                                      : "per-sample vector");
           // The per-sample gradient is formed over the layer's tokens.
           Operation *producer = n.getGrads().getDefiningOp();
           Value x = producer ? producer->getOperand(0) : n.getGrads();
@@ -187,6 +210,10 @@ void ReportPass::runOnOperation() {
               elementGradFlops(rowsOf(g.getDy()), lastDim(g.getDy()));
         })
         .Case([&](EmbeddingGradOp g) {
+          rowOf(g.getTableAttr()).gradFlops +=
+              elementGradFlops(rowsOf(g.getDy()), lastDim(g.getDy()));
+        })
+        .Case([&](PositionEmbeddingGradOp g) {
           rowOf(g.getTableAttr()).gradFlops +=
               elementGradFlops(rowsOf(g.getDy()), lastDim(g.getDy()));
         })

@@ -24,13 +24,15 @@ namespace {
 /// backward ops that multiply by a parameter. Weight-gradient ops read only
 /// activations.
 bool isForwardReader(Operation *op) {
-  return isa<LinearOp, EmbeddingOp, RMSNormOp, LayerNormOp>(op);
+  return isa<LinearOp, EmbeddingOp, PositionEmbeddingOp, RMSNormOp,
+             LayerNormOp>(op);
 }
 bool isBackwardReader(Operation *op) {
   return isa<LinearGradInputOp, RMSNormGradOp, LayerNormGradOp>(op);
 }
 bool isWeightGrad(Operation *op) {
-  return isa<LinearGradWeightOp, BiasGradOp, EmbeddingGradOp, VectorGradOp>(op);
+  return isa<LinearGradWeightOp, BiasGradOp, EmbeddingGradOp,
+             PositionEmbeddingGradOp, VectorGradOp>(op);
 }
 
 /// With book-keeping every weight gradient waits for the one clip factor and

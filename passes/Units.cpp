@@ -4,6 +4,7 @@
 
 #include "DP/DPModel.h"
 
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 
 using namespace mlir;
@@ -21,10 +22,15 @@ SmallVector<UnitLayout> dpc::planUnits(ModelOp model, FSDPAttr policy,
   // of its unit.
   SmallVector<std::pair<std::string, SmallVector<ParamOp>>> members;
   llvm::StringMap<size_t> indexOf;
+  // A table tied to a linear head is read twice; it is placed once, where
+  // it is read first.
+  llvm::DenseSet<Operation *> placed;
   model.getForward().walk([&](ParamUserOpInterface layer) {
     SmallVector<FlatSymbolRefAttr, 2> refs = layer.getParamRefs();
     for (FlatSymbolRefAttr ref : refs) {
       auto param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(model, ref);
+      if (!placed.insert(param).second)
+        continue;
       std::string unit;
       if (std::optional<StringRef> explicitUnit = param.getUnit()) {
         unit = explicitUnit->str();

@@ -206,6 +206,28 @@ LogicalResult AdamWAttr::verify(EmitErrorFn emitError, APFloat lr,
   return checkFloat(emitError, "weight_decay", weightDecay, kNonNegative);
 }
 
+LogicalResult RopeLlama3Attr::verify(EmitErrorFn emitError, APFloat factor,
+                                     APFloat lowFreqFactor,
+                                     APFloat highFreqFactor,
+                                     int64_t originalMaxPositions) {
+  if (failed(checkFloat(emitError, "factor", factor, kPositive)) ||
+      failed(
+          checkFloat(emitError, "low_freq_factor", lowFreqFactor, kPositive)) ||
+      failed(
+          checkFloat(emitError, "high_freq_factor", highFreqFactor, kPositive)))
+    return failure();
+  // The blend divides by high - low: the band between them must exist.
+  if (!(highFreqFactor.convertToDouble() > lowFreqFactor.convertToDouble()))
+    return emitError() << "high_freq_factor ("
+                       << formatF64(highFreqFactor.convertToDouble())
+                       << ") must be above low_freq_factor ("
+                       << formatF64(lowFreqFactor.convertToDouble()) << ")";
+  if (originalMaxPositions < 1)
+    return emitError() << "original_max_position_embeddings must be >= 1, got "
+                       << originalMaxPositions;
+  return success();
+}
+
 LogicalResult PrecisionAttr::verify(EmitErrorFn emitError, Type compute,
                                     Type master) {
   if (!compute || !(compute.isF64() || compute.isF32() || compute.isBF16() ||

@@ -100,6 +100,35 @@ def DP_OnesInitAttr : DP_Attr<"OnesInit", "ones"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Rotary embedding
+//===----------------------------------------------------------------------===//
+
+def DP_RopeLlama3Attr : DP_Attr<"RopeLlama3", "rope_llama3"> {
+  let summary = "Llama 3's scaling of the rotary frequencies";
+  let description = [{
+    Hugging Face's `rope_type = "llama3"`:
+    `#dp.rope_llama3<factor = 8.0, low_freq_factor = 1.0,
+    high_freq_factor = 4.0, original_max_position_embeddings = 8192>`. With the
+    wavelength w = 2 pi / f of an unscaled frequency f and L the original
+    context, f is kept where w < L / high_freq_factor, divided by `factor`
+    where w > L / low_freq_factor, and in between blended,
+    (1 - s) f / factor + s f with s = (L / w - low_freq_factor) /
+    (high_freq_factor - low_freq_factor).
+  }];
+  let parameters = (ins DP_F64Param<"frequency divisor">:$factor,
+                        DP_F64Param<"below it, wavelengths are kept">:$low_freq_factor,
+                        DP_F64Param<"above it, wavelengths are scaled">:$high_freq_factor,
+                        AttrParameter<"int64_t", "original context length">:$original_max_position_embeddings);
+  let assemblyFormat = "`<` struct($factor, $low_freq_factor, $high_freq_factor, $original_max_position_embeddings) `>`";
+  let genVerifyDecl = 1;
+}
+
+// The scalings of the rotary frequencies dp.attention knows; each has a
+// kernel that writes the table of inverse frequencies (linear and yarn would
+// be further attributes and kernels).
+def DP_RopeScalingAttr : AnyAttrOf<[DP_RopeLlama3Attr]>;
+
+//===----------------------------------------------------------------------===//
 // The recipe
 //===----------------------------------------------------------------------===//
 

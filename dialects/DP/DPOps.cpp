@@ -7,6 +7,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/CheckedArithmetic.h"
@@ -156,31 +157,50 @@ LogicalResult ModelOp::verifyRegions() {
   if (!forward)
     return emitOpError("has no dp.forward");
 
-  // Every parameter is read by exactly one layer. A weight read twice (tied
-  // input and output embeddings) has a per-sample gradient that is the sum of
-  // two layers' contributions; the norm methods treat layers separately, so
-  // tied weights are refused rather than clipped wrong.
-  llvm::DenseMap<StringAttr, Operation *> reader;
-  WalkResult walk = forward.walk([&](ParamUserOpInterface user) {
-    for (FlatSymbolRefAttr ref : user.getParamRefs()) {
-      auto [it, inserted] = reader.try_emplace(ref.getAttr(), user);
-      if (!inserted) {
-        InFlightDiagnostic diag = user->emitOpError()
-                                  << "reads parameter " << ref
-                                  << " which another layer already reads; "
-                                     "tied weights are not supported yet";
-        diag.attachNote(it->second->getLoc()) << "first read here";
-        return WalkResult::interrupt();
-      }
-    }
-    return WalkResult::advance();
+  // Every parameter is read by exactly one layer, except a token embedding
+  // table that one dp.linear also reads as its weight (tied input and output
+  // embeddings). Its per-sample gradient is the sum of the two uses'
+  // gradients, whose norm dp-clip-plan forms with their cross term; any
+  // other sharing would be clipped wrong, so it is refused.
+  llvm::MapVector<StringAttr, SmallVector<Operation *, 2>> readers;
+  forward.walk([&](ParamUserOpInterface user) {
+    for (FlatSymbolRefAttr ref : user.getParamRefs())
+      readers[ref.getAttr()].push_back(user);
   });
-  if (walk.wasInterrupted())
-    return failure();
+  for (auto &[name, users] : readers) {
+    if (users.size() == 1)
+      continue;
+    auto refName = FlatSymbolRefAttr::get(name);
+    auto embedding = dyn_cast<EmbeddingOp>(users[0]);
+    auto linear = dyn_cast<LinearOp>(users[1]);
+    if (!embedding || !linear)
+      std::tie(embedding, linear) = std::make_pair(
+          dyn_cast<EmbeddingOp>(users[1]), dyn_cast<LinearOp>(users[0]));
+    StringRef why;
+    if (users.size() > 2)
+      why = "which two other layers already read";
+    else if (users[0] == users[1])
+      why = "twice";
+    else if (!embedding || !linear)
+      why = "which another layer already reads";
+    else if (linear.getWeightAttr().getAttr() != name)
+      why = "as a bias, which the embedding already reads";
+    if (why.empty())
+      continue;
+    Operation *extra = users[users.size() > 2 ? 2 : 1];
+    InFlightDiagnostic diag =
+        extra->emitOpError()
+        << "reads parameter " << refName << " " << why
+        << "; a parameter may be shared only as the table of one dp.embedding "
+           "that is also the weight of one dp.linear (tied input and output "
+           "embeddings)";
+    diag.attachNote(users[0]->getLoc()) << "first read here";
+    return diag;
+  }
 
   Type paramElement;
   for (auto param : getBody().front().getOps<ParamOp>()) {
-    if (!reader.count(param.getSymNameAttr()))
+    if (!readers.count(param.getSymNameAttr()))
       return param.emitOpError("parameter @")
              << param.getSymName() << " is never read by the forward pass";
     Type element = param.getTensorType().getElementType();
@@ -494,6 +514,37 @@ LogicalResult LayerNormOp::verifySymbolUses(SymbolTableCollection &tables) {
                           tables);
 }
 
+SmallVector<FlatSymbolRefAttr, 2> PositionEmbeddingOp::getParamRefs() {
+  return {getTableAttr()};
+}
+
+LogicalResult PositionEmbeddingOp::verify() {
+  if (getInput().getType().getRank() != 3)
+    return emitOpError("input must be samples x tokens x features, got rank ")
+           << getInput().getType().getRank();
+  return success();
+}
+
+LogicalResult
+PositionEmbeddingOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<ParamOp> table = lookupParam(*this, getTableAttr(), tables);
+  if (failed(table))
+    return failure();
+  ArrayRef<int64_t> shape = table->getTensorType().getShape();
+  int64_t tokens = getInput().getType().getDimSize(1);
+  int64_t width = getInput().getType().getDimSize(2);
+  if (shape.size() != 2 || shape[1] != width)
+    return emitOpError("table @")
+           << table->getSymName() << " has shape " << shapeString(shape)
+           << " but this layer needs positions x " << width;
+  if (shape[0] < tokens)
+    return emitOpError("table @")
+           << table->getSymName() << " holds " << shape[0]
+           << " positions but a sample has " << tokens << " tokens";
+  return checkParamElementType(*this, *table,
+                               getInput().getType().getElementType());
+}
+
 //===----------------------------------------------------------------------===//
 // AttentionOp
 //===----------------------------------------------------------------------===//
@@ -529,6 +580,8 @@ LogicalResult AttentionOp::verify() {
   if (getRope() && headDim % 2 != 0)
     return emitOpError("rotary embedding needs an even head size, got ")
            << headDim;
+  if (getRopeScalingAttr() && !getRope())
+    return emitOpError("has rope_scaling but no rotary embedding (rope)");
   return verifyFloatField([&] { return emitOpError(); }, "rope_theta",
                           getRopeTheta().convertToDouble(),
                           FloatRange::above(0.0));

@@ -25,7 +25,10 @@ def DP_ModelOp : DP_Op<"model", [
   let summary = "a model: its parameters and its forward pass";
   let description = [{
     Holds `dp.param` ops and exactly one `dp.forward`. Every parameter must be
-    read by exactly one layer of the forward pass.
+    read by exactly one layer of the forward pass, with one exception: a
+    token embedding table may also be the weight of one `dp.linear` (tied
+    input and output embeddings, Hugging Face's `tie_word_embeddings`), whose
+    per-sample norm dp-clip-plan forms with the cross term of the two uses.
 
     ```mlir
     dp.model @mlp attributes {classes = 10} {
@@ -177,6 +180,21 @@ def DP_LayerNormOp : DP_LayerOp<"layer_norm", [AllTypesMatch<["input", "output"]
   let hasVerifier = 1;
 }
 
+def DP_PositionEmbeddingOp : DP_LayerOp<"position_embedding",
+    [AllTypesMatch<["input", "output"]>]> {
+  let summary = "adds a learned embedding of each token's position";
+  let description = [{
+    `%y = dp.position_embedding @pos(%x) : tensor<?x128x64xf32>` computes
+    y[b, t] = x[b, t] + P[t] with the table `@pos : tensor<NxD>` of N >= T
+    learned positions (GPT-2's wpe); positions count from 0 in every sample.
+    Rows t >= T of the table are not read and get no gradient.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$table, DP_Activation:$input);
+  let results = (outs DP_Activation:$output);
+  let assemblyFormat = "$table `(` $input `)` attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Layers without parameters
 //===----------------------------------------------------------------------===//
@@ -193,14 +211,18 @@ def DP_AttentionOp : DP_Op<"attention", [Pure,
     `kv_heads` heads of the same size (grouped-query attention: each group of
     heads/kv_heads query heads shares one key/value head). With `rope`, query
     and key are rotated by position (rotate-half convention, base
-    `rope_theta`) before the dot product. Attention never mixes samples.
+    `rope_theta`) before the dot product: pair (i, i + d_head/2) of token t
+    turns by t f_i with f_i = rope_theta^(-2i/d_head). `rope_scaling`
+    changes the frequencies f_i (`#dp.rope_llama3<...>`: Llama 3's scaling).
+    Attention never mixes samples.
   }];
   let arguments = (ins DP_Activation:$query, DP_Activation:$key,
                        DP_Activation:$value,
                        ConfinedAttr<I64Attr, [IntPositive]>:$heads,
                        OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$kv_heads,
                        UnitAttr:$causal, UnitAttr:$rope,
-                       DefaultValuedAttr<F64Attr, "10000.0">:$rope_theta);
+                       DefaultValuedAttr<F64Attr, "10000.0">:$rope_theta,
+                       OptionalAttr<DP_RopeScalingAttr>:$rope_scaling);
   let results = (outs DP_Activation:$output);
   let assemblyFormat =
       "$query `,` $key `,` $value attr-dict `:` type($query) `,` type($key)";

@@ -111,6 +111,10 @@ SmallVector<FlatSymbolRefAttr, 2> EmbeddingGradOp::getParamRefs() {
   return {getTableAttr()};
 }
 
+SmallVector<FlatSymbolRefAttr, 2> PositionEmbeddingGradOp::getParamRefs() {
+  return {getTableAttr()};
+}
+
 SmallVector<FlatSymbolRefAttr, 2> VectorGradOp::getParamRefs() {
   return {getParamAttr()};
 }
@@ -131,6 +135,44 @@ LogicalResult NormGramOp::verify() {
       return emitOpError("every output gradient must have the rows of the "
                          "input");
   return success();
+}
+
+/// The operands of a tied norm: the embedding's tokens [B, T_e] and output
+/// gradient [B, T_e, d], the head's input [B, T_h, d] and output gradient
+/// [B, T_h, V].
+static LogicalResult verifyTiedNorm(Operation *op, Value tokens,
+                                    Value dembedding, Value x, Value dlogits,
+                                    ArrayAttr params) {
+  auto shape = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getShape();
+  };
+  if (params.size() != 1)
+    return op->emitOpError("names ")
+           << params.size() << " parameters; a tied norm is one table's";
+  ArrayRef<int64_t> tok = shape(tokens), demb = shape(dembedding),
+                    in = shape(x), dl = shape(dlogits);
+  if (demb.size() != tok.size() + 1 || demb.drop_back() != tok)
+    return op->emitOpError("the embedding's output gradient must have the "
+                           "token shape followed by the width");
+  if (in.drop_back() != dl.drop_back())
+    return op->emitOpError("the head's input and output gradient must have "
+                           "the same rows");
+  if (in.back() != demb.back())
+    return op->emitOpError("the head reads width ")
+           << in.back() << " but the table has width " << demb.back();
+  if (in.front() != tok.front())
+    return op->emitOpError("the embedding and the head see different batches");
+  return success();
+}
+
+LogicalResult NormTiedCrossOp::verify() {
+  return verifyTiedNorm(*this, getTokens(), getDembedding(), getX(),
+                        getDlogits(), getParams());
+}
+
+LogicalResult NormTiedDirectOp::verify() {
+  return verifyTiedNorm(*this, getTokens(), getDembedding(), getX(),
+                        getDlogits(), getParams());
 }
 
 LogicalResult ClipFactorOp::verify() {

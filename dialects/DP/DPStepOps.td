@@ -248,6 +248,19 @@ def DP_EmbeddingGradOp : DP_WeightGradOp<"embedding_grad"> {
   }];
 }
 
+def DP_PositionEmbeddingGradOp : DP_WeightGradOp<"position_embedding_grad"> {
+  let summary = "adds sum_b c_b dy_b to the first T rows of a position table";
+  let description = [{
+    `dp.position_embedding_grad @pos(%dy) scale(%c)`: row t < T of the
+    table's gradient gets sum_b c_b dy[b, t]; rows from T on get nothing.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$table, DP_Activation:$dy,
+                       Optional<DP_PerSample>:$scale);
+  let assemblyFormat = [{
+    $table `(` $dy `)` (`scale` `(` $scale^ `)`)? attr-dict `:` type($dy) (`,` type($scale)^)?
+  }];
+}
+
 def DP_VectorGradOp : DP_WeightGradOp<"vector_grad"> {
   let summary = "adds sum_b c_b g_b of materialized per-sample gradients";
   let description = [{
@@ -320,6 +333,59 @@ def DP_NormEmbeddingOp : DP_NormOp<"norm_embedding"> {
   let arguments = (ins DP_TokenTensor:$tokens, DP_Activation:$dy,
                        SymbolRefArrayAttr:$params);
   let assemblyFormat = "$tokens `,` $dy $params attr-dict `:` type($tokens) `,` type($dy) `->` type($norms)";
+}
+
+def DP_NormPositionEmbeddingOp : DP_NormOp<"norm_position_embedding"> {
+  let summary = "sum_t ||dy_bt||^2: a learned position table";
+  let description = [{
+    Sample b's gradient of the table has row t = dy_bt for t < T (each
+    position once per sample) and zeros beyond: its squared norm is that of
+    dy_b.
+  }];
+  let arguments = (ins DP_Activation:$dy, SymbolRefArrayAttr:$params);
+  let assemblyFormat = "$dy $params attr-dict `:` type($dy) `->` type($norms)";
+}
+
+def DP_NormTiedCrossOp : DP_NormOp<"norm_tied_cross"> {
+  let summary = "2 <E_b, L_b>: the cross term of a table tied to a linear head";
+  let description = [{
+    `%n = dp.norm_tied_cross %tok, %demb, %x, %dlogits [@emb]`: for a table
+    read by a `dp.embedding` (tokens `%tok`, output gradient `%demb`) and as
+    the weight of a `dp.linear` (input `%x`, output gradient `%dlogits`),
+    sample b's gradient of the table is E_b + L_b with
+    E_b = sum_t onehot(tok_bt) demb_bt^T and L_b = dlogits_b^T x_b, and
+    ||E_b + L_b||^2 = ||E_b||^2 + ||L_b||^2 + 2 <E_b, L_b>. The embedding's
+    and the head's own norm ops add the first two terms; this op adds
+      2 <E_b, L_b> = 2 sum_{s,t} dlogits_b[s, tok_bt] (x_bs . demb_bt),
+    through M_b = X_b Demb_b^T (T_head x T_emb): 2 T_head T_emb d per sample
+    (docs/clip-planning.md, "Tied parameters").
+  }];
+  let arguments = (ins DP_TokenTensor:$tokens, DP_Activation:$dembedding,
+                       DP_Activation:$x, DP_Activation:$dlogits,
+                       SymbolRefArrayAttr:$params);
+  let assemblyFormat = [{
+    $tokens `,` $dembedding `,` $x `,` $dlogits $params attr-dict `:` type($tokens) `,` type($dembedding) `,` type($x) `,` type($dlogits) `->` type($norms)
+  }];
+  let hasVerifier = 1;
+}
+
+def DP_NormTiedDirectOp : DP_NormOp<"norm_tied_direct"> {
+  let summary = "||E_b + L_b||^2 of a table tied to a linear head, formed";
+  let description = [{
+    `%n = dp.norm_tied_direct %tok, %demb, %x, %dlogits [@emb]`: the same
+    tied parameter as `dp.norm_tied_cross`, its whole per-sample gradient
+    formed: L_b = dlogits_b^T x_b (vocabulary x d, as the direct norm forms
+    it), the rows demb_bt added at tok_bt, and the sum of squares. It stands
+    for the head's norm, the embedding's norm and their cross term at once,
+    for 2 T V d per sample: chosen where that is cheaper than the three.
+  }];
+  let arguments = (ins DP_TokenTensor:$tokens, DP_Activation:$dembedding,
+                       DP_Activation:$x, DP_Activation:$dlogits,
+                       SymbolRefArrayAttr:$params);
+  let assemblyFormat = [{
+    $tokens `,` $dembedding `,` $x `,` $dlogits $params attr-dict `:` type($tokens) `,` type($dembedding) `,` type($x) `,` type($dlogits) `->` type($norms)
+  }];
+  let hasVerifier = 1;
 }
 
 def DP_NormRowsOp : DP_NormOp<"norm_rows"> {

@@ -13,10 +13,9 @@
 // [in, out] (y = x W + b), the transpose of dp.linear's [out, in], and c_attn
 // holds q, k and v side by side: each dp parameter names its slice (hf.rows).
 //
-// Refused for now, each with its message: the learned position embeddings
-// (dp has no op adding wpe[t]) and the tied head (a parameter read by two
-// layers). The mapping below is complete otherwise; lifting the refusals is
-// the position op and deleting two checks.
+// The learned positions are a dp.position_embedding of table @pos
+// (transformer.wpe.weight, n_positions rows); the tied head is dp.linear
+// reading @emb, the embedding's own table (docs/huggingface.md).
 //
 //===----------------------------------------------------------------------===//
 
@@ -83,16 +82,7 @@ void GPT2Importer::readConfig(ConfigReader &config) {
                    "summary_proj_to_labels", "summary_first_dropout",
                    "summary_last_dropout", "reorder_and_upcast_attn", "n_ctx"});
 
-  config.refuse("n_positions",
-                "GPT-2 adds learned position embeddings "
-                "(transformer.wpe.weight) to the token embeddings, and dp has "
-                "no op for them yet");
   tied = config.flag("tie_word_embeddings", true);
-  if (tied)
-    config.refuse("tie_word_embeddings",
-                  "the output head shares the embedding table "
-                  "(transformer.wte.weight), and a dp.param read by two "
-                  "layers is not supported yet");
 }
 
 void GPT2Importer::write(ModelWriter &w) const {
@@ -116,9 +106,9 @@ void GPT2Importer::write(ModelWriter &w) const {
 
   auto emb = w.param("emb", {vocabSize, hidden}, Init::Normal,
                      {"transformer.wte.weight"});
-  // x += wpe[t] belongs here (parameter "pos", transformer.wpe.weight); it is
-  // refused in readConfig until dp has the op.
-  mlir::Value x = w.embedding(emb, hidden);
+  auto pos = w.param("pos", {positions, hidden}, Init::Normal,
+                     {"transformer.wpe.weight"});
+  mlir::Value x = w.positionEmbedding(pos, w.embedding(emb, hidden));
   for (int64_t i = 0; i < layers; ++i) {
     std::string b = "b" + std::to_string(i);
     std::string hf = "transformer.h." + std::to_string(i);

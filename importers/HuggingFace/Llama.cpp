@@ -21,6 +21,8 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <cmath>
+
 using namespace dpc::hf;
 using llvm::StringRef;
 
@@ -71,6 +73,12 @@ private:
   int64_t headDim = 1, intermediate = 1, maxPositionEmbeddings = 1;
   double eps = 1e-6, ropeTheta = 10000.0, initStd = 0.02;
   bool attentionBias = false, mlpBias = false, tied = false;
+  /// rope_type "llama3": its four numbers.
+  struct Llama3Rope {
+    double factor, lowFreqFactor, highFreqFactor;
+    int64_t originalMaxPositions;
+  };
+  std::optional<Llama3Rope> llama3;
   Activation act = Activation::Silu;
   /// The window of the layers that slide.
   std::optional<int64_t> window;
@@ -123,10 +131,6 @@ void LlamaFamilyImporter::readConfig(ConfigReader &config) {
     mlpBias = config.flag("mlp_bias", false);
   }
   tied = config.flag("tie_word_embeddings", false);
-  if (tied)
-    config.refuse("tie_word_embeddings",
-                  "the output head shares the embedding table, and a dp.param "
-                  "read by two layers is not supported yet");
   if (double dropout = config.nonNegativeReal("attention_dropout", 0.0);
       dropout != 0.0)
     config.refuse("attention_dropout", "dp has no dropout; set it to 0.0 to "
@@ -158,13 +162,25 @@ void LlamaFamilyImporter::readRope(ConfigReader &config) {
     std::optional<StringRef> type = rope->getString("rope_type");
     if (!type)
       type = rope->getString("type");
-    if (type && *type != "default") {
+    bool isLlama3 = type && *type == "llama3";
+    if (type && *type != "default" && !isLlama3) {
       config.refuse(key, "RoPE scaling ('" + *type +
-                             "') is not supported yet; dp.attention has plain "
-                             "rotary embedding");
+                             "') is not supported; dp.attention has plain "
+                             "rotary embedding and rope_type \"llama3\"");
       continue;
     }
+    // llama3: the four numbers of _compute_llama3_parameters, each required
+    // (transformers has no defaults for them).
+    Llama3Rope scaling{0, 0, 0, 0};
     bool ok = true;
+    auto number = [](const llvm::json::Value &value, double &out) {
+      std::optional<double> n = value.getAsNumber();
+      if (!n || !(*n > 0))
+        return false;
+      out = *n;
+      return true;
+    };
+    int seen = 0;
     for (const auto &[name, value] : *rope) {
       if (name == "rope_type" || name == "type")
         continue;
@@ -176,12 +192,46 @@ void LlamaFamilyImporter::readRope(ConfigReader &config) {
       if (name == "partial_rotary_factor" && value.getAsNumber() &&
           *value.getAsNumber() == 1.0)
         continue;
+      if (isLlama3) {
+        double original = 0;
+        if (name == "factor" && number(value, scaling.factor)) {
+          ++seen;
+          continue;
+        }
+        if (name == "low_freq_factor" && number(value, scaling.lowFreqFactor)) {
+          ++seen;
+          continue;
+        }
+        if (name == "high_freq_factor" &&
+            number(value, scaling.highFreqFactor)) {
+          ++seen;
+          continue;
+        }
+        if (name == "original_max_position_embeddings" &&
+            number(value, original) && original == std::floor(original)) {
+          scaling.originalMaxPositions = int64_t(original);
+          ++seen;
+          continue;
+        }
+      }
       ok = false;
     }
-    if (!ok)
-      config.refuse(key, "only rope_type = \"default\" with a positive "
-                         "rope_theta (and partial_rotary_factor 1) is "
-                         "supported");
+    if (!isLlama3) {
+      if (!ok)
+        config.refuse(key, "only rope_type = \"default\" with a positive "
+                           "rope_theta (and partial_rotary_factor 1), or "
+                           "\"llama3\", is supported");
+      continue;
+    }
+    // The blend divides by high_freq_factor - low_freq_factor.
+    if (!ok || seen != 4 || !(scaling.highFreqFactor > scaling.lowFreqFactor)) {
+      config.refuse(key, "rope_type \"llama3\" needs positive factor, "
+                         "low_freq_factor < high_freq_factor and an integer "
+                         "original_max_position_embeddings (and a positive "
+                         "rope_theta), nothing else");
+      continue;
+    }
+    llama3 = scaling;
   }
 }
 
@@ -243,6 +293,13 @@ void LlamaFamilyImporter::write(ModelWriter &w) const {
     return w.param(name, {hidden}, Init::Ones, {hfName + ".weight"});
   };
 
+  mlir::Attribute ropeScaling;
+  if (llama3)
+    ropeScaling = dpc::dp::RopeLlama3Attr::get(
+        w.model().getContext(), llvm::APFloat(llama3->factor),
+        llvm::APFloat(llama3->lowFreqFactor),
+        llvm::APFloat(llama3->highFreqFactor), llama3->originalMaxPositions);
+
   auto emb = weight("emb", {vocabSize, hidden}, "model.embed_tokens");
   mlir::Value x = w.embedding(emb, hidden);
   bool qkvBias = variant.qkvBias || attentionBias;
@@ -261,7 +318,8 @@ void LlamaFamilyImporter::write(ModelWriter &w) const {
     auto wv = weight(b + ".wv", {kvWidth, hidden}, attn + ".v_proj");
     mlir::Value v = w.linear(
         wv, bias(qkvBias, b + ".wv.b", kvWidth, attn + ".v_proj"), h, kvWidth);
-    mlir::Value a = w.attention(q, k, v, heads, kvHeads, ropeTheta);
+    mlir::Value a =
+        w.attention(q, k, v, heads, kvHeads, ropeTheta, ropeScaling);
     auto wo = weight(b + ".wo", {hidden, qWidth}, attn + ".o_proj");
     mlir::Value o =
         w.linear(wo, bias(attentionBias, b + ".wo.b", hidden, attn + ".o_proj"),
@@ -286,8 +344,8 @@ void LlamaFamilyImporter::write(ModelWriter &w) const {
     x = w.add(r, d);
   }
   mlir::Value f = w.rmsNorm(norm("norm", "model.norm"), x, eps);
-  // Tied checkpoints store no lm_head.weight: the head is the embedding.
-  // (Refused in readConfig until a parameter may be read twice.)
+  // Tied checkpoints store no lm_head.weight: the head is the embedding
+  // table, read a second time (dp.model's one kind of shared parameter).
   auto head = tied ? emb : weight("head", {vocabSize, hidden}, "lm_head");
   w.crossEntropy(w.linear(head, nullptr, f, vocabSize));
 }

@@ -67,6 +67,10 @@ Value ModelWriter::embedding(FlatSymbolRefAttr table, int64_t width) {
                                  tokenInput);
 }
 
+Value ModelWriter::positionEmbedding(FlatSymbolRefAttr table, Value x) {
+  return dp::PositionEmbeddingOp::create(builder, loc, table, x);
+}
+
 Value ModelWriter::linear(FlatSymbolRefAttr weight, FlatSymbolRefAttr bias,
                           Value x, int64_t out) {
   return dp::LinearOp::create(builder, loc, activationType(out), weight, bias,
@@ -85,12 +89,13 @@ Value ModelWriter::layerNorm(FlatSymbolRefAttr scale, FlatSymbolRefAttr bias,
 }
 
 Value ModelWriter::attention(Value q, Value k, Value v, int64_t heads,
-                             int64_t kvHeads, std::optional<double> ropeTheta) {
+                             int64_t kvHeads, std::optional<double> ropeTheta,
+                             Attribute ropeScaling) {
   return dp::AttentionOp::create(
       builder, loc, q, k, v, builder.getI64IntegerAttr(heads),
       builder.getI64IntegerAttr(kvHeads), builder.getUnitAttr(),
       ropeTheta ? builder.getUnitAttr() : UnitAttr(),
-      builder.getF64FloatAttr(ropeTheta.value_or(10000.0)));
+      builder.getF64FloatAttr(ropeTheta.value_or(10000.0)), ropeScaling);
 }
 
 Value ModelWriter::activation(Activation kind, Value x) {

@@ -50,6 +50,8 @@ public:
 
   mlir::Value tokens() const { return tokenInput; }
   mlir::Value embedding(mlir::FlatSymbolRefAttr table, int64_t width);
+  /// x + table[t] for the position t of each token (learned positions).
+  mlir::Value positionEmbedding(mlir::FlatSymbolRefAttr table, mlir::Value x);
   /// `bias` may be null.
   mlir::Value linear(mlir::FlatSymbolRefAttr weight,
                      mlir::FlatSymbolRefAttr bias, mlir::Value x, int64_t out);
@@ -58,10 +60,13 @@ public:
   mlir::Value layerNorm(mlir::FlatSymbolRefAttr scale,
                         mlir::FlatSymbolRefAttr bias, mlir::Value x,
                         double eps);
-  /// Causal attention; rotary embedding with base `ropeTheta` when given.
+  /// Causal attention; rotary embedding with base `ropeTheta` when given,
+  /// its frequencies scaled by `ropeScaling` (e.g. #dp.rope_llama3) when
+  /// that is not null.
   mlir::Value attention(mlir::Value q, mlir::Value k, mlir::Value v,
                         int64_t heads, int64_t kvHeads,
-                        std::optional<double> ropeTheta);
+                        std::optional<double> ropeTheta,
+                        mlir::Attribute ropeScaling = {});
   mlir::Value activation(Activation kind, mlir::Value x);
   mlir::Value add(mlir::Value a, mlir::Value b);
   mlir::Value mul(mlir::Value a, mlir::Value b);

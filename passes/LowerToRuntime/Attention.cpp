@@ -2,7 +2,8 @@
 //
 // dp.attention and dp.attention_grad to the kernels of
 // runtime/cpu/Attention.cpp. The forward pass saves the rotated queries and
-// keys and the log-sum-exp of each row for the backward kernel.
+// keys and the log-sum-exp of each row for the backward kernel. Scaled
+// rotary frequencies are a table dp_init computes once.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,18 +18,56 @@ using namespace dpc::lowering;
 
 namespace {
 
+/// The table of rotary frequencies of `at` (f64 [headDim/2]) when its
+/// frequencies are scaled, or null for the plain theta^(-2i/headDim), which
+/// the rope kernels compute themselves. The table is a global that dp_init
+/// fills once, shared by every attention op with the same scaling, theta
+/// and head size.
+Value ropeFrequencies(AttentionOp at, LoweringContext &context) {
+  auto llama3 = dyn_cast_or_null<RopeLlama3Attr>(at.getRopeScalingAttr());
+  if (!llama3)
+    return Value();
+  MLIRContext *mlirContext = context.getContext();
+  int64_t hd = at.getHeadDim();
+  Attribute key = ArrayAttr::get(
+      mlirContext, {llama3, at.getRopeThetaAttr(),
+                    IntegerAttr::get(IntegerType::get(mlirContext, 64), hd)});
+  std::string &name = context.ropeTables[key];
+  if (name.empty()) {
+    name = context.addGlobal("rope.llama3." +
+                                 std::to_string(context.ropeTables.size() - 1),
+                             ::dprt::DType::F64, {hd / 2});
+    auto init = SymbolTable::lookupNearestSymbolFrom<rt::FuncOp>(
+        context.program, StringAttr::get(mlirContext, "dp_init"));
+    OpBuilder::InsertionGuard guard(context.builder);
+    context.builder.setInsertionPoint(init.getBody().front().getTerminator());
+    CallArgs a = context.args();
+    a.buffer(context.global(name))
+        .i64(hd)
+        .f64(at.getRopeTheta().convertToDouble())
+        .f64(llama3.getFactor().convertToDouble())
+        .f64(llama3.getLowFreqFactor().convertToDouble())
+        .f64(llama3.getHighFreqFactor().convertToDouble())
+        .i64(llama3.getOriginalMaxPositionEmbeddings());
+    context.call("rope_llama3_frequencies", a);
+  }
+  return context.global(name);
+}
+
 LogicalResult lowerAttention(AttentionOp at, LoweringContext &context) {
   int64_t b = batchOf(at.getQuery()), t = tokensOf(at.getQuery());
   int64_t h = at.getNumHeads(), kv = at.getNumKVHeads(), hd = at.getHeadDim();
   double theta = at.getRopeTheta().convertToDouble();
   Value q = context.buf(at.getQuery()), k = context.buf(at.getKey());
   if (at.getRope()) {
+    Value invFreq = ropeFrequencies(at, context);
     auto rotate = [&](Value x, Value in, int64_t heads, StringRef name) {
       Value out = context.alloc(name, context.dt, {numelOf(x)});
       CallArgs a = context.args();
       a.dtype(context.dt)
           .buffer(in)
           .buffer(out)
+          .bufferOrNull(invFreq)
           .i64(b)
           .i64(t)
           .i64(heads)
@@ -89,11 +128,13 @@ LogicalResult lowerAttentionGrad(AttentionGradOp g, LoweringContext &context) {
   if (at.getRope()) {
     // The gradient of a rotation is the inverse rotation, in place.
     double theta = at.getRopeTheta().convertToDouble();
+    Value invFreq = ropeFrequencies(at, context);
     for (auto [d, heads] : {std::pair<Value, int64_t>{dq, h}, {dk, kv}}) {
       CallArgs r = context.args();
       r.dtype(context.dt)
           .buffer(d)
           .buffer(d)
+          .bufferOrNull(invFreq)
           .i64(b)
           .i64(t)
           .i64(heads)

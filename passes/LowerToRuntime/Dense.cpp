@@ -1,7 +1,7 @@
 //===- Dense.cpp - Embeddings and linear layers ---------------------------===//
 //
-// dp.embedding, dp.linear and dp.linear_grad_input to the kernels of
-// runtime/cpu/Dense.cpp.
+// dp.embedding, dp.position_embedding, dp.linear and dp.linear_grad_input
+// to the kernels of runtime/cpu/Dense.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,6 +29,21 @@ LogicalResult lowerEmbedding(EmbeddingOp e, LoweringContext &context) {
       .i64(context.params[e.getTable()].op.getTensorType().getDimSize(0))
       .i64(lastDim(e.getOutput()));
   context.call("embedding_forward", a);
+  return success();
+}
+
+LogicalResult lowerPositionEmbedding(PositionEmbeddingOp p,
+                                     LoweringContext &context) {
+  Value y = context.newActivation(p.getOutput(), "positions");
+  CallArgs a = context.args();
+  a.dtype(context.dt)
+      .buffer(context.buf(p.getInput()))
+      .buffer(context.paramPointer(p.getTableAttr()))
+      .buffer(y)
+      .i64(batchOf(p.getInput()))
+      .i64(tokensOf(p.getInput()))
+      .i64(lastDim(p.getInput()));
+  context.call("position_embedding_forward", a);
   return success();
 }
 
@@ -68,6 +83,7 @@ LogicalResult lowerLinearGradInput(LinearGradInputOp g,
 
 void dpc::lowering::populateDenseLowerings(OpLoweringRegistry &registry) {
   registry.add(lowerEmbedding);
+  registry.add(lowerPositionEmbedding);
   registry.add(lowerLinear);
   registry.add(lowerLinearGradInput);
 }

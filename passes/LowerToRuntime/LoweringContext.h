@@ -210,6 +210,9 @@ public:
   llvm::DenseMap<int64_t, mlir::Value> gathered, fullGrads;
   /// The logits of the last dp.cross_entropy: what dp_forward returns.
   mlir::Value logitsBuffer;
+  /// The global holding each table of rotary frequencies that dp_init
+  /// fills, by what defines it (Attention.cpp); program-wide.
+  llvm::DenseMap<mlir::Attribute, std::string> ropeTables;
 
 private:
   mlir::Value allocBytes(llvm::StringRef name, int64_t bytes);

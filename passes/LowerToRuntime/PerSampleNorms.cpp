@@ -1,9 +1,9 @@
 //===- PerSampleNorms.cpp - Per-sample squared gradient norms -------------===//
 //
 // The norm ops dp-clip-plan chose (rank-1, Gram, direct, bias, embedding,
-// materialized rows) to the kernels of runtime/cpu/PerSampleNorms.cpp. Every
-// norm kernel adds into an n2 buffer; the norms one dp.norm_sum adds up share
-// its buffer.
+// materialized rows, position tables, tied tables) to the kernels of
+// runtime/cpu/PerSampleNorms.cpp. Every norm kernel adds into an n2 buffer; the
+// norms one dp.norm_sum adds up share its buffer.
 //
 //===----------------------------------------------------------------------===//
 
@@ -119,6 +119,70 @@ LogicalResult lowerEmbeddingNorm(NormEmbeddingOp n, LoweringContext &context) {
   return success();
 }
 
+LogicalResult lowerPositionNorm(NormPositionEmbeddingOp n,
+                                LoweringContext &context) {
+  Value n2 = context.normTarget(n);
+  CallArgs a = context.args();
+  a.dtype(context.dt)
+      .buffer(context.buf(n.getDy()))
+      .buffer(n2)
+      .i64(context.batch)
+      .i64(tokensOf(n.getDy()))
+      .i64(lastDim(n.getDy()));
+  context.call("norm_position_embedding", a);
+  return success();
+}
+
+/// The operands of a tied table's norm kernels, up to the workspace: the
+/// embedding's tokens and output gradient, the head's input and output
+/// gradient, n2 and the shapes.
+template <typename OpTy>
+CallArgs tiedNormArgs(OpTy n, Value n2, LoweringContext &context) {
+  int64_t tokensEmb = rowsOf(n.getDembedding()) / context.batch;
+  int64_t tokensHead = rowsOf(n.getX()) / context.batch;
+  CallArgs a = context.args();
+  a.dtype(context.dt)
+      .buffer(context.buf(n.getTokens()))
+      .buffer(context.buf(n.getDembedding()))
+      .buffer(context.buf(n.getX()))
+      .buffer(context.buf(n.getDlogits()))
+      .buffer(n2)
+      .i64(context.batch)
+      .i64(tokensEmb)
+      .i64(tokensHead)
+      .i64(lastDim(n.getDlogits()))
+      .i64(lastDim(n.getX()));
+  return a;
+}
+
+/// 2 <E_b, L_b> through M_b = X_b Demb_b^T, one T_head x T_emb matrix per
+/// sample.
+LogicalResult lowerTiedCross(NormTiedCrossOp n, LoweringContext &context) {
+  Value n2 = context.normTarget(n);
+  int64_t tokensEmb = rowsOf(n.getDembedding()) / context.batch;
+  int64_t tokensHead = rowsOf(n.getX()) / context.batch;
+  Value ws = context.alloc("tied_cross", context.acc,
+                           {context.batch, tokensHead, tokensEmb});
+  CallArgs a = tiedNormArgs(n, n2, context);
+  a.buffer(ws);
+  context.call("norm_tied_cross", a);
+  return success();
+}
+
+/// ||E_b + L_b||^2 with each sample's vocabulary x d gradient formed.
+LogicalResult lowerTiedDirect(NormTiedDirectOp n, LoweringContext &context) {
+  Value n2 = context.normTarget(n);
+  int64_t vocab = lastDim(n.getDlogits()), dim = lastDim(n.getX());
+  ::dprt::DType dt = context.dt;
+  Value ws = context.allocWorkspace(
+      "tied_workspace", {vocab, dim, ::dprt::sizeOf(context.acc)},
+      [&] { return ::dprt::normDirectWorkspaceBytes(dt, dim, vocab); });
+  CallArgs a = tiedNormArgs(n, n2, context);
+  a.buffer(ws);
+  context.call("norm_tied_direct", a);
+  return success();
+}
+
 LogicalResult lowerRows(NormRowsOp n, LoweringContext &context) {
   // Fused: the backward op that formed the gradients added the norm.
   if (n.getFused()) {
@@ -157,5 +221,8 @@ void dpc::lowering::populatePerSampleNormsLowerings(
   registry.add(lowerBias);
   registry.add(lowerEmbeddingNorm);
   registry.add(lowerRows);
+  registry.add(lowerPositionNorm);
+  registry.add(lowerTiedCross);
+  registry.add(lowerTiedDirect);
   registry.add(lowerSum);
 }

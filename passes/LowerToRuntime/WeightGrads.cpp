@@ -1,10 +1,12 @@
 //===- WeightGrads.cpp - Clipped weight gradients -------------------------===//
 //
-// dp.linear_grad_weight, dp.bias_grad, dp.embedding_grad and dp.vector_grad
-// to the kernels of runtime/cpu/WeightGrads.cpp, which add the clipped sum
-// over the batch into the parameter's gradient (shard or full unit
-// gradient). Only clipped gradients are ever summed: a weight gradient
-// without its clip factor is an error.
+// dp.linear_grad_weight, dp.bias_grad, dp.embedding_grad,
+// dp.position_embedding_grad and dp.vector_grad to the kernels of
+// runtime/cpu/WeightGrads.cpp, which add the clipped sum over the batch into
+// the parameter's gradient (shard or full unit gradient). Only clipped
+// gradients are ever summed: a weight gradient without its clip factor is an
+// error. A table tied to a linear head gets both its embedding_grad and its
+// linear_grad_weight, which add into the one gradient.
 //
 //===----------------------------------------------------------------------===//
 
@@ -83,6 +85,25 @@ LogicalResult lowerEmbeddingGrad(EmbeddingGradOp g, LoweringContext &context) {
   return success();
 }
 
+/// Row t < T of the table's gradient += sum_b c_b dy[b, t]: those rows are
+/// the table's first T * d elements, so this is bias_grad with one "token"
+/// of T * d values per sample.
+LogicalResult lowerPositionEmbeddingGrad(PositionEmbeddingGradOp g,
+                                         LoweringContext &context) {
+  if (failed(requireClipFactor(g, g.getScale())))
+    return failure();
+  CallArgs a = context.args();
+  a.dtype(context.dt)
+      .buffer(context.buf(g.getDy()))
+      .buffer(context.buf(g.getScale()))
+      .buffer(context.gradPointer(g.getTableAttr()))
+      .i64(context.batch)
+      .i64(1)
+      .i64(tokensOf(g.getDy()) * lastDim(g.getDy()));
+  context.call("bias_grad", a);
+  return success();
+}
+
 LogicalResult lowerVectorGrad(VectorGradOp g, LoweringContext &context) {
   if (failed(requireClipFactor(g, g.getScale())))
     return failure();
@@ -103,5 +124,6 @@ void dpc::lowering::populateWeightGradsLowerings(OpLoweringRegistry &registry) {
   registry.add(lowerLinearGradWeight);
   registry.add(lowerBiasGrad);
   registry.add(lowerEmbeddingGrad);
+  registry.add(lowerPositionEmbeddingGrad);
   registry.add(lowerVectorGrad);
 }

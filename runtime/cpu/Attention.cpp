@@ -16,13 +16,16 @@ namespace dprt::cpu {
 
 namespace {
 
-/// cos/sin of angle = t * theta^(-2i/headDim) for t < tokens, i < headDim/2,
-/// as [tokens, headDim/2] pairs (cos, sin) in scratch.
-const double *ropeTable(int64_t tokens, int64_t headDim, double theta) {
+/// cos/sin of angle = t * f_i for t < tokens, i < headDim/2, as
+/// [tokens, headDim/2] pairs (cos, sin) in scratch; f_i = invFreq[i], or
+/// theta^(-2i/headDim) without a table.
+const double *ropeTable(int64_t tokens, int64_t headDim, double theta,
+                        const double *invFreq) {
   int64_t half = headDim / 2;
   double *cs = scratch<double>(0, 2 * tokens * half);
   for (int64_t i = 0; i < half; ++i) {
-    double freq = std::pow(theta, -2.0 * double(i) / double(headDim));
+    double freq = invFreq ? invFreq[i]
+                          : std::pow(theta, -2.0 * double(i) / double(headDim));
     for (int64_t t = 0; t < tokens; ++t) {
       double angle = double(t) * freq;
       cs[2 * (t * half + i)] = std::cos(angle);
@@ -35,10 +38,11 @@ const double *ropeTable(int64_t tokens, int64_t headDim, double theta) {
 /// Rotates each (x[i], x[i + half]) pair by +angle (forward) or -angle (the
 /// transpose, backward). `in` may equal `out` unless accumulating.
 template <class T>
-void rope(const T *in, T *out, int64_t batch, int64_t tokens, int64_t heads,
-          int64_t headDim, double theta, bool inverse, bool accumulate) {
+void rope(const T *in, T *out, const double *invFreq, int64_t batch,
+          int64_t tokens, int64_t heads, int64_t headDim, double theta,
+          bool inverse, bool accumulate) {
   int64_t half = headDim / 2;
-  const double *cs = ropeTable(tokens, headDim, theta);
+  const double *cs = ropeTable(tokens, headDim, theta, invFreq);
   double sign = inverse ? -1.0 : 1.0;
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t t = 0; t < tokens; ++t)
@@ -171,24 +175,51 @@ void attentionBackward(const AttentionShape &a, const C *q, const C *k,
 
 } // namespace
 
-void rope_forward(Rank *, DType dt, const void *x, void *y, int64_t batch,
-                  int64_t tokens, int64_t heads, int64_t headDim,
+void rope_forward(Rank *, DType dt, const void *x, void *y, const void *invFreq,
+                  int64_t batch, int64_t tokens, int64_t heads, int64_t headDim,
                   double theta) {
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
-    rope(static_cast<const T *>(x), static_cast<T *>(y), batch, tokens, heads,
-         headDim, theta, false, false);
+    rope(static_cast<const T *>(x), static_cast<T *>(y),
+         static_cast<const double *>(invFreq), batch, tokens, heads, headDim,
+         theta, false, false);
   });
 }
 
-void rope_backward(Rank *, DType dt, const void *dy, void *dx, int64_t batch,
-                   int64_t tokens, int64_t heads, int64_t headDim, double theta,
+void rope_backward(Rank *, DType dt, const void *dy, void *dx,
+                   const void *invFreq, int64_t batch, int64_t tokens,
+                   int64_t heads, int64_t headDim, double theta,
                    bool accumulate) {
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
-    rope(static_cast<const T *>(dy), static_cast<T *>(dx), batch, tokens, heads,
-         headDim, theta, true, accumulate);
+    rope(static_cast<const T *>(dy), static_cast<T *>(dx),
+         static_cast<const double *>(invFreq), batch, tokens, heads, headDim,
+         theta, true, accumulate);
   });
+}
+
+void rope_llama3_frequencies(Rank *, void *invFreq, int64_t headDim,
+                             double theta, double factor, double lowFreqFactor,
+                             double highFreqFactor,
+                             int64_t originalMaxPositions) {
+  auto *f = static_cast<double *>(invFreq);
+  const double context = double(originalMaxPositions);
+  // Wavelengths (in positions) above which a frequency is divided by the
+  // factor, and below which it is kept.
+  const double longWave = context / lowFreqFactor;
+  const double shortWave = context / highFreqFactor;
+  for (int64_t i = 0; i < headDim / 2; ++i) {
+    double freq = std::pow(theta, -2.0 * double(i) / double(headDim));
+    double wave = 2.0 * M_PI / freq;
+    if (wave > longWave) {
+      freq /= factor;
+    } else if (wave >= shortWave) {
+      double s =
+          (context / wave - lowFreqFactor) / (highFreqFactor - lowFreqFactor);
+      freq = (1.0 - s) * freq / factor + s * freq;
+    }
+    f[i] = freq;
+  }
 }
 
 void attention_forward(Rank *, DType dt, const void *q, const void *k,

@@ -24,6 +24,23 @@ void embedding_forward(Rank *, DType dt, const int32_t *tokens,
                 rowBytes);
 }
 
+void position_embedding_forward(Rank *, DType dt, const void *x,
+                                const void *table, void *y, int64_t batch,
+                                int64_t tokens, int64_t dim) {
+  dispatch(dt, [&](auto tag) {
+    using T = decltype(tag);
+    auto *xt = static_cast<const T *>(x);
+    auto *pt = static_cast<const T *>(table);
+    auto *yt = static_cast<T *>(y);
+    // y[b, t] = x[b, t] + P[t]: the sum of two stored values, rounded once.
+    int64_t block = tokens * dim;
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t i = 0; i < block; ++i)
+        store(yt, b * block + i,
+              double(load(xt, b * block + i)) + double(load(pt, i)));
+  });
+}
+
 void linear_forward(Rank *, DType dt, const void *x, const void *w,
                     const void *bias, void *y, int64_t rows, int64_t in,
                     int64_t out) {

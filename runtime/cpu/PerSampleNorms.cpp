@@ -178,6 +178,84 @@ void norm_embedding(Rank *, DType dt, const int32_t *tok, const void *dy,
   });
 }
 
+void norm_position_embedding(Rank *, DType dt, const void *dy, void *n2,
+                             int64_t batch, int64_t tokens, int64_t dim) {
+  dispatch(dt, [&](auto tag) {
+    using T = decltype(tag);
+    auto *dyt = static_cast<const T *>(dy);
+    auto *n = static_cast<AccOf<T> *>(n2);
+    // Row t < T of sample b's table gradient is dy_bt: ||dy_b||^2.
+    int64_t block = tokens * dim;
+    for (int64_t b = 0; b < batch; ++b)
+      n[b] = AccOf<T>(double(n[b]) + sumSquares(dyt + b * block, block));
+  });
+}
+
+void norm_tied_cross(Rank *, DType dt, const int32_t *tok, const void *dyEmb,
+                     const void *x, const void *dyHead, void *n2, int64_t batch,
+                     int64_t tokensEmb, int64_t tokensHead, int64_t vocab,
+                     int64_t dim, void *workspace) {
+  dispatch(dt, [&](auto tag) {
+    using T = decltype(tag);
+    using A = AccOf<T>;
+    auto *xc =
+        asCompute(static_cast<const T *>(x), batch * tokensHead * dim, 0);
+    auto *ec =
+        asCompute(static_cast<const T *>(dyEmb), batch * tokensEmb * dim, 1);
+    auto *g = static_cast<const T *>(dyHead);
+    auto *m = static_cast<A *>(workspace);
+    auto *n = static_cast<A *>(n2);
+    int64_t block = tokensHead * tokensEmb;
+    for (int64_t b = 0; b < batch; ++b) {
+      // M_b = X_b DyEmb_b^T [tokensHead, tokensEmb]: M[s, t] = x_s . dyEmb_t.
+      A *mb = m + b * block;
+      gemm(false, true, tokensHead, tokensEmb, dim, 1.0,
+           xc + b * tokensHead * dim, dim, ec + b * tokensEmb * dim, dim, 0.0,
+           mb, tokensEmb);
+      // 2 <E_b, L_b> = 2 sum_{s,t} dyHead_b[s, tok_t] M[s, t].
+      const int32_t *tb = tok + b * tokensEmb;
+      double cross = 0;
+      for (int64_t s = 0; s < tokensHead; ++s) {
+        const T *row = g + (b * tokensHead + s) * vocab;
+        for (int64_t t = 0; t < tokensEmb; ++t)
+          cross += double(load(row, tb[t])) * double(mb[s * tokensEmb + t]);
+      }
+      n[b] = A(double(n[b]) + 2.0 * cross);
+    }
+  });
+}
+
+void norm_tied_direct(Rank *, DType dt, const int32_t *tok, const void *dyEmb,
+                      const void *x, const void *dyHead, void *n2,
+                      int64_t batch, int64_t tokensEmb, int64_t tokensHead,
+                      int64_t vocab, int64_t dim, void *workspace) {
+  dispatch(dt, [&](auto tag) {
+    using T = decltype(tag);
+    using A = AccOf<T>;
+    auto *xc =
+        asCompute(static_cast<const T *>(x), batch * tokensHead * dim, 0);
+    auto *gc = asCompute(static_cast<const T *>(dyHead),
+                         batch * tokensHead * vocab, 1);
+    auto *e = static_cast<const T *>(dyEmb);
+    auto *ws = static_cast<A *>(workspace);
+    auto *n = static_cast<A *>(n2);
+    for (int64_t b = 0; b < batch; ++b) {
+      // The head's L_b = dyHead_b^T x_b [vocab, dim], then the embedding's
+      // rows added where its tokens are: the tied table's gradient.
+      gemm(true, false, vocab, dim, tokensHead, 1.0,
+           gc + b * tokensHead * vocab, vocab, xc + b * tokensHead * dim, dim,
+           0.0, ws, dim);
+      for (int64_t t = 0; t < tokensEmb; ++t) {
+        int64_t r = b * tokensEmb + t;
+        A *row = ws + int64_t(tok[r]) * dim;
+        for (int64_t j = 0; j < dim; ++j)
+          row[j] = A(double(row[j]) + double(load(e + r * dim, j)));
+      }
+      n[b] = A(double(n[b]) + sumSquares(ws, vocab * dim));
+    }
+  });
+}
+
 void norm_rows(Rank *, DType acc, const void *g, void *n2, int64_t batch,
                int64_t dim) {
   dispatchAcc(acc, [&](auto tag) {

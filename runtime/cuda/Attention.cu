@@ -49,20 +49,23 @@ namespace {
 // Rotary embedding
 //===----------------------------------------------------------------------===//
 
-/// Thread (row, i): the angle t * theta^(-2i/headDim) in f64 (t reaches the
-/// thousands, where f32 would lose the angle's low bits), then the rotation
-/// of the pair (i, i + half) of every head of the row by `sign` * angle.
+/// Thread (row, i): the angle t * f_i in f64 (t reaches the thousands, where
+/// f32 would lose the angle's low bits), with f_i = invFreq[i] or, without a
+/// table, theta^(-2i/headDim); then the rotation of the pair (i, i + half)
+/// of every head of the row by `sign` * angle.
 template <class T>
-__global__ void ropeKernel(const T *x, T *y, int64_t rows, int64_t tokens,
-                           int64_t heads, int64_t headDim, double theta,
-                           double sign, bool accumulate) {
+__global__ void ropeKernel(const T *x, T *y, const double *invFreq,
+                           int64_t rows, int64_t tokens, int64_t heads,
+                           int64_t headDim, double theta, double sign,
+                           bool accumulate) {
   const int64_t half = headDim / 2;
   const int64_t n = rows * half;
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < n;
        idx += int64_t(gridDim.x) * blockDim.x) {
     const int64_t row = idx / half, i = idx - row * half;
     const int64_t t = row % tokens;
-    const double freq = pow(theta, -2.0 * double(i) / double(headDim));
+    const double freq =
+        invFreq ? invFreq[i] : pow(theta, -2.0 * double(i) / double(headDim));
     double sn, cs;
     sincos(double(t) * freq, &sn, &cs);
     sn *= sign;
@@ -82,17 +85,40 @@ __global__ void ropeKernel(const T *x, T *y, int64_t rows, int64_t tokens,
 }
 
 template <class T>
-void rope(Rank *rank, const void *x, void *y, int64_t batch, int64_t tokens,
-          int64_t heads, int64_t headDim, double theta, double sign,
-          bool accumulate, const char *name) {
+void rope(Rank *rank, const void *x, void *y, const void *invFreq,
+          int64_t batch, int64_t tokens, int64_t heads, int64_t headDim,
+          double theta, double sign, bool accumulate, const char *name) {
   int64_t rows = batch * tokens;
   int64_t n = rows * (headDim / 2);
   if (n <= 0 || heads <= 0)
     return;
   ropeKernel<T><<<gridFor(rank, n, 256), 256, 0, computeStream(rank)>>>(
-      static_cast<const T *>(x), static_cast<T *>(y), rows, tokens, heads,
-      headDim, theta, sign, accumulate);
+      static_cast<const T *>(x), static_cast<T *>(y),
+      static_cast<const double *>(invFreq), rows, tokens, heads, headDim, theta,
+      sign, accumulate);
   checkLaunch(name);
+}
+
+/// Thread i: Llama 3's scaled frequency i (kernels.inc), in f64.
+__global__ void llama3FrequenciesKernel(double *invFreq, int64_t headDim,
+                                        double theta, double factor,
+                                        double lowFreqFactor,
+                                        double highFreqFactor, double context) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= headDim / 2)
+    return;
+  const double longWave = context / lowFreqFactor;
+  const double shortWave = context / highFreqFactor;
+  double freq = pow(theta, -2.0 * double(i) / double(headDim));
+  const double wave = 2.0 * 3.14159265358979323846 / freq;
+  if (wave > longWave) {
+    freq /= factor;
+  } else if (wave >= shortWave) {
+    const double s =
+        (context / wave - lowFreqFactor) / (highFreqFactor - lowFreqFactor);
+    freq = (1.0 - s) * freq / factor + s * freq;
+  }
+  invFreq[i] = freq;
 }
 
 //===----------------------------------------------------------------------===//
@@ -623,22 +649,37 @@ AttentionPath attentionPath(DType dt, int64_t headDim) {
   return AttentionPath::Fused;
 }
 
-void rope_forward(Rank *rank, DType dt, const void *x, void *y, int64_t batch,
-                  int64_t tokens, int64_t heads, int64_t headDim,
-                  double theta) {
+void rope_forward(Rank *rank, DType dt, const void *x, void *y,
+                  const void *invFreq, int64_t batch, int64_t tokens,
+                  int64_t heads, int64_t headDim, double theta) {
   dispatchCompute(dt, "rope_forward", [&](auto tag) {
-    rope<decltype(tag)>(rank, x, y, batch, tokens, heads, headDim, theta, 1.0,
-                        false, "rope_forward");
+    rope<decltype(tag)>(rank, x, y, invFreq, batch, tokens, heads, headDim,
+                        theta, 1.0, false, "rope_forward");
   });
 }
 
 void rope_backward(Rank *rank, DType dt, const void *dy, void *dx,
-                   int64_t batch, int64_t tokens, int64_t heads,
-                   int64_t headDim, double theta, bool accumulate) {
+                   const void *invFreq, int64_t batch, int64_t tokens,
+                   int64_t heads, int64_t headDim, double theta,
+                   bool accumulate) {
   dispatchCompute(dt, "rope_backward", [&](auto tag) {
-    rope<decltype(tag)>(rank, dy, dx, batch, tokens, heads, headDim, theta,
-                        -1.0, accumulate, "rope_backward");
+    rope<decltype(tag)>(rank, dy, dx, invFreq, batch, tokens, heads, headDim,
+                        theta, -1.0, accumulate, "rope_backward");
   });
+}
+
+void rope_llama3_frequencies(Rank *rank, void *invFreq, int64_t headDim,
+                             double theta, double factor, double lowFreqFactor,
+                             double highFreqFactor,
+                             int64_t originalMaxPositions) {
+  int64_t half = headDim / 2;
+  if (half <= 0)
+    return;
+  llama3FrequenciesKernel<<<unsigned((half + 127) / 128), 128, 0,
+                            computeStream(rank)>>>(
+      static_cast<double *>(invFreq), headDim, theta, factor, lowFreqFactor,
+      highFreqFactor, double(originalMaxPositions));
+  checkLaunch("rope_llama3_frequencies");
 }
 
 void attention_forward(Rank *rank, DType dt, const void *q, const void *k,

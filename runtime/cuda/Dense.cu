@@ -55,7 +55,40 @@ template <class T> struct AddBiasOp {
   }
 };
 
+/// y[i] = x[i] + table[i % block]: learned positions, block = tokens * dim.
+template <class T> struct AddPositionsOp {
+  const T *x, *table;
+  T *y;
+  int64_t block;
+  template <int W> __device__ void apply(int64_t i) const {
+    // W divides block, so the W elements lie in one sample's block.
+    float u[W], v[W];
+    loadVec<W>(x + i, u);
+    loadVec<W>(table + i % block, v);
+#pragma unroll
+    for (int k = 0; k < W; ++k)
+      u[k] += v[k];
+    storeVec<W>(y + i, u);
+  }
+};
+
 } // namespace
+
+void position_embedding_forward(Rank *rank, DType dt, const void *x,
+                                const void *table, void *y, int64_t batch,
+                                int64_t tokens, int64_t dim) {
+  dispatchCompute(dt, "position_embedding_forward", [&](auto tag) {
+    using T = decltype(tag);
+    int64_t block = tokens * dim;
+    AddPositionsOp<T> op{static_cast<const T *>(x),
+                         static_cast<const T *>(table), static_cast<T *>(y),
+                         block};
+    bool vectorize = block % kVec<T> == 0 && aligned16(x) && aligned16(table) &&
+                     aligned16(y);
+    launchMap<kVec<T>>(rank, kComputeStream, batch * block, vectorize, op,
+                       "position_embedding_forward");
+  });
+}
 
 void embedding_forward(Rank *rank, DType dt, const int32_t *tokens,
                        const void *table, void *out, int64_t rows,

@@ -65,6 +65,43 @@ struct ValueOp {
   }
 };
 
+/// dy[s * length + i]^2 in the compute type.
+template <class T> struct DySquareOp {
+  const T *dy;
+  int64_t length;
+  __device__ float operator()(int64_t s, int64_t i) const {
+    float v = toFloat(dy[s * length + i]);
+    return v * v;
+  }
+};
+
+/// Term (s, t) of sample b's tied cross term, i = s * tokensEmb + t:
+/// 2 dyHead_b[s, tok_bt] M_b[s, t].
+template <class T> struct TiedCrossOp {
+  const T *dyHead;
+  const int32_t *tok;
+  const float *m;
+  int64_t tokensEmb, tokensHead, vocab;
+  __device__ float operator()(int64_t b, int64_t i) const {
+    const int64_t s = i / tokensEmb, t = i - s * tokensEmb;
+    const float g =
+        toFloat(dyHead[(b * tokensHead + s) * vocab + tok[b * tokensEmb + t]]);
+    return 2.0f * g * m[b * tokensHead * tokensEmb + i];
+  }
+};
+
+/// Thread j: ws[tok_t, j] += dyEmb[t, j] for the tokens t of one sample in
+/// order (a row that repeats is added to in a fixed order: no atomics).
+template <class T>
+__global__ void addTokenRowsKernel(const int32_t *tok, const T *dyEmb,
+                                   float *ws, int64_t tokens, int64_t dim) {
+  const int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= dim)
+    return;
+  for (int64_t t = 0; t < tokens; ++t)
+    ws[int64_t(tok[t]) * dim + j] += toFloat(dyEmb[t * dim + j]);
+}
+
 template <class T> struct DyColumnOp {
   const T *dy;
   int64_t dim;
@@ -280,6 +317,102 @@ void norm_embedding(Rank *rank, DType dt, const int32_t *tok, const void *dy,
     segmentedSum(rank, batch, dim, ValueOp{squares, dim},
                  static_cast<float *>(n2), true,
                  reinterpret_cast<float *>(base + segmentAt), "norm_embedding");
+  });
+}
+
+void norm_position_embedding(Rank *rank, DType dt, const void *dy, void *n2,
+                             int64_t batch, int64_t tokens, int64_t dim) {
+  dispatchCompute(dt, "norm_position_embedding", [&](auto tag) {
+    using T = decltype(tag);
+    // Row t < T of sample b's table gradient is dy_bt: ||dy_b||^2.
+    int64_t block = tokens * dim;
+    auto *partials = static_cast<float *>(
+        scratch(rank, kComputeStream, segmentScratchBytes(batch, block)));
+    segmentedSum(
+        rank, batch, block, DySquareOp<T>{static_cast<const T *>(dy), block},
+        static_cast<float *>(n2), true, partials, "norm_position_embedding");
+  });
+}
+
+void norm_tied_cross(Rank *rank, DType dt, const int32_t *tok,
+                     const void *dyEmb, const void *x, const void *dyHead,
+                     void *n2, int64_t batch, int64_t tokensEmb,
+                     int64_t tokensHead, int64_t vocab, int64_t dim,
+                     void *workspace) {
+  dispatchCompute(dt, "norm_tied_cross", [&](auto tag) {
+    using T = decltype(tag);
+    if (batch <= 0 || tokensEmb <= 0 || tokensHead <= 0)
+      return;
+    // M_b = X_b DyEmb_b^T [tokensHead, tokensEmb] for all samples in one
+    // strided-batched product, in f32.
+    Gemm g;
+    g.ab = dt;
+    g.cd = DType::F32;
+    g.transB = true;
+    g.m = tokensHead;
+    g.n = tokensEmb;
+    g.k = dim;
+    g.a = x;
+    g.lda = dim;
+    g.strideA = tokensHead * dim;
+    g.b = dyEmb;
+    g.ldb = dim;
+    g.strideB = tokensEmb * dim;
+    g.c = workspace;
+    g.ldc = tokensEmb;
+    g.strideC = tokensHead * tokensEmb;
+    g.batch = batch;
+    gemm(rank, g);
+    // 2 <E_b, L_b> = sum_{s,t} 2 dyHead_b[s, tok_bt] M_b[s, t].
+    int64_t block = tokensHead * tokensEmb;
+    auto *partials = static_cast<float *>(
+        scratch(rank, kComputeStream, segmentScratchBytes(batch, block)));
+    segmentedSum(rank, batch, block,
+                 TiedCrossOp<T>{static_cast<const T *>(dyHead), tok,
+                                static_cast<const float *>(workspace),
+                                tokensEmb, tokensHead, vocab},
+                 static_cast<float *>(n2), true, partials, "norm_tied_cross");
+  });
+}
+
+void norm_tied_direct(Rank *rank, DType dt, const int32_t *tok,
+                      const void *dyEmb, const void *x, const void *dyHead,
+                      void *n2, int64_t batch, int64_t tokensEmb,
+                      int64_t tokensHead, int64_t vocab, int64_t dim,
+                      void *workspace) {
+  dispatchCompute(dt, "norm_tied_direct", [&](auto tag) {
+    using T = decltype(tag);
+    int64_t es = sizeOf(dt);
+    auto *ws = static_cast<float *>(workspace);
+    auto *partials = static_cast<float *>(
+        scratch(rank, kComputeStream, segmentScratchBytes(1, vocab * dim)));
+    cudaStream_t stream = computeStream(rank);
+    for (int64_t b = 0; b < batch; ++b) {
+      // The head's L_b = dyHead_b^T x_b [vocab, dim] in the workspace, the
+      // embedding's rows added where its tokens are, then the squares.
+      Gemm g;
+      g.ab = dt;
+      g.cd = DType::F32;
+      g.transA = true;
+      g.m = vocab;
+      g.n = dim;
+      g.k = tokensHead;
+      g.a = static_cast<const char *>(dyHead) + b * tokensHead * vocab * es;
+      g.lda = vocab;
+      g.b = static_cast<const char *>(x) + b * tokensHead * dim * es;
+      g.ldb = dim;
+      g.c = workspace;
+      g.ldc = dim;
+      gemm(rank, g);
+      addTokenRowsKernel<T><<<unsigned((dim + 255) / 256), 256, 0, stream>>>(
+          tok + b * tokensEmb,
+          static_cast<const T *>(dyEmb) + b * tokensEmb * dim, ws, tokensEmb,
+          dim);
+      checkLaunch("norm_tied_direct");
+      segmentedSum(rank, 1, vocab * dim, SquareOp{ws, vocab * dim},
+                   static_cast<float *>(n2) + b, true, partials,
+                   "norm_tied_direct");
+    }
   });
 }
 

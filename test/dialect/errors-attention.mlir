@@ -143,3 +143,49 @@ dp.model @m {
     dp.return %l : tensor<?xf32>
   }
 }
+
+// -----
+
+// Scaled rotary frequencies need the rotary embedding.
+dp.model @m {
+  dp.forward(%q: tensor<?x4x8xf32>) -> tensor<?xf32> {
+    // expected-error @+1 {{has rope_scaling but no rotary embedding (rope)}}
+    %a = dp.attention %q, %q, %q {heads = 2, rope_scaling = #dp.rope_llama3<factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_position_embeddings = 16>} : tensor<?x4x8xf32>, tensor<?x4x8xf32>
+    %l = dp.mse %a, %q : tensor<?x4x8xf32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+
+// -----
+
+// Llama 3's blend divides by high_freq_factor - low_freq_factor.
+dp.model @m {
+  dp.forward(%q: tensor<?x4x8xf32>) -> tensor<?xf32> {
+    // expected-error @+1 {{high_freq_factor (1) must be above low_freq_factor (1)}}
+    %a = dp.attention %q, %q, %q {heads = 2, rope, rope_scaling = #dp.rope_llama3<factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 1.0, original_max_position_embeddings = 16>} : tensor<?x4x8xf32>, tensor<?x4x8xf32>
+    %l = dp.mse %a, %q : tensor<?x4x8xf32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+
+// -----
+
+dp.model @m {
+  dp.forward(%q: tensor<?x4x8xf32>) -> tensor<?xf32> {
+    // expected-error @+1 {{factor must be > 0}}
+    %a = dp.attention %q, %q, %q {heads = 2, rope, rope_scaling = #dp.rope_llama3<factor = 0.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_position_embeddings = 16>} : tensor<?x4x8xf32>, tensor<?x4x8xf32>
+    %l = dp.mse %a, %q : tensor<?x4x8xf32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+
+// -----
+
+dp.model @m {
+  dp.forward(%q: tensor<?x4x8xf32>) -> tensor<?xf32> {
+    // expected-error @+1 {{original_max_position_embeddings must be >= 1, got 0}}
+    %a = dp.attention %q, %q, %q {heads = 2, rope, rope_scaling = #dp.rope_llama3<factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_position_embeddings = 0>} : tensor<?x4x8xf32>, tensor<?x4x8xf32>
+    %l = dp.mse %a, %q : tensor<?x4x8xf32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}

@@ -301,3 +301,44 @@ dp.model @m {
     dp.return %l : tensor<?xf32>
   }
 }
+
+// -----
+
+// Learned positions: samples x tokens x features.
+dp.model @m {
+  dp.param @pos : tensor<4x8xf32>
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<?x8xf32>, %y: tensor<?xi32>) -> tensor<?xf32> {
+    // expected-error @+1 {{input must be samples x tokens x features, got rank 2}}
+    %p = dp.position_embedding @pos(%x) : tensor<?x8xf32>
+    %h = dp.linear @w(%p) : tensor<?x8xf32> -> tensor<?x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<?x4xf32>, tensor<?xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+
+// -----
+
+// A position table of the wrong width.
+dp.model @m {
+  dp.param @pos : tensor<8x6xf32>
+  dp.forward(%x: tensor<?x4x8xf32>) -> tensor<?xf32> {
+    // expected-error @+1 {{table @pos has shape 8x6 but this layer needs positions x 8}}
+    %p = dp.position_embedding @pos(%x) : tensor<?x4x8xf32>
+    %l = dp.mse %p, %x : tensor<?x4x8xf32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+
+// -----
+
+// A position table with fewer rows than a sample has tokens.
+dp.model @m {
+  dp.param @pos : tensor<3x8xf32>
+  dp.forward(%x: tensor<?x4x8xf32>) -> tensor<?xf32> {
+    // expected-error @+1 {{table @pos holds 3 positions but a sample has 4 tokens}}
+    %p = dp.position_embedding @pos(%x) : tensor<?x4x8xf32>
+    %l = dp.mse %p, %x : tensor<?x4x8xf32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}

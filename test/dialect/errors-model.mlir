@@ -114,15 +114,54 @@ dp.model @m {
 
 // -----
 
-// Tied weights: one parameter read by two layers.
+// A parameter may be shared only as an embedding table that one dp.linear
+// also reads as its weight (tied input and output embeddings); two
+// embeddings of one table are refused.
+dp.model @m {
+  dp.param @emb : tensor<16x8xf32>
+  dp.param @w : tensor<16x8xf32>
+  dp.forward(%t: tensor<?x4xi32>, %y: tensor<?x4xi32>) -> tensor<?xf32> {
+    // expected-note @+1 {{first read here}}
+    %x = dp.embedding @emb(%t) : tensor<?x4xi32> -> tensor<?x4x8xf32>
+    // expected-error @+1 {{reads parameter @emb which another layer already reads; a parameter may be shared only as the table of one dp.embedding that is also the weight of one dp.linear (tied input and output embeddings)}}
+    %x2 = dp.embedding @emb(%t) : tensor<?x4xi32> -> tensor<?x4x8xf32>
+    %s = dp.add %x, %x2 : tensor<?x4x8xf32>
+    %h = dp.linear @w(%s) : tensor<?x4x8xf32> -> tensor<?x4x16xf32>
+    %l = dp.cross_entropy %h, %y : tensor<?x4x16xf32>, tensor<?x4xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+
+// -----
+
+// Two linear layers of one weight.
+dp.model @m {
+  dp.param @w : tensor<8x8xf32>
+  dp.param @head : tensor<4x8xf32>
+  dp.forward(%x: tensor<?x8xf32>, %y: tensor<?xi32>) -> tensor<?xf32> {
+    // expected-note @+1 {{first read here}}
+    %h = dp.linear @w(%x) : tensor<?x8xf32> -> tensor<?x8xf32>
+    // expected-error @+1 {{reads parameter @w which another layer already reads}}
+    %h2 = dp.linear @w(%h) : tensor<?x8xf32> -> tensor<?x8xf32>
+    %o = dp.linear @head(%h2) : tensor<?x8xf32> -> tensor<?x4xf32>
+    %l = dp.cross_entropy %o, %y : tensor<?x4xf32>, tensor<?xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+
+// -----
+
+// A tied table read a third time.
 dp.model @m {
   dp.param @emb : tensor<16x8xf32>
   dp.forward(%t: tensor<?x4xi32>, %y: tensor<?x4xi32>) -> tensor<?xf32> {
     // expected-note @+1 {{first read here}}
     %x = dp.embedding @emb(%t) : tensor<?x4xi32> -> tensor<?x4x8xf32>
-    // expected-error @+1 {{reads parameter @emb which another layer already reads; tied weights are not supported yet}}
     %h = dp.linear @emb(%x) : tensor<?x4x8xf32> -> tensor<?x4x16xf32>
-    %l = dp.cross_entropy %h, %y : tensor<?x4x16xf32>, tensor<?x4xi32> -> tensor<?xf32>
+    // expected-error @+1 {{reads parameter @emb which two other layers already read}}
+    %h2 = dp.linear @emb(%x) : tensor<?x4x8xf32> -> tensor<?x4x16xf32>
+    %s = dp.add %h, %h2 : tensor<?x4x16xf32>
+    %l = dp.cross_entropy %s, %y : tensor<?x4x16xf32>, tensor<?x4xi32> -> tensor<?xf32>
     dp.return %l : tensor<?xf32>
   }
 }

@@ -301,3 +301,71 @@ dp.model @m {
     dp.yield %mask : tensor<2xf32>
   }
 }
+
+// -----
+
+// A tied norm is one table's.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<2x8xf32>, %y: tensor<2xi32>) -> tensor<2xf32> {
+    %h = dp.linear @w(%x) : tensor<2x8xf32> -> tensor<2x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<2x4xf32>, tensor<2xi32> -> tensor<2xf32>
+    dp.return %l : tensor<2xf32>
+  }
+  dp.step(%tok: tensor<2x3xi32>, %de: tensor<2x3x8xf32>, %x: tensor<2x5x8xf32>, %dl: tensor<2x5x4xf32>, %mask: tensor<2xf32>) -> tensor<2xf32> {
+    // expected-error @+1 {{names 2 parameters; a tied norm is one table's}}
+    %n = dp.norm_tied_cross %tok, %de, %x, %dl [@w, @w] : tensor<2x3xi32>, tensor<2x3x8xf32>, tensor<2x5x8xf32>, tensor<2x5x4xf32> -> tensor<2xf32>
+    dp.yield %mask : tensor<2xf32>
+  }
+}
+
+// -----
+
+// The head's input and output gradient have the same rows.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<2x8xf32>, %y: tensor<2xi32>) -> tensor<2xf32> {
+    %h = dp.linear @w(%x) : tensor<2x8xf32> -> tensor<2x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<2x4xf32>, tensor<2xi32> -> tensor<2xf32>
+    dp.return %l : tensor<2xf32>
+  }
+  dp.step(%tok: tensor<2x3xi32>, %de: tensor<2x3x8xf32>, %x: tensor<2x5x8xf32>, %dl: tensor<2x3x4xf32>, %mask: tensor<2xf32>) -> tensor<2xf32> {
+    // expected-error @+1 {{the head's input and output gradient must have the same rows}}
+    %n = dp.norm_tied_direct %tok, %de, %x, %dl [@w] : tensor<2x3xi32>, tensor<2x3x8xf32>, tensor<2x5x8xf32>, tensor<2x3x4xf32> -> tensor<2xf32>
+    dp.yield %mask : tensor<2xf32>
+  }
+}
+
+// -----
+
+// The head reads the table's width.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<2x8xf32>, %y: tensor<2xi32>) -> tensor<2xf32> {
+    %h = dp.linear @w(%x) : tensor<2x8xf32> -> tensor<2x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<2x4xf32>, tensor<2xi32> -> tensor<2xf32>
+    dp.return %l : tensor<2xf32>
+  }
+  dp.step(%tok: tensor<2x3xi32>, %de: tensor<2x3x8xf32>, %x: tensor<2x5x6xf32>, %dl: tensor<2x5x4xf32>, %mask: tensor<2xf32>) -> tensor<2xf32> {
+    // expected-error @+1 {{the head reads width 6 but the table has width 8}}
+    %n = dp.norm_tied_cross %tok, %de, %x, %dl [@w] : tensor<2x3xi32>, tensor<2x3x8xf32>, tensor<2x5x6xf32>, tensor<2x5x4xf32> -> tensor<2xf32>
+    dp.yield %mask : tensor<2xf32>
+  }
+}
+
+// -----
+
+// The embedding's output gradient has the token shape and the width.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<2x8xf32>, %y: tensor<2xi32>) -> tensor<2xf32> {
+    %h = dp.linear @w(%x) : tensor<2x8xf32> -> tensor<2x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<2x4xf32>, tensor<2xi32> -> tensor<2xf32>
+    dp.return %l : tensor<2xf32>
+  }
+  dp.step(%tok: tensor<2x3xi32>, %de: tensor<2x4x8xf32>, %x: tensor<2x5x8xf32>, %dl: tensor<2x5x4xf32>, %mask: tensor<2xf32>) -> tensor<2xf32> {
+    // expected-error @+1 {{the embedding's output gradient must have the token shape followed by the width}}
+    %n = dp.norm_tied_cross %tok, %de, %x, %dl [@w] : tensor<2x3xi32>, tensor<2x4x8xf32>, tensor<2x5x8xf32>, tensor<2x5x4xf32> -> tensor<2xf32>
+    dp.yield %mask : tensor<2xf32>
+  }
+}

@@ -137,3 +137,22 @@ dp.model @regression {
     dp.return %l : tensor<16xf64>
   }
 }
+
+// What Hugging Face models add: learned positions, Llama 3's rotary
+// scaling, and the head tied to the embedding table (@emb read twice).
+// CHECK-LABEL: dp.model @hf
+dp.model @hf {
+  dp.param @emb : tensor<32x16xf32>
+  dp.param @pos : tensor<12x16xf32>
+  dp.forward(%tok: tensor<?x8xi32>, %tgt: tensor<?x8xi32>) -> tensor<?xf32> {
+    %e = dp.embedding @emb(%tok) : tensor<?x8xi32> -> tensor<?x8x16xf32>
+    // CHECK: %[[X:.*]] = dp.position_embedding @pos(%{{.*}}) : tensor<?x8x16xf32>
+    %x = dp.position_embedding @pos(%e) : tensor<?x8x16xf32>
+    // CHECK: dp.attention %[[X]], %[[X]], %[[X]] {causal, heads = 2 : i64, rope, rope_scaling = #dp.rope_llama3<factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_position_embeddings = 16>} : tensor<?x8x16xf32>, tensor<?x8x16xf32>
+    %a = dp.attention %x, %x, %x {causal, heads = 2, rope, rope_scaling = #dp.rope_llama3<factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_position_embeddings = 16>} : tensor<?x8x16xf32>, tensor<?x8x16xf32>
+    // CHECK: dp.linear @emb(%{{.*}}) : tensor<?x8x16xf32> -> tensor<?x8x32xf32>
+    %logits = dp.linear @emb(%a) : tensor<?x8x16xf32> -> tensor<?x8x32xf32>
+    %l = dp.cross_entropy %logits, %tgt : tensor<?x8x32xf32>, tensor<?x8xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}

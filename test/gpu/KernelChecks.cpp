@@ -130,6 +130,25 @@ void denseChecks(Context &ctx, DType dt, bool odd) {
         ctx.compare("out", out, 0);
       });
   }
+  {
+    // Learned positions; the table has more rows than a sample has tokens.
+    int64_t batch = odd ? 3 : 4, tokens = odd ? 33 : 64, dim = odd ? 130 : 256;
+    if (ctx.begin("position_embedding_forward", dn,
+                  dims({{"B", batch}, {"T", tokens}, {"d", dim}}, odd)))
+      ctx.guarded([&] {
+        Buffer x(dt, batch * tokens * dim, mis),
+            table(dt, (tokens + 5) * dim, mis),
+            y(dt, batch * tokens * dim, mis);
+        x.randn(ctx.rng);
+        table.randn(ctx.rng);
+        y.poison();
+        cpu::position_embedding_forward(ctx.cpu, dt, x.h(), table.h(), y.h(),
+                                        batch, tokens, dim);
+        gpu::position_embedding_forward(ctx.gpu, dt, x.d(), table.d(), y.d(),
+                                        batch, tokens, dim);
+        ctx.compare("y", y, tol(dt));
+      });
+  }
   for (bool withBias : {true, false}) {
     if (odd && !withBias)
       continue;
@@ -481,10 +500,10 @@ void attentionChecks(Context &ctx, DType dt, bool odd) {
         y.poison();
         // Odd: in place (y == x).
         Buffer &out = odd ? x : y;
-        cpu::rope_forward(ctx.cpu, dt, x.h(), out.h(), batch, tokens, heads, hd,
-                          10000.0);
-        gpu::rope_forward(ctx.gpu, dt, x.d(), out.d(), batch, tokens, heads, hd,
-                          10000.0);
+        cpu::rope_forward(ctx.cpu, dt, x.h(), out.h(), nullptr, batch, tokens,
+                          heads, hd, 10000.0);
+        gpu::rope_forward(ctx.gpu, dt, x.d(), out.d(), nullptr, batch, tokens,
+                          heads, hd, 10000.0);
         ctx.compare("y", out, tol(dt));
       });
     if (ctx.begin("rope_backward", dn, shape + (odd ? "" : " acc")))
@@ -493,11 +512,52 @@ void attentionChecks(Context &ctx, DType dt, bool odd) {
         dy.randn(ctx.rng);
         dx.randn(ctx.rng);
         Buffer &out = odd ? dy : dx;
-        cpu::rope_backward(ctx.cpu, dt, dy.h(), out.h(), batch, tokens, heads,
-                           hd, 10000.0, !odd);
-        gpu::rope_backward(ctx.gpu, dt, dy.d(), out.d(), batch, tokens, heads,
-                           hd, 10000.0, !odd);
+        cpu::rope_backward(ctx.cpu, dt, dy.h(), out.h(), nullptr, batch, tokens,
+                           heads, hd, 10000.0, !odd);
+        gpu::rope_backward(ctx.gpu, dt, dy.d(), out.d(), nullptr, batch, tokens,
+                           heads, hd, 10000.0, !odd);
         ctx.compare("dx", out, tol(dt));
+      });
+    // Llama 3's scaled frequencies (an original context of 32 puts the
+    // frequencies of hd 32/64 at theta 5e5 in all three bands), then both
+    // rotations with the table.
+    if (ctx.begin("rope_llama3_frequencies", "f64", dims({{"hd", hd}}, odd)))
+      ctx.guarded([&] {
+        Buffer table(DType::F64, hd / 2);
+        table.poison();
+        cpu::rope_llama3_frequencies(ctx.cpu, table.h(), hd, 500000.0, 8.0, 1.0,
+                                     4.0, 32);
+        gpu::rope_llama3_frequencies(ctx.gpu, table.d(), hd, 500000.0, 8.0, 1.0,
+                                     4.0, 32);
+        ctx.compare("invFreq", table, 1e-14);
+      });
+    if (ctx.begin("rope_forward", dn, shape + " llama3"))
+      ctx.guarded([&] {
+        Buffer table(DType::F64, hd / 2), x(dt, n), y(dt, n);
+        cpu::rope_llama3_frequencies(ctx.cpu, table.h(), hd, 500000.0, 8.0, 1.0,
+                                     4.0, 32);
+        table.upload();
+        x.randn(ctx.rng);
+        y.poison();
+        cpu::rope_forward(ctx.cpu, dt, x.h(), y.h(), table.h(), batch, tokens,
+                          heads, hd, 500000.0);
+        gpu::rope_forward(ctx.gpu, dt, x.d(), y.d(), table.d(), batch, tokens,
+                          heads, hd, 500000.0);
+        ctx.compare("y", y, tol(dt));
+      });
+    if (ctx.begin("rope_backward", dn, shape + " llama3 acc"))
+      ctx.guarded([&] {
+        Buffer table(DType::F64, hd / 2), dy(dt, n), dx(dt, n);
+        cpu::rope_llama3_frequencies(ctx.cpu, table.h(), hd, 500000.0, 8.0, 1.0,
+                                     4.0, 32);
+        table.upload();
+        dy.randn(ctx.rng);
+        dx.randn(ctx.rng);
+        cpu::rope_backward(ctx.cpu, dt, dy.h(), dx.h(), table.h(), batch,
+                           tokens, heads, hd, 500000.0, true);
+        gpu::rope_backward(ctx.gpu, dt, dy.d(), dx.d(), table.d(), batch,
+                           tokens, heads, hd, 500000.0, true);
+        ctx.compare("dx", dx, tol(dt));
       });
   }
   std::vector<AttentionCase> cases;
@@ -883,6 +943,58 @@ void normChecks(Context &ctx, DType dt, bool odd) {
                               s.tokens, s.dim);
           gpu::norm_embedding(ctx.gpu, dt, tok.d(), dy.d(), n2.d(), s.batch,
                               s.tokens, s.dim);
+          ctx.compare("n2", n2, 1e-5);
+        });
+  }
+  {
+    int64_t batch = 4, tokens = odd ? 17 : 64, dim = odd ? 130 : 256;
+    if (ctx.begin("norm_position_embedding", dn,
+                  dims({{"B", batch}, {"T", tokens}, {"d", dim}}, odd)))
+      ctx.guarded([&] {
+        Buffer dy(dt, batch * tokens * dim), n2(F32, batch);
+        dy.randn(ctx.rng);
+        n2.uniform(ctx.rng, 0, 10);
+        cpu::norm_position_embedding(ctx.cpu, dt, dy.h(), n2.h(), batch, tokens,
+                                     dim);
+        gpu::norm_position_embedding(ctx.gpu, dt, dy.d(), n2.d(), batch, tokens,
+                                     dim);
+        ctx.compare("n2", n2, 1e-5);
+      });
+  }
+  {
+    // A table tied to a linear head: the cross term and the formed tied
+    // gradient. Few distinct tokens, so that rows repeat. n2 starts at
+    // 1e3 so that the (signed) cross term is compared against a norm-sized
+    // value, as it is added in a step.
+    int64_t batch = 3, tokensEmb = odd ? 13 : 40, tokensHead = odd ? 11 : 40,
+            vocab = odd ? 37 : 64, dim = odd ? 97 : 96;
+    std::string shape = dims({{"B", batch},
+                              {"Te", tokensEmb},
+                              {"Th", tokensHead},
+                              {"V", vocab},
+                              {"d", dim}},
+                             odd);
+    for (bool direct : {false, true})
+      if (ctx.begin(direct ? "norm_tied_direct" : "norm_tied_cross", dn, shape))
+        ctx.guarded([&] {
+          IntBuffer tok(batch * tokensEmb);
+          randomTokens(tok, batch * tokensEmb, int32_t(vocab), ctx.rng);
+          Buffer dyEmb(dt, batch * tokensEmb * dim),
+              x(dt, batch * tokensHead * dim),
+              dyHead(dt, batch * tokensHead * vocab), n2(F32, batch),
+              ws(F32, direct ? vocab * dim : batch * tokensHead * tokensEmb);
+          dyEmb.randn(ctx.rng);
+          x.randn(ctx.rng);
+          dyHead.randn(ctx.rng);
+          n2.uniform(ctx.rng, 1000, 1010);
+          auto cpuKernel =
+              direct ? cpu::norm_tied_direct : cpu::norm_tied_cross;
+          auto gpuKernel =
+              direct ? gpu::norm_tied_direct : gpu::norm_tied_cross;
+          cpuKernel(ctx.cpu, dt, tok.h(), dyEmb.h(), x.h(), dyHead.h(), n2.h(),
+                    batch, tokensEmb, tokensHead, vocab, dim, ws.h());
+          gpuKernel(ctx.gpu, dt, tok.d(), dyEmb.d(), x.d(), dyHead.d(), n2.d(),
+                    batch, tokensEmb, tokensHead, vocab, dim, ws.d());
           ctx.compare("n2", n2, 1e-5);
         });
   }

@@ -273,8 +273,8 @@ void layerTimings(Context &ctx) {
     DeviceBuffer q(dt, kRows * kH * kHd, ++seed);
     timeKernel(ctx, "rope_forward", dt, "q B8 T1024 H32 hd64",
                2.0 * 2 * kRows * kH * kHd, false, [&] {
-                 gpu::rope_forward(ctx.gpu, dt, q.p(), q.p(), kB, kT, kH, kHd,
-                                   10000.0);
+                 gpu::rope_forward(ctx.gpu, dt, q.p(), q.p(), nullptr, kB, kT,
+                                   kH, kHd, 10000.0);
                });
   }
   attentionTimings(ctx, seed);

@@ -559,8 +559,17 @@ namespace {
 constexpr int64_t kMlpFeatures = 6, kMlpHidden = 16, kMlpHidden2 = 12,
                   kMlpClasses = 4;
 
-ref::TinyLmShape tinyLmShape() {
+/// tinylm-*.mlir; tinylm-hf-*.mlir adds Hugging Face's variations: learned
+/// positions (20 rows), the head tied to the embedding, Llama 3's rotary
+/// scaling over an original context of 64 (at head size 8 and theta 1e4 it
+/// keeps frequency 0, blends 1 and divides 2 and 3).
+ref::TinyLmShape tinyLmShape(const ProgramId &id) {
   ref::TinyLmShape s;
+  if (id.model.rfind("tinylm-hf", 0) == 0) {
+    s.positions = 20;
+    s.tied = true;
+    s.llama3 = ref::Llama3RopeScaling{8.0, 1.0, 4.0, 64};
+  }
   s.vocab = 256;
   s.tokens = 16;
   s.width = 32;
@@ -600,12 +609,12 @@ Records makeRecords(const ProgramId &id, uint64_t seed, int64_t count) {
 }
 
 int64_t modelTokens(const ProgramId &id) {
-  return id.isLanguageModel() ? tinyLmShape().tokens : 1;
+  return id.isLanguageModel() ? tinyLmShape(id).tokens : 1;
 }
 
 ref::Model referenceModel(const ProgramId &id, const Tensors &params) {
   ref::Model m = id.isLanguageModel()
-                     ? ref::tinyLm(tinyLmShape())
+                     ? ref::tinyLm(tinyLmShape(id))
                      : mlp(id.isF64() ? dprt::Activation::GeluErf
                                       : dprt::Activation::GeluTanh);
   if (params.size() != m.paramNames().size())

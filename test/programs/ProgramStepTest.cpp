@@ -328,6 +328,12 @@ std::vector<StepCase> stepCases() {
     if (std::string(model) != "tinylm-f32")
       cases.push_back({model, "flat_adamw", 2});
   }
+  // The head tied to the embedding (its norm's cross term; per-layer
+  // clipping clips the tied table as one parameter), learned positions and
+  // llama3 rotary frequencies, in every clipping mode.
+  for (const char *model : {"tinylm-hf-f64", "tinylm-hf-f32"})
+    for (const char *recipe : {"flat_sgd", "per_layer_sgd", "automatic_sgd"})
+      cases.push_back({model, recipe, 1});
   return cases;
 }
 

@@ -115,7 +115,10 @@ INSTANTIATE_TEST_SUITE_P(
                       ShardCase{"mlp-f32", "flat_adamw"},
                       ShardCase{"tinylm-f32", "flat_sgd"},
                       ShardCase{"tinylm-f32", "flat_momentum"},
-                      ShardCase{"tinylm-f32", "flat_adamw"}),
+                      ShardCase{"tinylm-f32", "flat_adamw"},
+                      // The tied table is gathered for the embedding and
+                      // again, in the same unit, for the head.
+                      ShardCase{"tinylm-hf-f32", "flat_sgd"}),
     [](const ::testing::TestParamInfo<ShardCase> &info) {
       return caseName(info.param.model, info.param.recipe);
     });

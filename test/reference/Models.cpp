@@ -23,14 +23,21 @@ Model tinyLm(const TinyLmShape &s) {
   m.tokenInput("tgt");
   m.embedding("emb", "tok", "x0", s.vocab, s.width);
   std::string x = "x0";
+  if (s.positions > 0) {
+    m.positionEmbedding("pos", "x0", "x0p", s.positions, s.width);
+    x = "x0p";
+  }
+  const Vec invFreq =
+      s.llama3 ? llama3InverseFrequencies(s.theta, headDim, *s.llama3)
+               : ropeInverseFrequencies(s.theta, headDim);
   for (int64_t i = 0; i < s.blocks; ++i) {
     std::string b = "b" + std::to_string(i) + ".";
     m.rmsNorm(b + "n1", x, b + "h", s.width, s.eps);
     m.linear(b + "wq", "", b + "h", b + "q", s.width, s.width);
     m.linear(b + "wk", "", b + "h", b + "k", s.width, kvWidth);
     m.linear(b + "wv", "", b + "h", b + "v", s.width, kvWidth);
-    m.rope(b + "q", b + "qr", s.heads, headDim, s.theta);
-    m.rope(b + "k", b + "kr", s.kvHeads, headDim, s.theta);
+    m.rope(b + "q", b + "qr", s.heads, headDim, invFreq);
+    m.rope(b + "k", b + "kr", s.kvHeads, headDim, invFreq);
     m.attention(b + "qr", b + "kr", b + "v", b + "a", s.heads, s.kvHeads,
                 headDim, /*causal=*/true);
     m.linear(b + "wo", "", b + "a", b + "o", s.width, s.width);
@@ -46,7 +53,7 @@ Model tinyLm(const TinyLmShape &s) {
     x = next;
   }
   m.rmsNorm("norm", x, "f", s.width, s.eps);
-  m.linear("head", "", "f", "logits", s.width, s.vocab);
+  m.linear(s.tied ? "emb" : "head", "", "f", "logits", s.width, s.vocab);
   m.crossEntropy("logits", "tgt", s.vocab, /*hasIgnore=*/true, -1,
                  dprt::Reduction::Mean);
   return m;

@@ -12,6 +12,8 @@
 
 #include "reference/Model.h"
 
+#include <optional>
+
 namespace dpc::reference {
 
 /// Inputs "x" [features] and "label"; fc1.w (+fc1.b) -> layer_norm (ln.g,
@@ -22,12 +24,19 @@ struct TinyLmShape {
   int64_t vocab = 16, tokens = 8, width = 16, blocks = 1, heads = 4,
           kvHeads = 2, ffn = 24;
   double eps = 1e-5, theta = 10000.0;
+  /// The Hugging Face variations: a learned position table "pos"
+  /// [positions, width] added to the embedding (0: none), the head tied to
+  /// "emb" (no "head" parameter), Llama 3's scaled rotary frequencies.
+  int64_t positions = 0;
+  bool tied = false;
+  std::optional<Llama3RopeScaling> llama3;
 };
 
 /// Inputs "tok" and "tgt" (-1 ignored, mean per sample); emb -> blocks of
 /// [rms_norm b.n1 -> wq, wk, wv -> rope(q, k) -> causal GQA attention -> wo
 /// -> residual; rms_norm b.n2 -> silu(gate) * up -> down -> residual] ->
-/// rms_norm norm -> head -> cross-entropy. No biases.
+/// rms_norm norm -> head -> cross-entropy. No biases. With positions,
+/// pos[t] is added to x0 (into "x0p"); with tied, the head reads "emb".
 Model tinyLm(const TinyLmShape &s);
 
 } // namespace dpc::reference

@@ -312,8 +312,8 @@ TEST(RopeBackward, IsTheTransposeRotationInPlaceOrAccumulated) {
     Vec init = dx.values();
     TestRank r;
     cpu::rope_backward(r.get(), dt, mode == 1 ? dx.data() : dy.data(),
-                       dx.data(), batch, tokens, heads, headDim, 10000.0,
-                       mode == 2);
+                       dx.data(), nullptr, batch, tokens, heads, headDim,
+                       10000.0, mode == 2);
     EXPECT_CLOSE(dx.values(),
                  expected(mode == 2, init,
                           ref::ropeBackward(dyv, batch, tokens, heads, headDim,

@@ -93,6 +93,23 @@ TEST(LayerNormForward, MatchesReferenceOutputAndStatistics) {
   });
 }
 
+TEST(PositionEmbeddingForward, AddsTheRowOfEachPosition) {
+  forEachCaseAndDType(16, [](Rng &rng, DType dt) {
+    int64_t batch = uniformInt(rng, 1, 4), tokens = uniformInt(rng, 1, 20),
+            dim = uniformInt(rng, 1, 40);
+    int64_t positions = tokens + uniformInt(rng, 0, 5);
+    Buffer x(dt, uniform(rng, batch * tokens * dim)),
+        table(dt, uniform(rng, positions * dim)), y(dt, batch * tokens * dim);
+    TestRank r;
+    cpu::position_embedding_forward(r.get(), dt, x.data(), table.data(),
+                                    y.data(), batch, tokens, dim);
+    EXPECT_CLOSE(y.values(),
+                 ref::positionEmbeddingForward(x.values(), table.values(),
+                                               batch, tokens, dim),
+                 tolerance(dt), dt);
+  });
+}
+
 TEST(RopeForward, MatchesReferenceOutOfPlaceAndInPlace) {
   forEachCaseAndDType(16, [](Rng &rng, DType dt) {
     int64_t batch = uniformInt(rng, 1, 3), tokens = uniformInt(rng, 1, 20),
@@ -105,10 +122,55 @@ TEST(RopeForward, MatchesReferenceOutOfPlaceAndInPlace) {
     Buffer y = inPlace ? x : Buffer(dt, n);
     TestRank r;
     cpu::rope_forward(r.get(), dt, inPlace ? y.data() : x.data(), y.data(),
-                      batch, tokens, heads, headDim, theta);
+                      nullptr, batch, tokens, heads, headDim, theta);
     EXPECT_CLOSE(y.values(),
                  ref::ropeForward(xv, batch, tokens, heads, headDim, theta),
                  tolerance(dt), dt);
+  });
+}
+
+TEST(RopeLlama3Frequencies, MatchReferenceInEveryBand) {
+  // Original contexts from 8 to 8192 put the head's frequencies in all
+  // three bands (kept, blended, divided) across the cases.
+  forEachCase(24, [](Rng &rng) {
+    int64_t headDim = 2 * uniformInt(rng, 1, 64);
+    double theta = uniformInt(rng, 0, 1) ? 10000.0 : 500000.0;
+    double low = uniformScalar(rng, 0.5, 2.0);
+    ref::Llama3RopeScaling s{uniformScalar(rng, 1.5, 32.0), low,
+                             low + uniformScalar(rng, 0.5, 4.0),
+                             int64_t(8) << uniformInt(rng, 0, 10)};
+    std::vector<double> table(headDim / 2, -1.0);
+    TestRank r;
+    cpu::rope_llama3_frequencies(r.get(), table.data(), headDim, theta,
+                                 s.factor, s.lowFreqFactor, s.highFreqFactor,
+                                 s.originalMaxPositions);
+    Vec want = ref::llama3InverseFrequencies(theta, headDim, s);
+    EXPECT_CLOSE(Vec(table.begin(), table.end()), want, 1e-14, DType::F64);
+  });
+}
+
+TEST(RopeForward, WithAFrequencyTableMatchesReference) {
+  forEachCaseAndDType(16, [](Rng &rng, DType dt) {
+    int64_t batch = uniformInt(rng, 1, 3), tokens = uniformInt(rng, 1, 40),
+            heads = uniformInt(rng, 1, 3), headDim = 2 * uniformInt(rng, 1, 8);
+    ref::Llama3RopeScaling s{8.0, 1.0, 4.0, 16};
+    Vec invFreq = ref::llama3InverseFrequencies(500000.0, headDim, s);
+    int64_t n = batch * tokens * heads * headDim;
+    Buffer x(dt, uniform(rng, n));
+    Vec xv = x.values();
+    bool backward = uniformInt(rng, 0, 1);
+    Buffer y(dt, n);
+    TestRank r;
+    if (backward)
+      cpu::rope_backward(r.get(), dt, x.data(), y.data(), invFreq.data(), batch,
+                         tokens, heads, headDim, 500000.0, false);
+    else
+      cpu::rope_forward(r.get(), dt, x.data(), y.data(), invFreq.data(), batch,
+                        tokens, heads, headDim, 500000.0);
+    Vec want =
+        backward ? ref::ropeBackward(xv, batch, tokens, heads, headDim, invFreq)
+                 : ref::ropeForward(xv, batch, tokens, heads, headDim, invFreq);
+    EXPECT_CLOSE(y.values(), want, tolerance(dt), dt);
   });
 }
 

@@ -147,10 +147,10 @@ KernelStep tinyLmStep(DType dt, const ref::TinyLmShape &s, KernelParams &p,
                         val(b + "k", R * KV), R, W, KV);
     cpu::linear_forward(r, dt, val(b + "h", R * W), p.w(b + "wv"), nullptr,
                         val(b + "v", R * KV), R, W, KV);
-    cpu::rope_forward(r, dt, val(b + "q", R * W), val(b + "q", R * W), B, T,
-                      s.heads, hd, s.theta);
-    cpu::rope_forward(r, dt, val(b + "k", R * KV), val(b + "k", R * KV), B, T,
-                      s.kvHeads, hd, s.theta);
+    cpu::rope_forward(r, dt, val(b + "q", R * W), val(b + "q", R * W), nullptr,
+                      B, T, s.heads, hd, s.theta);
+    cpu::rope_forward(r, dt, val(b + "k", R * KV), val(b + "k", R * KV),
+                      nullptr, B, T, s.kvHeads, hd, s.theta);
     cpu::attention_forward(r, dt, val(b + "q", R * W), val(b + "k", R * KV),
                            val(b + "v", R * KV), val(b + "a", R * W),
                            accv(b + "lse", B * s.heads * T), B, T, s.heads,
@@ -247,10 +247,10 @@ KernelStep tinyLmStep(DType dt, const ref::TinyLmShape &s, KernelParams &p,
         val(b + "a", R * W), accv(b + "lse", B * s.heads * T),
         val(b + "da", R * W), val(b + "dq", R * W), val(b + "dk", R * KV),
         val(b + "dv", R * KV), B, T, s.heads, s.kvHeads, hd, true);
-    cpu::rope_backward(r, dt, val(b + "dq", R * W), val(b + "dq", R * W), B, T,
-                       s.heads, hd, s.theta, false);
-    cpu::rope_backward(r, dt, val(b + "dk", R * KV), val(b + "dk", R * KV), B,
-                       T, s.kvHeads, hd, s.theta, false);
+    cpu::rope_backward(r, dt, val(b + "dq", R * W), val(b + "dq", R * W),
+                       nullptr, B, T, s.heads, hd, s.theta, false);
+    cpu::rope_backward(r, dt, val(b + "dk", R * KV), val(b + "dk", R * KV),
+                       nullptr, B, T, s.kvHeads, hd, s.theta, false);
     gramNorm(b + "h", W, {{b + "dq", W}, {b + "dk", KV}, {b + "dv", KV}});
     cpu::linear_backward_input(r, dt, val(b + "dq", R * W), p.w(b + "wq"),
                                val(b + "dh", R * W), R, W, W, false);

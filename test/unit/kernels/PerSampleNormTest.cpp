@@ -9,6 +9,8 @@
 
 #include "KernelTestSupport.h"
 
+#include <cmath>
+
 using namespace dpc::test;
 using dprt::accOf;
 using dprt::DType;
@@ -197,6 +199,124 @@ TEST(EmbeddingNorm, MatchesNaivePerSampleGradientWithRepeatedTokens) {
                                                         tokens, vocab, dim));
     EXPECT_CLOSE(n2.values(), ref::addForward(init, want), accTolerance(dt),
                  dt);
+  });
+}
+
+TEST(PositionEmbeddingNorm, MatchesNaivePerSampleGradient) {
+  forEachCaseAndDType(16, [](Rng &rng, DType dt) {
+    int64_t batch = uniformInt(rng, 1, 5), tokens = uniformInt(rng, 1, 20),
+            dim = uniformInt(rng, 1, 24);
+    int64_t positions = tokens + uniformInt(rng, 0, 4);
+    Buffer dy(dt, uniform(rng, batch * tokens * dim));
+    Vec init;
+    Buffer n2 = startingNorms(rng, dt, batch, init);
+    TestRank r;
+    cpu::norm_position_embedding(r.get(), dt, dy.data(), n2.data(), batch,
+                                 tokens, dim);
+    Vec want = squaredNorms(ref::positionEmbeddingGradPerSample(
+        dy.values(), batch, tokens, positions, dim));
+    EXPECT_CLOSE(n2.values(), ref::addForward(init, want), accTolerance(dt),
+                 dt);
+  });
+}
+
+/// A table [vocab, dim] read by an embedding of tokensEmb tokens and as the
+/// weight of a head of tokensHead rows: its per-sample gradients E_b + L_b,
+/// formed by the reference, and the parts.
+struct TiedCase {
+  int64_t batch, tokensEmb, tokensHead, vocab, dim;
+  ref::Tokens tok;
+  Buffer dyEmb, x, dyHead;
+  ref::PerSample emb, head, tied;
+};
+
+TiedCase tiedCase(Rng &rng, DType dt) {
+  // A small vocabulary makes tokens repeat within a sample.
+  int64_t batch = uniformInt(rng, 1, 4), tokensEmb = uniformInt(rng, 1, 12),
+          tokensHead = uniformInt(rng, 1, 12), vocab = uniformInt(rng, 1, 20),
+          dim = uniformInt(rng, 1, 24);
+  TiedCase c{batch,
+             tokensEmb,
+             tokensHead,
+             vocab,
+             dim,
+             randomTokens(rng, batch * tokensEmb, vocab),
+             Buffer(dt, uniform(rng, batch * tokensEmb * dim)),
+             Buffer(dt, uniform(rng, batch * tokensHead * dim)),
+             Buffer(dt, uniform(rng, batch * tokensHead * vocab)),
+             {},
+             {},
+             {}};
+  c.emb = ref::embeddingGradPerSample(c.tok, c.dyEmb.values(), batch, tokensEmb,
+                                      vocab, dim);
+  c.head = ref::linearWeightGradPerSample(c.x.values(), c.dyHead.values(),
+                                          batch, tokensHead, dim, vocab);
+  c.tied = c.emb;
+  for (int64_t b = 0; b < batch; ++b)
+    for (size_t i = 0; i < c.tied[b].size(); ++i)
+      c.tied[b][i] += c.head[b][i];
+  return c;
+}
+
+TEST(TiedNorm, HeadEmbeddingAndCrossTermMakeTheTiedNorm) {
+  // What dp-clip-plan emits for a tied table: the head's norm (direct here),
+  // the embedding's and norm_tied_cross, into one n2: ||E_b + L_b||^2.
+  forEachCaseAndDType(20, [](Rng &rng, DType dt) {
+    TiedCase c = tiedCase(rng, dt);
+    Vec init;
+    Buffer n2 = startingNorms(rng, dt, c.batch, init);
+    std::vector<unsigned char> direct(
+        dprt::normDirectWorkspaceBytes(dt, c.dim, c.vocab));
+    Buffer m(accOf(dt), c.batch * c.tokensHead * c.tokensEmb);
+    TestRank r;
+    cpu::norm_direct(r.get(), dt, c.x.data(), c.dyHead.data(), n2.data(),
+                     c.batch, c.tokensHead, c.dim, c.vocab, direct.data());
+    cpu::norm_embedding(r.get(), dt, c.tok.data(), c.dyEmb.data(), n2.data(),
+                        c.batch, c.tokensEmb, c.dim);
+    cpu::norm_tied_cross(r.get(), dt, c.tok.data(), c.dyEmb.data(), c.x.data(),
+                         c.dyHead.data(), n2.data(), c.batch, c.tokensEmb,
+                         c.tokensHead, c.vocab, c.dim, m.data());
+    // The cross term cancels against the two norms: the error is measured
+    // against ||E_b||^2 + ||L_b||^2, the size of the terms.
+    Vec want = ref::addForward(init, squaredNorms(c.tied));
+    Vec scale = ref::addForward(ref::addForward(init, squaredNorms(c.emb)),
+                                squaredNorms(c.head));
+    EXPECT_CLOSE_TO_SCALE(n2.values(), want, scale, accTolerance(dt), dt);
+  });
+}
+
+TEST(TiedNorm, CrossTermIsTwiceTheInnerProductOfTheTwoGradients) {
+  forEachCaseAndDType(20, [](Rng &rng, DType dt) {
+    TiedCase c = tiedCase(rng, dt);
+    Buffer n2(accOf(dt), Vec(c.batch, 0.0));
+    Buffer m(accOf(dt), c.batch * c.tokensHead * c.tokensEmb);
+    TestRank r;
+    cpu::norm_tied_cross(r.get(), dt, c.tok.data(), c.dyEmb.data(), c.x.data(),
+                         c.dyHead.data(), n2.data(), c.batch, c.tokensEmb,
+                         c.tokensHead, c.vocab, c.dim, m.data());
+    Vec want(c.batch, 0.0), scale(c.batch, 0.0);
+    for (int64_t b = 0; b < c.batch; ++b)
+      for (size_t i = 0; i < c.emb[b].size(); ++i) {
+        want[b] += 2 * c.emb[b][i] * c.head[b][i];
+        scale[b] += 2 * std::fabs(c.emb[b][i] * c.head[b][i]);
+      }
+    EXPECT_CLOSE_TO_SCALE(n2.values(), want, scale, accTolerance(dt), dt);
+  });
+}
+
+TEST(TiedNorm, FormedTiedGradientMatchesNaivePerSampleGradient) {
+  forEachCaseAndDType(20, [](Rng &rng, DType dt) {
+    TiedCase c = tiedCase(rng, dt);
+    Vec init;
+    Buffer n2 = startingNorms(rng, dt, c.batch, init);
+    std::vector<unsigned char> ws(
+        dprt::normDirectWorkspaceBytes(dt, c.dim, c.vocab));
+    TestRank r;
+    cpu::norm_tied_direct(r.get(), dt, c.tok.data(), c.dyEmb.data(), c.x.data(),
+                          c.dyHead.data(), n2.data(), c.batch, c.tokensEmb,
+                          c.tokensHead, c.vocab, c.dim, ws.data());
+    EXPECT_CLOSE(n2.values(), ref::addForward(init, squaredNorms(c.tied)),
+                 accTolerance(dt), dt);
   });
 }
 

@@ -1,0 +1,149 @@
+// tinylm-f32.mlir with what Hugging Face models add (test/programs): a
+// learned position table @pos of 20 rows added to the token embedding
+// (GPT-2's wpe), the head tied to the embedding table @emb
+// (tie_word_embeddings; its per-sample norm has a cross term), and Llama 3's
+// rotary scaling (factor 8 over an original context of 64 positions: at head
+// size 8 and theta 1e4 the four frequencies are kept, blended, divided and
+// divided). The same recipes as tinylm-f32.mlir, with
+// max_norm 13 (the tied table and the positions make the norms larger:
+// about 7 to 24 at the initial parameters) so that a first step clips some
+// samples and not others.
+
+shard.grid @ranks(shape = ?)
+
+dp.model @tinylm_hf attributes {vocab = 256, seq = 16, width = 32, blocks = 2} {
+  dp.param @emb : tensor<256x32xf32> {init = #dp.normal<0.5>}
+  dp.param @pos : tensor<20x32xf32> {init = #dp.normal<0.3>}
+  dp.param @b0.n1 : tensor<32xf32> {init = #dp.uniform<1.5>}
+  dp.param @b0.wq : tensor<32x32xf32> {init = #dp.normal<0.2>}
+  dp.param @b0.wk : tensor<16x32xf32> {init = #dp.normal<0.2>}
+  dp.param @b0.wv : tensor<16x32xf32> {init = #dp.normal<0.2>}
+  dp.param @b0.wo : tensor<32x32xf32> {init = #dp.normal<0.2>}
+  dp.param @b0.n2 : tensor<32xf32> {init = #dp.uniform<1.5>}
+  dp.param @b0.gate : tensor<64x32xf32> {init = #dp.normal<0.2>}
+  dp.param @b0.up : tensor<64x32xf32> {init = #dp.normal<0.2>}
+  dp.param @b0.down : tensor<32x64xf32> {init = #dp.normal<0.15>}
+  dp.param @b1.n1 : tensor<32xf32> {init = #dp.uniform<1.5>}
+  dp.param @b1.wq : tensor<32x32xf32> {init = #dp.normal<0.2>}
+  dp.param @b1.wk : tensor<16x32xf32> {init = #dp.normal<0.2>}
+  dp.param @b1.wv : tensor<16x32xf32> {init = #dp.normal<0.2>}
+  dp.param @b1.wo : tensor<32x32xf32> {init = #dp.normal<0.2>}
+  dp.param @b1.n2 : tensor<32xf32> {init = #dp.uniform<1.5>}
+  dp.param @b1.gate : tensor<64x32xf32> {init = #dp.normal<0.2>}
+  dp.param @b1.up : tensor<64x32xf32> {init = #dp.normal<0.2>}
+  dp.param @b1.down : tensor<32x64xf32> {init = #dp.normal<0.15>}
+  dp.param @norm : tensor<32xf32> {init = #dp.uniform<1.5>}
+
+  dp.forward(%tok: tensor<?x16xi32>, %tgt: tensor<?x16xi32>) -> tensor<?xf32> {
+    %e = dp.embedding @emb(%tok) : tensor<?x16xi32> -> tensor<?x16x32xf32>
+    %x0 = dp.position_embedding @pos(%e) : tensor<?x16x32xf32>
+
+    %h0 = dp.rms_norm @b0.n1(%x0) {eps = 1.0e-5} : tensor<?x16x32xf32>
+    %q0 = dp.linear @b0.wq(%h0) : tensor<?x16x32xf32> -> tensor<?x16x32xf32>
+    %k0 = dp.linear @b0.wk(%h0) : tensor<?x16x32xf32> -> tensor<?x16x16xf32>
+    %v0 = dp.linear @b0.wv(%h0) : tensor<?x16x32xf32> -> tensor<?x16x16xf32>
+    %a0 = dp.attention %q0, %k0, %v0 {causal, heads = 4, kv_heads = 2, rope, rope_theta = 10000.0,
+        rope_scaling = #dp.rope_llama3<factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_position_embeddings = 64>}
+        : tensor<?x16x32xf32>, tensor<?x16x16xf32>
+    %o0 = dp.linear @b0.wo(%a0) : tensor<?x16x32xf32> -> tensor<?x16x32xf32>
+    %r0 = dp.add %x0, %o0 : tensor<?x16x32xf32>
+    %m0 = dp.rms_norm @b0.n2(%r0) {eps = 1.0e-5} : tensor<?x16x32xf32>
+    %g0 = dp.linear @b0.gate(%m0) : tensor<?x16x32xf32> -> tensor<?x16x64xf32>
+    %u0 = dp.linear @b0.up(%m0) : tensor<?x16x32xf32> -> tensor<?x16x64xf32>
+    %s0 = dp.silu %g0 : tensor<?x16x64xf32>
+    %p0 = dp.mul %s0, %u0 : tensor<?x16x64xf32>
+    %d0 = dp.linear @b0.down(%p0) : tensor<?x16x64xf32> -> tensor<?x16x32xf32>
+    %x1 = dp.add %r0, %d0 : tensor<?x16x32xf32>
+
+    %h1 = dp.rms_norm @b1.n1(%x1) {eps = 1.0e-5} : tensor<?x16x32xf32>
+    %q1 = dp.linear @b1.wq(%h1) : tensor<?x16x32xf32> -> tensor<?x16x32xf32>
+    %k1 = dp.linear @b1.wk(%h1) : tensor<?x16x32xf32> -> tensor<?x16x16xf32>
+    %v1 = dp.linear @b1.wv(%h1) : tensor<?x16x32xf32> -> tensor<?x16x16xf32>
+    %a1 = dp.attention %q1, %k1, %v1 {causal, heads = 4, kv_heads = 2, rope, rope_theta = 10000.0,
+        rope_scaling = #dp.rope_llama3<factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_position_embeddings = 64>}
+        : tensor<?x16x32xf32>, tensor<?x16x16xf32>
+    %o1 = dp.linear @b1.wo(%a1) : tensor<?x16x32xf32> -> tensor<?x16x32xf32>
+    %r1 = dp.add %x1, %o1 : tensor<?x16x32xf32>
+    %m1 = dp.rms_norm @b1.n2(%r1) {eps = 1.0e-5} : tensor<?x16x32xf32>
+    %g1 = dp.linear @b1.gate(%m1) : tensor<?x16x32xf32> -> tensor<?x16x64xf32>
+    %u1 = dp.linear @b1.up(%m1) : tensor<?x16x32xf32> -> tensor<?x16x64xf32>
+    %s1 = dp.silu %g1 : tensor<?x16x64xf32>
+    %p1 = dp.mul %s1, %u1 : tensor<?x16x64xf32>
+    %d1 = dp.linear @b1.down(%p1) : tensor<?x16x64xf32> -> tensor<?x16x32xf32>
+    %x2 = dp.add %r1, %d1 : tensor<?x16x32xf32>
+
+    %f = dp.rms_norm @norm(%x2) {eps = 1.0e-5} : tensor<?x16x32xf32>
+    %logits = dp.linear @emb(%f) : tensor<?x16x32xf32> -> tensor<?x16x256xf32>
+    %loss = dp.cross_entropy %logits, %tgt per_sample = mean ignore_index = -1
+        : tensor<?x16x256xf32>, tensor<?x16xi32> -> tensor<?xf32>
+    dp.return %loss : tensor<?xf32>
+  }
+}
+
+dp.recipe @flat_sgd for @tinylm_hf {
+  clip = #dp.clip<flat, max_norm = 13.0>,
+  noise = #dp.noise<sigma = 0.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<expected_batch = 12, physical_batch = 4>,
+  optimizer = #dp.sgd<lr = 0.5, weight_decay = 0.0>,
+  steps = 5,
+  precision = #dp.precision<compute = f32, master = f32>,
+  shard = #dp.fsdp<unit = block>,
+  grid = @ranks
+}
+
+dp.recipe @per_layer_sgd for @tinylm_hf {
+  clip = #dp.clip<per_layer, max_norm = 13.0>,
+  noise = #dp.noise<sigma = 0.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<expected_batch = 12, physical_batch = 4>,
+  optimizer = #dp.sgd<lr = 0.5, weight_decay = 0.0>,
+  steps = 5,
+  precision = #dp.precision<compute = f32, master = f32>,
+  shard = #dp.fsdp<unit = block>,
+  grid = @ranks
+}
+
+dp.recipe @automatic_sgd for @tinylm_hf {
+  clip = #dp.clip<automatic, max_norm = 13.0, gamma = 0.01>,
+  noise = #dp.noise<sigma = 0.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<expected_batch = 12, physical_batch = 4>,
+  optimizer = #dp.sgd<lr = 0.5, weight_decay = 0.0>,
+  steps = 5,
+  precision = #dp.precision<compute = f32, master = f32>,
+  shard = #dp.fsdp<unit = block>,
+  grid = @ranks
+}
+
+dp.recipe @flat_momentum for @tinylm_hf {
+  clip = #dp.clip<flat, max_norm = 13.0>,
+  noise = #dp.noise<sigma = 0.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<expected_batch = 12, physical_batch = 4>,
+  optimizer = #dp.momentum<lr = 0.5, momentum = 0.9, nesterov = false, weight_decay = 0.01>,
+  steps = 5,
+  precision = #dp.precision<compute = f32, master = f32>,
+  shard = #dp.fsdp<unit = block>,
+  grid = @ranks
+}
+
+dp.recipe @flat_adamw for @tinylm_hf {
+  clip = #dp.clip<flat, max_norm = 13.0>,
+  noise = #dp.noise<sigma = 0.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<expected_batch = 12, physical_batch = 4>,
+  optimizer = #dp.adamw<lr = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-8, weight_decay = 0.1>,
+  steps = 5,
+  precision = #dp.precision<compute = f32, master = f32>,
+  shard = #dp.fsdp<unit = block>,
+  grid = @ranks
+}
+
+// Expected batch 1: about a third of the steps have an empty logical batch
+// (the noise-only tests).
+dp.recipe @sparse_sgd for @tinylm_hf {
+  clip = #dp.clip<flat, max_norm = 13.0>,
+  noise = #dp.noise<sigma = 0.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<expected_batch = 1, physical_batch = 4>,
+  optimizer = #dp.sgd<lr = 0.5, weight_decay = 0.0>,
+  steps = 5,
+  precision = #dp.precision<compute = f32, master = f32>,
+  shard = #dp.fsdp<unit = block>,
+  grid = @ranks
+}
