@@ -414,6 +414,8 @@ int Trainer::run() {
           " parameters have no Hugging Face name and keep their "
           "initializers (the first: '" +
           init_->unsourced()[0] + "')");
+    // Unmaps the folder's files: their pages are not needed again.
+    init_.reset();
   }
 
   Progress progress(o_.quiet || !leader_, step_ + 1, totalSteps_);
