@@ -128,6 +128,18 @@ LogicalResult dpc::lowering::buildDescribe(LoweringContext &context) {
   program.i64(classes).planned(rt::PlannedValue::PeakBytes);
   context.call("describe_program", program);
 
+  // The per-sample loss's reduction, which an evaluation needs to weigh
+  // samples by their tokens (one loss op per model: the verifier's rule).
+  LossReduction reduction = LossReduction::mean;
+  forward.walk([&](CrossEntropyOp ce) { reduction = ce.getPerSample(); });
+  forward.walk([&](MSEOp mse) { reduction = mse.getPerSample(); });
+  CallArgs loss = context.args();
+  loss.attr(rt::ReductionAttr::get(context.getContext(),
+                                   reduction == LossReduction::mean
+                                       ? rt::Reduction::Mean
+                                       : rt::Reduction::Sum));
+  context.call("describe_loss", loss);
+
   describeRecipe(context);
 
   for (auto [input, name] : llvm::zip(inputs, context.inputGlobals)) {
@@ -174,6 +186,25 @@ LogicalResult dpc::lowering::buildDescribe(LoweringContext &context) {
           .flag(param.getTrainable());
       for (int i = 0; i < 4; ++i)
         p.i64(i < int(shape.size()) ? shape[i] : 0);
+      // The Hugging Face tensor it comes from (docs/huggingface.md), if the
+      // importer recorded one.
+      auto hfName = param->getAttrOfType<StringAttr>("hf.name");
+      auto hfRows = param->getAttrOfType<DenseI64ArrayAttr>("hf.rows");
+      if ((param->hasAttr("hf.transposed") || hfRows) && !hfName)
+        return param.emitOpError("has hf.transposed or hf.rows but no hf.name");
+      if (param->hasAttr("hf.transposed") && shape.size() != 2)
+        return param.emitOpError("has hf.transposed but ")
+               << shape.size() << " dimensions (transposition needs 2)";
+      // The rows are the parameter's first dimension.
+      if (hfRows && (hfRows.size() != 2 || hfRows[0] < 0 ||
+                     hfRows[1] - hfRows[0] != shape[0]))
+        return param.emitOpError("hf.rows must be [begin, end) with end - "
+                                 "begin = ")
+               << shape[0] << " (the parameter's rows)";
+      p.string(hfName ? hfName.getValue() : "")
+          .flag(param->hasAttr("hf.transposed"))
+          .i64(hfRows ? hfRows[0] : -1)
+          .i64(hfRows ? hfRows[1] : -1);
       context.call("describe_param", p);
     }
   }

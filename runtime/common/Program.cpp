@@ -154,6 +154,15 @@ void describe_program(ProgramSpec *spec, const char *model, const char *backend,
   spec->logitsOffset = logitsOffset;
 }
 
+void describe_loss(ProgramSpec *spec, Reduction perSample) {
+  const char *fn = "describe_loss";
+  requireProgram(spec, fn);
+  DPRT_REQUIRE(perSample == Reduction::Mean || perSample == Reduction::Sum,
+               spec, fn,
+               "unknown loss reduction " << static_cast<int>(perSample));
+  spec->lossReduction = perSample;
+}
+
 void describe_recipe(ProgramSpec *spec, ClipMode clip, double maxNorm,
                      double gamma, bool targetEpsilon, double sigma,
                      double epsilon, double delta, NoiseGeneratorKind generator,
@@ -321,7 +330,9 @@ void describe_unit(ProgramSpec *spec, const char *name, int64_t numel,
 
 void describe_param(ProgramSpec *spec, const char *name, int32_t unit,
                     int64_t offsetInUnit, int64_t globalIndex, bool trainable,
-                    int64_t dim0, int64_t dim1, int64_t dim2, int64_t dim3) {
+                    int64_t dim0, int64_t dim1, int64_t dim2, int64_t dim3,
+                    const char *hfName, bool hfTransposed, int64_t hfRowBegin,
+                    int64_t hfRowEnd) {
   const char *fn = "describe_param";
   requireProgram(spec, fn);
   DPRT_REQUIRE(name && *name, spec, fn, "a parameter has no name");
@@ -343,8 +354,28 @@ void describe_param(ProgramSpec *spec, const char *name, int32_t unit,
                     << "' of " << u.numel << " elements");
   DPRT_REQUIRE(globalIndex >= 0, spec, fn,
                what << " has a negative global index " << globalIndex);
+
+  HfSource hf;
+  hf.name = hfName ? hfName : "";
+  hf.transposed = hfTransposed;
+  hf.rowBegin = hfRowBegin;
+  hf.rowEnd = hfRowEnd;
+  if (!hf.present())
+    DPRT_REQUIRE(!hfTransposed && hfRowBegin == -1 && hfRowEnd == -1, spec, fn,
+                 what << " has a transposition or rows of a Hugging Face "
+                         "tensor but no tensor name");
+  if (hfTransposed)
+    DPRT_REQUIRE(shape.size() == 2, spec, fn,
+                 what << " is stored transposed but has " << shape.size()
+                      << " dimensions (transposition needs 2)");
+  if (hfRowBegin != -1 || hfRowEnd != -1)
+    // The rows are the parameter's first dimension.
+    DPRT_REQUIRE(hfRowBegin >= 0 && hfRowEnd - hfRowBegin == shape[0], spec, fn,
+                 what << " is rows [" << hfRowBegin << ", " << hfRowEnd
+                      << ") of '" << hf.name << "', which is not its "
+                      << shape[0] << " rows");
   spec->params.push_back(ParamSpec{name, std::move(shape), unit, offsetInUnit,
-                                   globalIndex, trainable});
+                                   globalIndex, trainable, std::move(hf)});
 }
 
 } // namespace dprt

@@ -3,6 +3,7 @@
 #include "Checkpointer.h"
 
 #include "Dataset.h"
+#include "HfWeights.h"
 #include "Options.h"
 #include "Safetensors.h"
 
@@ -116,8 +117,13 @@ std::string Checkpointer::save(const std::string &dir,
       {"format", "dpc"},
       {"model", spec_.model},
       {"step", std::to_string(state.step)}};
+  // Where each parameter goes in a Hugging Face folder, so that dpc export
+  // can write one from this checkpoint alone.
+  std::map<std::string, std::string> paramsMetadata = metadata;
+  if (std::string hf = hfSourcesJson(spec_.params); !hf.empty())
+    paramsMetadata[kHfSourcesMetadataKey] = hf;
   SafetensorsWriter params(temporary + "/params.safetensors", paramTensors,
-                           metadata);
+                           paramsMetadata);
   SafetensorsWriter optimizer(temporary + "/optimizer.safetensors",
                               optimizerInfos, metadata);
   for (size_t u = 0; u < spec_.units.size(); ++u) {

@@ -2,6 +2,8 @@
 
 #include "Options.h"
 
+#include "HfWeights.h"
+
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -86,6 +88,7 @@ uint64_t parseSeed(const std::string &text) {
 
 Options parseOptions(int argc, const char *const *argv) {
   Options o;
+  bool exportShardSize = false;
   std::vector<std::string> args(argv + 1, argv + argc);
   for (size_t i = 0; i < args.size(); ++i) {
     std::string arg = args[i];
@@ -162,6 +165,29 @@ Options parseOptions(int argc, const char *const *argv) {
       o.skipNonFiniteSteps = true;
     } else if (flag == "--generate") {
       o.generate = parseInteger(flag, takeValue(), 0, kMaxInt64);
+    } else if (flag == "--init") {
+      o.init = takeValue();
+      if (o.init.empty())
+        throw UsageError("option --init needs a Hugging Face model folder");
+    } else if (flag == "--export") {
+      o.exportDir = takeValue();
+      if (o.exportDir.empty())
+        throw UsageError("option --export needs a folder");
+    } else if (flag == "--export-dtype") {
+      o.exportDType = parseExportDType(flag, takeValue());
+    } else if (flag == "--export-shard-size") {
+      o.exportShardBytes = parseInteger(flag, takeValue(), 1, kMaxInt64);
+      exportShardSize = true;
+    } else if (flag == "--like") {
+      o.like = takeValue();
+      if (o.like.empty())
+        throw UsageError("option --like needs a Hugging Face model folder");
+    } else if (flag == "--eval-data") {
+      o.evalData = takeValue();
+      if (o.evalData.empty())
+        throw UsageError("option --eval-data needs a file name");
+    } else if (flag == "--eval-every") {
+      o.evalEvery = parseInteger(flag, takeValue(), 1, kMaxInt64);
     } else if (flag == "--gpus") {
       o.gpus = static_cast<int>(parseInteger(flag, takeValue(), 1, kMaxGpus));
     } else if (flag == "--quiet") {
@@ -177,6 +203,18 @@ Options parseOptions(int argc, const char *const *argv) {
     throw UsageError("--save-every needs --save DIR");
   if (o.keepLast > 0 && o.save.empty())
     throw UsageError("--keep-last needs --save DIR");
+  if (!o.init.empty() && !o.resume.empty())
+    throw UsageError("--init and --resume exclude each other: a resumed run "
+                     "continues from its checkpoint's parameters");
+  if (o.exportDir.empty() && (o.exportDType || exportShardSize))
+    throw UsageError(
+        std::string(o.exportDType ? "--export-dtype" : "--export-shard-size") +
+        " needs --export DIR");
+  if (!o.like.empty() && o.exportDir.empty())
+    throw UsageError("--like names the folder whose config.json goes with "
+                     "--export DIR; give --export");
+  if (o.evalEvery > 0 && o.evalData.empty())
+    throw UsageError("--eval-every needs --eval-data FILE");
   return o;
 }
 
@@ -203,6 +241,12 @@ void checkOptions(const Options &o, const ProgramSpec &spec) {
   int64_t steps = o.steps ? *o.steps : spec.recipe.steps;
   if (o.data.empty() && steps > 0 && o.resume.empty())
     throw UsageError("--data FILE is required to train (or pass --steps 0)");
+  if (!o.exportDir.empty() && o.like.empty() && o.init.empty())
+    throw UsageError("--export DIR copies config.json from the --init folder "
+                     "or from --like HF_DIR: give one of them");
+  if (!o.evalData.empty() && spec.lossOffset < 0)
+    throw UsageError("--eval-data: the program has no per-sample loss to "
+                     "evaluate");
 }
 
 std::string usageText(const std::string &program, const ProgramSpec &spec) {
@@ -256,6 +300,28 @@ std::string usageText(const std::string &program, const ProgramSpec &spec) {
      << "                     checkpoints of DIR (default: keep all)\n"
      << "  --resume DIR       continue from DIR's latest checkpoint (exactly\n"
      << "                     as if the run had not stopped)\n"
+     << "Hugging Face weights (docs/huggingface.md)\n"
+     << "  --init DIR         start from the weights of a Hugging Face folder\n"
+     << "                     (model.safetensors or its shards; F32, BF16,\n"
+     << "                     F16 or F64) instead of the initializers\n"
+     << "  --export DIR       after training, write the weights as a Hugging\n"
+     << "                     Face folder with the config and tokenizer files\n"
+     << "                     of the --init folder (or of --like)\n"
+     << "  --like DIR         the folder whose config.json and tokenizer\n"
+     << "                     files go with --export\n"
+     << "  --export-dtype T   bf16 or f32 (default "
+     << (spec.compute == DType::BF16 ? "bf16" : "f32")
+     << ", the model's compute type)\n"
+     << "  --export-shard-size BYTES\n"
+     << "                     shard model.safetensors above this size\n"
+     << "                     (default 5e9)\n"
+     << "evaluation\n"
+     << "  --eval-data FILE   held-out records (any data format): the loss\n"
+     << "                     before the first step, after the last and\n"
+     << "                     every --eval-every K steps (eval_loss per\n"
+     << "                     target token, eval_ppl); not accounted for in\n"
+     << "                     epsilon\n"
+     << "  --eval-every K     ... and every K steps\n"
      << "output\n"
      << "  --metrics FILE     one JSON object per step (JSON lines)\n"
      << "  --trace FILE       Chrome trace of compute and communication, and\n"

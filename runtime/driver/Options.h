@@ -44,6 +44,17 @@ struct Options {
   /// of stopping the run).
   bool skipNonFiniteSteps = false;
   int64_t generate = 0;
+  /// Hugging Face weights (docs/huggingface.md): --init DIR loads them
+  /// before training, --export DIR writes them after it.
+  std::string init;
+  std::string exportDir;
+  std::optional<DType> exportDType; ///< default: bf16 models bf16, else f32
+  std::string like; ///< the folder whose config.json goes with --export
+  int64_t exportShardBytes = 5'000'000'000;
+  /// Evaluation (Evaluation.h): before the first step, every K steps (0:
+  /// never in between) and after the last.
+  std::string evalData;
+  int64_t evalEvery = 0;
   std::optional<int> gpus;
   bool quiet = false;
   bool help = false;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <sstream>
 #include <unistd.h>
 
@@ -33,6 +34,17 @@ std::string toJsonLine(const StepMetrics &m) {
   return os.str();
 }
 
+std::string toJsonLine(const EvalResult &r) {
+  std::ostringstream os;
+  os << "{\"step\": " << r.step << ", \"eval_loss\": " << jsonNumber(r.loss);
+  if (!std::isnan(r.perplexity))
+    os << ", \"eval_ppl\": "
+       << (std::isfinite(r.perplexity) ? jsonNumber(r.perplexity) : "null");
+  os << ", \"eval_samples\": " << r.samples << ", \"eval_tokens\": " << r.tokens
+     << ", \"eval_time_s\": " << jsonNumber(r.seconds) << "}";
+  return os.str();
+}
+
 std::string formatBytes(int64_t bytes) {
   const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double value = static_cast<double>(bytes);
@@ -57,11 +69,14 @@ void Progress::update(const StepMetrics &m) {
     return;
   const double rate = m.stepSeconds > 0 ? m.samples / m.stepSeconds : 0;
   const double tokenRate = m.stepSeconds > 0 ? m.tokens / m.stepSeconds : 0;
-  char loss[32];
+  char loss[64];
   if (std::isnan(m.loss))
     std::snprintf(loss, sizeof(loss), "-");
   else
     std::snprintf(loss, sizeof(loss), "%.4f", m.loss);
+  if (!std::isnan(evalLoss_))
+    std::snprintf(loss + std::strlen(loss), sizeof(loss) - std::strlen(loss),
+                  "  eval_loss %.4f", evalLoss_);
   if (!terminal_) {
     if ((m.step - firstStep_ + 1) % every_ != 0 && m.step != lastStep_)
       return;
@@ -94,6 +109,22 @@ void Progress::update(const StepMetrics &m) {
                tokenRate);
   std::fflush(stderr);
   drawn_ = true;
+}
+
+void Progress::evaluation(const EvalResult &r) {
+  evalLoss_ = r.loss;
+  if (quiet_)
+    return;
+  finish();
+  char ppl[48] = "";
+  if (!std::isnan(r.perplexity))
+    std::snprintf(ppl, sizeof ppl, "  eval_ppl %.4f", r.perplexity);
+  std::fprintf(stderr,
+               "eval at step %lld  eval_loss %.6f%s  (%lld samples, %lld "
+               "tokens, %.2f s)\n",
+               static_cast<long long>(r.step), r.loss, ppl,
+               static_cast<long long>(r.samples),
+               static_cast<long long>(r.tokens), r.seconds);
 }
 
 void Progress::finish() {

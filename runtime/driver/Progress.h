@@ -32,6 +32,21 @@ struct StepMetrics {
 /// One JSON object on one line (no newline).
 std::string toJsonLine(const StepMetrics &m);
 
+/// One evaluation on --eval-data (Evaluation.h).
+struct EvalResult {
+  int64_t step = 0;      ///< the optimizer steps taken before it
+  double loss = 0;       ///< eval_loss
+  double perplexity = 0; ///< eval_ppl; NaN unless the loss is a cross-entropy
+  int64_t samples = 0;   ///< records evaluated
+  int64_t tokens = 0;    ///< counted targets (language models) or samples
+  double seconds = 0;
+};
+
+/// One JSON object on one line (no newline): {"step", "eval_loss",
+/// "eval_ppl" (cross-entropy models), "eval_samples", "eval_tokens",
+/// "eval_time_s"}.
+std::string toJsonLine(const EvalResult &r);
+
 /// The progress display on stderr: a bar redrawn in place when stderr is a
 /// terminal, a plain line every ~5 % of the steps otherwise, nothing when
 /// quiet.
@@ -39,6 +54,9 @@ class Progress {
 public:
   Progress(bool quiet, int64_t firstStep, int64_t lastStep);
   void update(const StepMetrics &m);
+  /// Prints an evaluation's line (unless quiet) and shows its loss on the
+  /// progress lines that follow.
+  void evaluation(const EvalResult &r);
   /// Ends the bar's line (before other output).
   void finish();
 
@@ -50,6 +68,7 @@ private:
   int64_t every_;
   double lastDraw_ = -1;
   bool drawn_ = false;
+  double evalLoss_ = std::nan(""); ///< the latest evaluation's loss
 };
 
 /// "1.5 KiB", "12.0 MiB".

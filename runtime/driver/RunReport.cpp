@@ -39,6 +39,14 @@ std::string RunReport::text(const ProgramSpec &spec, int world,
     os << "  data              " << data << "\n";
   if (!std::isnan(lastLoss_))
     os << "  last loss         " << lastLoss_ << "\n";
+  if (lastEval_) {
+    os << "  eval loss         " << lastEval_->loss;
+    if (!std::isnan(lastEval_->perplexity))
+      os << " (perplexity " << lastEval_->perplexity << ")";
+    os << " after step " << lastEval_->step << ", " << lastEval_->samples
+       << " samples, " << lastEval_->tokens
+       << " tokens; not accounted for in epsilon\n";
+  }
   if (skippedSteps_ > 0)
     os << "  skipped steps     " << skippedSteps_
        << " (loss or gradient not finite: no update, counted for epsilon)\n";

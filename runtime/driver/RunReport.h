@@ -20,6 +20,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace dprt::driver {
@@ -35,6 +36,8 @@ class RunReport {
 public:
   /// Adds a trained step.
   void addStep(const StepMetrics &m);
+  /// Records an evaluation (--eval-data); the report shows the last one.
+  void addEvaluation(const EvalResult &r) { lastEval_ = r; }
   double lastLoss() const { return lastLoss_; }
 
   /// The report, lines of "  key   value" under "training report".
@@ -56,6 +59,7 @@ private:
   int64_t peakBytes_ = 0;
   int64_t skippedSteps_ = 0;
   double lastLoss_ = std::nan("");
+  std::optional<EvalResult> lastEval_;
 };
 
 } // namespace dprt::driver

@@ -2,12 +2,17 @@
 
 #include "Safetensors.h"
 
+#include "Dataset.h"
 #include "Json.h"
 #include "privacy/PrivacyReport.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <set>
 #include <stdexcept>
+#include <sys/mman.h>
 #include <unistd.h>
 
 namespace dprt::driver {
@@ -21,7 +26,69 @@ namespace {
 // than allocate whatever a corrupt size field says.
 constexpr uint64_t kMaxHeaderBytes = 100u << 20;
 
+/// The element size of a safetensors dtype, 0 if unknown.
+int64_t dtypeBytes(const std::string &dtype) {
+  static const std::pair<const char *, int64_t> kSizes[] = {
+      {"F64", 8},         {"F32", 4},        {"F16", 2},     {"BF16", 2},
+      {"I64", 8},         {"U64", 8},        {"I32", 4},     {"U32", 4},
+      {"I16", 2},         {"U16", 2},        {"I8", 1},      {"U8", 1},
+      {"BOOL", 1},        {"F8_E4M3", 1},    {"F8_E5M2", 1}, {"F8_E8M0", 1},
+      {"F8_E4M3FNUZ", 1}, {"F8_E5M2FNUZ", 1}};
+  for (const auto &[name, bytes] : kSizes)
+    if (dtype == name)
+      return bytes;
+  return 0;
+}
+
+/// IEEE 754 binary16 to double.
+double halfToDouble(uint16_t h) {
+  const int sign = h >> 15, exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
+  double magnitude;
+  if (exponent == 0)
+    magnitude = std::ldexp(mantissa, -24); // subnormal: m 2^-24
+  else if (exponent == 31)
+    magnitude = mantissa ? NAN : INFINITY;
+  else
+    magnitude =
+        std::ldexp(1024 + mantissa, exponent - 25); // (1 + m/2^10) 2^(e-15)
+  return sign ? -magnitude : magnitude;
+}
+
 } // namespace
+
+double loadStored(StoredType type, const void *in) {
+  switch (type) {
+  case StoredType::F64:
+    return loadAs(DType::F64, in);
+  case StoredType::F32:
+    return loadAs(DType::F32, in);
+  case StoredType::BF16:
+    return loadAs(DType::BF16, in);
+  case StoredType::F16: {
+    uint16_t h;
+    std::memcpy(&h, in, 2);
+    return halfToDouble(h);
+  }
+  case StoredType::Other:
+    break;
+  }
+  throw std::logic_error("loadStored: a type the driver does not convert");
+}
+
+int64_t storedSize(StoredType type) {
+  switch (type) {
+  case StoredType::F64:
+    return 8;
+  case StoredType::F32:
+    return 4;
+  case StoredType::BF16:
+  case StoredType::F16:
+    return 2;
+  case StoredType::Other:
+    break;
+  }
+  throw std::logic_error("storedSize: a type the driver does not convert");
+}
 
 int64_t TensorInfo::numel() const {
   int64_t n = 1;
@@ -118,7 +185,8 @@ void SafetensorsWriter::close() {
     ioError("cannot write", path_);
 }
 
-SafetensorsReader::SafetensorsReader(const std::string &path) : path_(path) {
+SafetensorsReader::SafetensorsReader(const std::string &path, bool anyType)
+    : path_(path) {
   file_ = std::fopen(path.c_str(), "rb");
   if (!file_)
     ioError("cannot read", path);
@@ -141,7 +209,8 @@ SafetensorsReader::SafetensorsReader(const std::string &path) : path_(path) {
   dataStart_ = static_cast<int64_t>(8 + size);
   if (std::fseek(file_, 0, SEEK_END) != 0)
     ioError("cannot read", path);
-  const int64_t dataBytes = std::ftell(file_) - dataStart_;
+  fileBytes_ = std::ftell(file_);
+  const int64_t dataBytes = fileBytes_ - dataStart_;
 
   try {
     JsonValue root = JsonValue::parse(header);
@@ -154,15 +223,26 @@ SafetensorsReader::SafetensorsReader(const std::string &path) : path_(path) {
       TensorInfo t;
       t.name = name;
       const std::string &dtype = value.at("dtype").string();
-      if (dtype == "F32")
+      t.storedName = dtype;
+      if (dtype == "F32") {
         t.dtype = DType::F32;
-      else if (dtype == "F64")
+        t.stored = StoredType::F32;
+      } else if (dtype == "F64") {
         t.dtype = DType::F64;
-      else if (dtype == "BF16")
+        t.stored = StoredType::F64;
+      } else if (dtype == "BF16") {
         t.dtype = DType::BF16;
-      else
+        t.stored = StoredType::BF16;
+      } else if (anyType && dtype == "F16") {
+        t.stored = StoredType::F16;
+      } else if (anyType && dtypeBytes(dtype) > 0) {
+        t.stored = StoredType::Other;
+      } else {
         throw JsonError("tensor '" + name + "' has dtype " + dtype +
-                        " (F32, F64 or BF16 expected)");
+                        (anyType ? " (not a safetensors dtype)"
+                                 : " (F32, F64 or BF16 expected)"));
+      }
+      const int64_t elementBytes = dtypeBytes(dtype);
       // Each dimension, and the running element count, must fit in the
       // file's data before they are multiplied: a corrupt header must not
       // overflow the byte count it is checked against.
@@ -182,11 +262,18 @@ SafetensorsReader::SafetensorsReader(const std::string &path) : path_(path) {
         throw JsonError("tensor '" + name + "' needs two data offsets");
       t.begin = offsets[0].integer();
       t.end = offsets[1].integer();
-      if (t.begin < 0 || t.end < t.begin || t.end > dataBytes ||
-          t.end - t.begin != t.numel() * sizeOf(t.dtype))
+      if (t.begin < 0 || t.end < t.begin ||
+          t.end - t.begin != t.numel() * elementBytes)
         throw JsonError("tensor '" + name +
-                        "' has data offsets that do not match its shape or "
-                        "the file size");
+                        "' has data offsets that do not match its shape");
+      if (t.end > dataBytes)
+        throw JsonError("tensor '" + name + "' ends at byte " +
+                        std::to_string(dataStart_ + t.end) +
+                        " but the file has " + std::to_string(fileBytes_) +
+                        ": it is truncated");
+      if (index_.count(name))
+        throw JsonError("tensor '" + name + "' is listed twice");
+      index_[name] = tensors_.size();
       tensors_.push_back(std::move(t));
     }
   } catch (const JsonError &e) {
@@ -196,15 +283,26 @@ SafetensorsReader::SafetensorsReader(const std::string &path) : path_(path) {
 }
 
 SafetensorsReader::~SafetensorsReader() {
+  if (map_)
+    munmap(map_, static_cast<size_t>(fileBytes_));
   if (file_)
     std::fclose(file_);
 }
 
 const TensorInfo *SafetensorsReader::find(const std::string &name) const {
-  for (const TensorInfo &t : tensors_)
-    if (t.name == name)
-      return &t;
-  return nullptr;
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &tensors_[it->second];
+}
+
+const unsigned char *SafetensorsReader::mapped(const TensorInfo &tensor) {
+  if (!map_) {
+    void *map = mmap(nullptr, static_cast<size_t>(fileBytes_), PROT_READ,
+                     MAP_PRIVATE, fileno(file_), 0);
+    if (map == MAP_FAILED)
+      ioError("cannot map", path_);
+    map_ = map;
+  }
+  return static_cast<const unsigned char *>(map_) + dataStart_ + tensor.begin;
 }
 
 void SafetensorsReader::read(const TensorInfo &tensor, void *out) {
@@ -214,6 +312,105 @@ void SafetensorsReader::read(const TensorInfo &tensor, void *out) {
       std::fread(out, 1, bytes, file_) != bytes)
     throw std::runtime_error("cannot read tensor '" + tensor.name + "' of '" +
                              path_ + "'");
+}
+
+SafetensorsFolder::SafetensorsFolder(const std::string &dir) : dir_(dir) {
+  namespace fs = std::filesystem;
+  const std::string single = dir + "/model.safetensors";
+  const std::string indexPath = dir + "/model.safetensors.index.json";
+  std::error_code ec;
+  if (fs::is_regular_file(single, ec)) {
+    files_.push_back(std::make_unique<SafetensorsReader>(single, true));
+    for (const TensorInfo &t : files_.back()->tensors())
+      byName_[t.name] = {files_.back().get(), &t};
+    return;
+  }
+  if (!fs::is_regular_file(indexPath, ec)) {
+    std::string hint;
+    if (fs::exists(dir + "/pytorch_model.bin", ec) ||
+        fs::exists(dir + "/pytorch_model.bin.index.json", ec))
+      hint = " (it has pytorch_model.bin, which is not read: save the model "
+             "with safetensors)";
+    throw std::runtime_error("'" + dir +
+                             "' has neither model.safetensors nor "
+                             "model.safetensors.index.json" +
+                             hint);
+  }
+  std::string text;
+  {
+    std::FILE *f = std::fopen(indexPath.c_str(), "rb");
+    if (!f)
+      ioError("cannot read", indexPath);
+    char buffer[1 << 16];
+    for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, f)) > 0;)
+      text.append(buffer, n);
+    std::fclose(f);
+  }
+  auto bad = [&](const std::string &what) {
+    return std::runtime_error("'" + indexPath +
+                              "' is not a valid index: " + what);
+  };
+  std::vector<std::pair<std::string, std::string>> weightMap;
+  try {
+    JsonValue root = JsonValue::parse(text);
+    for (const auto &[name, file] : root.at("weight_map").object())
+      weightMap.emplace_back(name, file.string());
+  } catch (const JsonError &e) {
+    throw bad(e.what());
+  }
+  std::map<std::string, SafetensorsReader *> byFile;
+  for (const auto &[name, file] : weightMap) {
+    if (file.empty() || file == "." || file == ".." ||
+        file.find('/') != std::string::npos)
+      throw bad("tensor '" + name + "' is in '" + file +
+                "', which is not a file name in the folder");
+    if (!byFile.count(file)) {
+      files_.push_back(std::make_unique<SafetensorsReader>(dir + "/" + file,
+                                                           /*anyType=*/true));
+      byFile[file] = files_.back().get();
+    }
+    SafetensorsReader *reader = byFile[file];
+    const TensorInfo *t = reader->find(name);
+    if (!t)
+      throw bad("it puts tensor '" + name + "' in '" + file +
+                "', which does not hold it");
+    if (byName_.count(name))
+      throw bad("tensor '" + name + "' is listed twice");
+    byName_[name] = {reader, t};
+  }
+  for (const auto &file : files_)
+    for (const TensorInfo &t : file->tensors()) {
+      const Entry entry = find(t.name);
+      if (entry.tensor != &t)
+        throw bad("'" + file->path() + "' holds tensor '" + t.name + "', " +
+                  (entry.file
+                       ? "which the index puts in '" + entry.file->path() + "'"
+                       : std::string("which the index does not list")));
+    }
+}
+
+SafetensorsFolder::Entry
+SafetensorsFolder::find(const std::string &name) const {
+  auto it = byName_.find(name);
+  return it == byName_.end() ? Entry{nullptr, nullptr} : it->second;
+}
+
+std::vector<SafetensorsFolder::Entry> SafetensorsFolder::entries() const {
+  std::vector<Entry> out;
+  for (const auto &file : files_)
+    for (const TensorInfo &t : file->tensors())
+      out.push_back({file.get(), &t});
+  return out;
+}
+
+std::string SafetensorsFolder::describe() const {
+  if (files_.size() == 1 &&
+      std::filesystem::path(files_[0]->path()).filename() ==
+          "model.safetensors")
+    return "model.safetensors";
+  return std::to_string(files_.size()) +
+         (files_.size() == 1 ? " shard" : " shards") +
+         " of model.safetensors.index.json";
 }
 
 } // namespace dprt::driver

@@ -19,6 +19,9 @@
 #include "Checkpoint.h"
 #include "Checkpointer.h"
 #include "Dataset.h"
+#include "Evaluation.h"
+#include "HfShards.h"
+#include "HfWeights.h"
 #include "Options.h"
 #include "PrivacySession.h"
 #include "ProcessRanks.h"
@@ -86,6 +89,10 @@ private:
   void loadData();
   void trainStep(int64_t step, StepMetrics &metrics);
   void saveCheckpoint();
+  /// --eval-data: evaluates, writes the metrics line, shows and reports it.
+  void evaluate(Progress &progress);
+  /// --export: the options of writeHfFolder.
+  HfExportOptions exportOptions() const;
   std::string dataDescription() const;
 
   Options o_;
@@ -97,6 +104,9 @@ private:
   int64_t step_ = 0;
 
   std::unique_ptr<Dataset> data_;
+  std::unique_ptr<Dataset> evalData_;
+  std::unique_ptr<HfInit> init_;
+  int64_t evaluatedStep_ = -1;
   std::optional<PrivacySession> privacy_;
   std::unique_ptr<ProcessRanks> ranks_;
   std::unique_ptr<Checkpointer> checkpointer_;
@@ -112,6 +122,32 @@ void Trainer::loadData() {
   if (!o_.data.empty())
     data_ = std::make_unique<Dataset>(
         Dataset::load(o_.data, DataLayout::of(spec_)));
+  if (!o_.evalData.empty())
+    evalData_ = std::make_unique<Dataset>(
+        Dataset::load(o_.evalData, DataLayout::of(spec_)));
+}
+
+void Trainer::evaluate(Progress &progress) {
+  const EvalResult r = Evaluator(spec_, *ranks_, *evalData_).evaluate(step_);
+  evaluatedStep_ = step_;
+  if (metrics_.is_open()) {
+    metrics_ << toJsonLine(r) << "\n";
+    metrics_.flush();
+  }
+  if (leader_)
+    progress.evaluation(r);
+  report_.addEvaluation(r);
+}
+
+HfExportOptions Trainer::exportOptions() const {
+  HfExportOptions options;
+  options.dir = o_.exportDir;
+  options.like = o_.like.empty() ? o_.init : o_.like;
+  options.dtype = o_.exportDType                 ? *o_.exportDType
+                  : spec_.compute == DType::BF16 ? DType::BF16
+                                                 : DType::F32;
+  options.maxShardBytes = o_.exportShardBytes;
+  return options;
 }
 
 std::string Trainer::dataDescription() const {
@@ -343,6 +379,16 @@ int Trainer::run() {
     throw UsageError("--save and --resume are not supported yet when the "
                      "program runs one process per GPU; use --gpus N on one "
                      "machine");
+  if (launch.multiProcess && !o_.exportDir.empty())
+    throw UsageError("--export is not supported yet when the program runs "
+                     "one process per GPU (it gathers every shard); use "
+                     "--gpus N on one machine, or dpc export on a checkpoint");
+  // Checked before anything is allocated or written: a folder that does
+  // not fit the model stops the run here.
+  if (!o_.init.empty())
+    init_ = std::make_unique<HfInit>(o_.init, spec_.params);
+  if (!o_.exportDir.empty())
+    checkHfExport(exportOptions(), spec_.params);
   openOutputs(launch, resumed != nullptr);
 
   ranks_ = std::make_unique<ProcessRanks>(launch, spec_);
@@ -360,9 +406,21 @@ int Trainer::run() {
   if (resumed) {
     checkpointer_->load(resumePath);
     log("resumed from " + resumePath + " at step " + std::to_string(step_));
+  } else if (init_) {
+    loadHfWeights(*init_, spec_, *ranks_);
+    log("loaded the weights of " + init_->describe());
+    if (!init_->unsourced().empty())
+      log(std::to_string(init_->unsourced().size()) +
+          " parameters have no Hugging Face name and keep their "
+          "initializers (the first: '" +
+          init_->unsourced()[0] + "')");
+    // Unmaps the folder's files: their pages are not needed again.
+    init_.reset();
   }
 
   Progress progress(o_.quiet || !leader_, step_ + 1, totalSteps_);
+  if (evalData_)
+    evaluate(progress);
   RunEnding ending;
   // A resumed run that trains no further step has nothing new to save in
   // the directory it resumed from.
@@ -396,10 +454,19 @@ int Trainer::run() {
       saveCheckpoint();
       savedLast = true;
     }
+    if (evalData_ && o_.evalEvery > 0 && step % o_.evalEvery == 0)
+      evaluate(progress);
   }
+  if (evalData_ && evaluatedStep_ != step_)
+    evaluate(progress);
   progress.finish();
   if (!o_.save.empty() && !savedLast)
     saveCheckpoint();
+  if (!o_.exportDir.empty()) {
+    exportHfWeights(exportOptions(), spec_, *ranks_);
+    log("exported the weights of step " + std::to_string(step_) + " to " +
+        o_.exportDir);
+  }
   if (o_.generate > 0) {
     const std::vector<std::string> lines =
         TextGenerator(spec_, *ranks_).generate(o_.generate, privacy_->seed());

@@ -158,7 +158,7 @@ dprt.program @p {
 dprt.program @p {
   dprt.func @dp_describe attributes {describe} {
     // expected-error @+1 {{argument #0 of 'describe_param' must be a string, not @w}}
-    dprt.call "describe_param"() {args = [@w, 0 : i32, 0, 0, true, 4, 0, 0, 0]}
+    dprt.call "describe_param"() {args = [@w, 0 : i32, 0, 0, true, 4, 0, 0, 0, "", false, -1, -1]}
     dprt.return
   }
 }
@@ -168,7 +168,17 @@ dprt.program @p {
 dprt.program @p {
   dprt.func @dp_describe attributes {describe} {
     // expected-error @+1 {{argument #4 of 'describe_param' must be a bool, not 1}}
-    dprt.call "describe_param"() {args = ["w", 0 : i32, 0, 0, 1, 4, 0, 0, 0]}
+    dprt.call "describe_param"() {args = ["w", 0 : i32, 0, 0, 1, 4, 0, 0, 0, "", false, -1, -1]}
+    dprt.return
+  }
+}
+
+// -----
+
+dprt.program @p {
+  dprt.func @dp_describe attributes {describe} {
+    // expected-error @+1 {{argument #9 of 'describe_param' must be a string, not 0 : i64}}
+    dprt.call "describe_param"() {args = ["w", 0 : i32, 0, 0, true, 4, 0, 0, 0, 0, false, -1, -1]}
     dprt.return
   }
 }

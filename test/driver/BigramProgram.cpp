@@ -82,7 +82,8 @@ void dp_describe(ProgramSpec *spec) {
   describe_input(spec, "targets", InputRole::NextTokens, kNext, kTokens, 0, 0);
   describe_unit(spec, "unit.table", kNumel, kShard, kMaster, kMaster, kGrad,
                 kVelocity, -1);
-  describe_param(spec, "table", 0, 0, 0, true, kVocab, kVocab, 0, 0);
+  describe_param(spec, "table", 0, 0, 0, true, kVocab, kVocab, 0, 0, "", false,
+                 -1, -1);
 }
 
 void dp_init(Rank *rank) {

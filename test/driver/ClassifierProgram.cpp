@@ -137,8 +137,10 @@ void dp_describe(ProgramSpec *spec) {
                 kAdamMW, kAdamVW);
   describe_unit(spec, "unit.b", kNumelB, kShardB, kMasterB, kMasterB, kGradB,
                 kAdamMB, kAdamVB);
-  describe_param(spec, "w", 0, 0, 0, true, kClasses, kFeatures, 0, 0);
-  describe_param(spec, "b", 1, 0, kNumelW, true, kClasses, 0, 0, 0);
+  describe_param(spec, "w", 0, 0, 0, true, kClasses, kFeatures, 0, 0, "", false,
+                 -1, -1);
+  describe_param(spec, "b", 1, 0, kNumelW, true, kClasses, 0, 0, 0, "", false,
+                 -1, -1);
 }
 
 void dp_init(Rank *rank) {

@@ -77,9 +77,10 @@ dp.recipe @r for @m {
 // The driver learns the recipe and the inputs' roles from dp_describe.
 // CHECK-LABEL: dprt.func @dp_describe attributes {describe}
 // CHECK: "describe_program"({{.*}}) {args = ["m", "cpu", 1 : i32, #dprt.planned<arena_bytes>, 0 : index, #dprt.dtype<F32>, 2, 1, 1 : index, 2 : index, #dprt.planned<logits_offset>, 4, #dprt.planned<peak_bytes>]}
+// CHECK: "describe_loss"() {args = [#dprt.reduction<Mean>]}
 // CHECK: "describe_recipe"() {args = [#dprt.clip_mode<Flat>, 1.000000e+00, 1.000000e-02, false, 1.500000e+00, 0.000000e+00, 1.000000e-05, #dprt.noise_generator<Philox>, #dprt.sampling<Poisson>, 20, 0.000000e+00, 0, 10, 3]}
 // CHECK: "describe_optimizer"() {args = [#dprt.optimizer<AdamW>, 1.000000e-02
 // CHECK: "describe_input"({{.*}}) {args = ["input0", #dprt.input_role<Features>, 0 : index, 8, 0, 0]}
 // CHECK: "describe_input"({{.*}}) {args = ["input1", #dprt.input_role<Label>, 0 : index, 0, 0, 0]}
-// CHECK: "describe_param"() {args = ["fc1.w", 0 : i32, 0, 0, true, 16, 8, 0, 0]}
-// CHECK: "describe_param"() {args = ["fixed", 1 : i32, 0, 144, false, 4, 16, 0, 0]}
+// CHECK: "describe_param"() {args = ["fc1.w", 0 : i32, 0, 0, true, 16, 8, 0, 0, "", false, -1, -1]}
+// CHECK: "describe_param"() {args = ["fixed", 1 : i32, 0, 144, false, 4, 16, 0, 0, "", false, -1, -1]}

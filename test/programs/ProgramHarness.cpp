@@ -269,9 +269,9 @@ std::string programPath(const ProgramId &id) {
 std::vector<ParamLayout> programLayout(const ProgramId &id) {
   const std::string cpp = dpctest::readFile(programPath(id) + ".cpp");
   // describe_param(spec, "name", unit, offsetInUnit, globalIndex, trainable,
-  //                dim0, dim1, dim2, dim3)
+  //                dim0, dim1, dim2, dim3, "hf name", ...)
   std::regex re("describe_param\\(\\w+, \"([^\"]+)\", (\\d+), (\\d+), (\\d+), "
-                "(true|false), (\\d+), (\\d+), (\\d+), (\\d+)\\)");
+                "(true|false), (\\d+), (\\d+), (\\d+), (\\d+), ");
   std::vector<ParamLayout> layout;
   for (auto it = std::sregex_iterator(cpp.begin(), cpp.end(), re);
        it != std::sregex_iterator(); ++it) {

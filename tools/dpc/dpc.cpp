@@ -92,7 +92,8 @@ int fail(const llvm::Twine &message) {
 
 /// The subcommands `dpc NAME ...` that are tools of their own, installed
 /// beside dpc as `dpc-NAME`.
-constexpr const char *kSubcommands[] = {"privacy", "import-hf", "prepare"};
+constexpr const char *kSubcommands[] = {"privacy", "import-hf", "prepare",
+                                        "export"};
 
 /// Runs `dpc-<name>` from this executable's directory with the arguments
 /// after the subcommand.
@@ -168,6 +169,8 @@ int main(int argc, char **argv) {
       "  dpc privacy epsilon|sigma|delta ...  (see dpc privacy --help)\n"
       "  dpc import-hf DIR -o MODEL.mlir      (see dpc import-hf --help)\n"
       "  dpc prepare --tokenizer DIR INPUT... -o OUT  (see dpc prepare "
+      "--help)\n"
+      "  dpc export CKPT_DIR --like HF_DIR -o OUT     (see dpc export "
       "--help)\n");
 
   // Not given, the grid decides; given, it is a number of ranks the runtime

@@ -63,6 +63,21 @@ struct InputSpec {
   std::vector<int64_t> dims; ///< per-sample shape (without the batch)
 };
 
+/// Where a parameter's values are in a Hugging Face checkpoint (the hf.*
+/// attributes of its dp.param; docs/huggingface.md). Let S be the stored
+/// tensor, L = S (or S^T when `transposed`, 2-D only); the parameter is L,
+/// or rows [rowBegin, rowEnd) of L when rowBegin >= 0 (GPT-2's c_attn holds
+/// q, k and v: three parameters with one name and three row ranges).
+struct HfSource {
+  std::string name; ///< the tensor's name; empty: the parameter has none
+  bool transposed = false;
+  int64_t rowBegin = -1; ///< -1: all rows
+  int64_t rowEnd = -1;
+
+  bool present() const { return !name.empty(); }
+  bool hasRows() const { return rowBegin >= 0; }
+};
+
 struct ParamSpec {
   std::string name;
   std::vector<int64_t> shape;
@@ -70,6 +85,7 @@ struct ParamSpec {
   int64_t offsetInUnit; ///< element offset in the unit's flat buffer
   int64_t globalIndex;  ///< first element's index in the model's flat space
   bool trainable;
+  HfSource hf; ///< the Hugging Face tensor it comes from, if any
 };
 
 struct UnitSpec {
@@ -118,13 +134,16 @@ struct ProgramSpec {
   int64_t lossOffset = -1;   ///< acc [physicalBatch]: per-sample loss
   int64_t logitsOffset = -1; ///< compute [physicalBatch*tokens, classes]
   int64_t classes = 0;       ///< logits width (vocabulary), if logits
+  /// How the per-sample loss reduces over a sample's positions (mean: over
+  /// its counted targets); describe_loss, Mean when not called.
+  Reduction lossReduction = Reduction::Mean;
   std::vector<ParamSpec> params;
   std::vector<UnitSpec> units;
   RecipeSpec recipe;
   int64_t predictedPeakBytes = 0; ///< the memory plan's peak per rank
 };
 
-// Called by the emitted dp_describe, in this order: program, recipe,
+// Called by the emitted dp_describe, in this order: program, loss, recipe,
 // inputs, units, params.
 void describe_program(ProgramSpec *spec, const char *model, const char *backend,
                       int32_t ranks, int64_t arenaBytes, int64_t stateOffset,
@@ -132,6 +151,9 @@ void describe_program(ProgramSpec *spec, const char *model, const char *backend,
                       int64_t maskOffset, int64_t lossOffset,
                       int64_t logitsOffset, int64_t classes,
                       int64_t predictedPeakBytes);
+/// The per-sample loss's reduction over positions (dp.cross_entropy and
+/// dp.mse's per_sample).
+void describe_loss(ProgramSpec *spec, Reduction perSample);
 void describe_recipe(ProgramSpec *spec, ClipMode clip, double maxNorm,
                      double gamma, bool targetEpsilon, double sigma,
                      double epsilon, double delta, NoiseGeneratorKind generator,
@@ -146,10 +168,14 @@ void describe_input(ProgramSpec *spec, const char *name, InputRole role,
 void describe_unit(ProgramSpec *spec, const char *name, int64_t numel,
                    int64_t shardElems, int64_t paramShard, int64_t masterShard,
                    int64_t gradShard, int64_t optState1, int64_t optState2);
-/// shape: up to four dimensions; unused ones are 0.
+/// shape: up to four dimensions; unused ones are 0. hfName, hfTransposed,
+/// hfRowBegin, hfRowEnd: the HfSource ("", false, -1, -1: none; rows -1, -1:
+/// all of the tensor).
 void describe_param(ProgramSpec *spec, const char *name, int32_t unit,
                     int64_t offsetInUnit, int64_t globalIndex, bool trainable,
-                    int64_t dim0, int64_t dim1, int64_t dim2, int64_t dim3);
+                    int64_t dim0, int64_t dim1, int64_t dim2, int64_t dim3,
+                    const char *hfName, bool hfTransposed, int64_t hfRowBegin,
+                    int64_t hfRowEnd);
 
 } // namespace dprt
 

@@ -24,12 +24,18 @@ void describeMlp(ProgramSpec *spec) {
   describe_unit(spec, "unit.fc1", 8320, 4160, 9216, 9216, 25856, 42496, -1);
   describe_unit(spec, "unit.ln", 256, 128, 59136, 59136, 59648, 60160, -1);
   describe_unit(spec, "unit.fc2", 1290, 704, 60672, 60672, 63488, 66304, -1);
-  describe_param(spec, "fc1.w", 0, 0, 0, true, 128, 64, 0, 0);
-  describe_param(spec, "fc1.b", 0, 8192, 8192, true, 128, 0, 0, 0);
-  describe_param(spec, "ln.g", 1, 0, 8320, true, 128, 0, 0, 0);
-  describe_param(spec, "ln.b", 1, 128, 8448, true, 128, 0, 0, 0);
-  describe_param(spec, "fc2.w", 2, 0, 8576, true, 10, 128, 0, 0);
-  describe_param(spec, "fc2.b", 2, 1280, 9856, true, 10, 0, 0, 0);
+  describe_param(spec, "fc1.w", 0, 0, 0, true, 128, 64, 0, 0, "", false, -1,
+                 -1);
+  describe_param(spec, "fc1.b", 0, 8192, 8192, true, 128, 0, 0, 0, "", false,
+                 -1, -1);
+  describe_param(spec, "ln.g", 1, 0, 8320, true, 128, 0, 0, 0, "", false, -1,
+                 -1);
+  describe_param(spec, "ln.b", 1, 128, 8448, true, 128, 0, 0, 0, "", false, -1,
+                 -1);
+  describe_param(spec, "fc2.w", 2, 0, 8576, true, 10, 128, 0, 0, "", false, -1,
+                 -1);
+  describe_param(spec, "fc2.b", 2, 1280, 9856, true, 10, 0, 0, 0, "", false, -1,
+                 -1);
 }
 
 /// The message of the runtime_error `call` throws, or "" if it does not.
@@ -109,19 +115,23 @@ TEST(Program, RejectsParametersOutsideTheirUnit) {
   ProgramSpec spec;
   describeMlp(&spec);
   std::string error = errorOf([&] {
-    describe_param(&spec, "fc2.extra", 2, 1200, 0, true, 100, 0, 0, 0);
+    describe_param(&spec, "fc2.extra", 2, 1200, 0, true, 100, 0, 0, 0, "",
+                   false, -1, -1);
   });
   EXPECT_NE(error.find("parameter 'fc2.extra' at elements [1200, 1300) lies "
                        "outside unit 'unit.fc2' of 1290 elements"),
             std::string::npos)
       << error;
-  error =
-      errorOf([&] { describe_param(&spec, "p", 7, 0, 0, true, 1, 0, 0, 0); });
+  error = errorOf([&] {
+    describe_param(&spec, "p", 7, 0, 0, true, 1, 0, 0, 0, "", false, -1, -1);
+  });
   EXPECT_NE(error.find("names unit 7 but 3 units were described"),
             std::string::npos)
       << error;
-  error = errorOf(
-      [&] { describe_param(&spec, "fc1.w", 0, 0, 0, true, 1, 0, 0, 0); });
+  error = errorOf([&] {
+    describe_param(&spec, "fc1.w", 0, 0, 0, true, 1, 0, 0, 0, "", false, -1,
+                   -1);
+  });
   EXPECT_NE(error.find("described twice"), std::string::npos) << error;
 }
 
@@ -180,4 +190,55 @@ TEST(Program, RejectsImpossibleRecipes) {
             std::string::npos);
   EXPECT_NE(recipe(1, 1e-5, 0, 0).find("expected batch"), std::string::npos);
   EXPECT_EQ(recipe(1, 1e-5, 0, 0.5), "");
+}
+
+TEST(Program, RecordsHuggingFaceSources) {
+  ProgramSpec spec;
+  describeMlp(&spec);
+  EXPECT_FALSE(spec.params[0].hf.present());
+  EXPECT_EQ(spec.lossReduction, Reduction::Mean);
+  describe_loss(&spec, Reduction::Sum);
+  EXPECT_EQ(spec.lossReduction, Reduction::Sum);
+  describe_unit(&spec, "unit.qkv", 3 * 64 + 24, 108, 67328, 67328, 67840, 68352,
+                -1);
+  describe_param(&spec, "wq", 3, 0, 10000, true, 8, 8, 0, 0,
+                 "h.0.attn.c_attn.weight", true, 0, 8);
+  describe_param(&spec, "wk.b", 3, 192, 10192, true, 8, 0, 0, 0,
+                 "h.0.attn.c_attn.bias", false, 8, 16);
+  const HfSource &wq = spec.params[6].hf;
+  EXPECT_EQ(wq.name, "h.0.attn.c_attn.weight");
+  EXPECT_TRUE(wq.transposed);
+  EXPECT_TRUE(wq.hasRows());
+  EXPECT_EQ(wq.rowBegin, 0);
+  EXPECT_EQ(wq.rowEnd, 8);
+  EXPECT_FALSE(spec.params[7].hf.transposed);
+  EXPECT_EQ(spec.params[7].hf.rowBegin, 8);
+}
+
+TEST(Program, RejectsInconsistentHuggingFaceSources) {
+  ProgramSpec spec;
+  describeMlp(&spec);
+  describe_unit(&spec, "u", 64, 32, 67328, 67328, 67840, 68352, -1);
+  std::string error = errorOf([&] {
+    describe_param(&spec, "a", 3, 0, 0, true, 8, 8, 0, 0, "", true, -1, -1);
+  });
+  EXPECT_NE(error.find("parameter 'a' has a transposition or rows of a "
+                       "Hugging Face tensor but no tensor name"),
+            std::string::npos)
+      << error;
+  error = errorOf([&] {
+    describe_param(&spec, "b", 3, 0, 0, true, 64, 0, 0, 0, "t", true, -1, -1);
+  });
+  EXPECT_NE(error.find("stored transposed but has 1 dimensions"),
+            std::string::npos)
+      << error;
+  error = errorOf([&] {
+    describe_param(&spec, "c", 3, 0, 0, true, 8, 8, 0, 0, "t", false, 8, 24);
+  });
+  EXPECT_NE(error.find("parameter 'c' is rows [8, 24) of 't', which is not "
+                       "its 8 rows"),
+            std::string::npos)
+      << error;
+  error = errorOf([&] { describe_loss(&spec, static_cast<Reduction>(7)); });
+  EXPECT_NE(error.find("unknown loss reduction 7"), std::string::npos) << error;
 }

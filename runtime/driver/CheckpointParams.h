@@ -1,0 +1,46 @@
+//===- CheckpointParams.h - A checkpoint's parameters -----------*- C++ -*-===//
+//
+// What `dpc export` reads of a DPC checkpoint: every parameter's name and
+// shape, its Hugging Face source (recorded under "hf_sources" in the
+// metadata of params.safetensors) and its values. The checkpoint's files
+// are read here and nowhere else in the exporter, so that another layout of
+// checkpoints (per-process shards with a manifest) plugs in behind
+// openCheckpointParams.
+//
+// Backend-independent.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DPRT_DRIVER_CHECKPOINTPARAMS_H
+#define DPRT_DRIVER_CHECKPOINTPARAMS_H
+
+#include "HfWeights.h"
+
+#include "dprt/program.h"
+
+#include <string>
+#include <vector>
+
+namespace dprt::driver {
+
+struct CheckpointParams {
+  std::string path; ///< the checkpoint directory (DIR/step-...)
+  int64_t step = 0; ///< the optimizer steps it holds
+  DType compute;    ///< the compute type of the run that saved it
+  bool verified;    ///< its checksums were checked (false: none recorded)
+  /// Name, shape and Hugging Face source of each parameter (the unit and
+  /// offsets are not used).
+  std::vector<ParamSpec> params;
+  DType valueType; ///< the type `values` gives (the accumulation type)
+  ParamValues values;
+};
+
+/// Opens the checkpoint DIR (a step-... directory, or a --save directory
+/// whose `latest` names one), verifies its checksums and reads the headers.
+/// Throws UsageError naming the file when it is not a usable checkpoint or
+/// records no Hugging Face names.
+CheckpointParams openCheckpointParams(const std::string &dir);
+
+} // namespace dprt::driver
+
+#endif // DPRT_DRIVER_CHECKPOINTPARAMS_H
