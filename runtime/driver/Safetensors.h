@@ -45,6 +45,10 @@ public:
 
   /// Writes the next tensor's data: numel * sizeOf(dtype) bytes.
   void write(const void *data);
+  /// Writes the next `bytes` bytes of the tensors' data (declaration
+  /// order, back to back), so that a tensor can be streamed in pieces of
+  /// any size; a file is written either with write() or with writeBytes().
+  void writeBytes(const void *data, int64_t bytes);
   /// Flushes, fsyncs and closes; throws if any write failed.
   void close();
   /// The checksum and size of every byte written (Checksum.h).
@@ -57,6 +61,7 @@ private:
   std::string path_;
   std::vector<TensorInfo> tensors_;
   size_t next_ = 0;
+  int64_t written_ = 0; ///< data bytes written so far
   std::FILE *file_ = nullptr;
   Checksum checksum_;
 };
@@ -73,6 +78,16 @@ public:
   const TensorInfo *find(const std::string &name) const;
   /// Reads a tensor's bytes into `out`.
   void read(const TensorInfo &tensor, void *out);
+  /// Reads `bytes` bytes of a tensor's data from byte `offset` of it into
+  /// `out` (a ranged read: the rest of the file is not touched). Safe to
+  /// call from several threads at once. Throws std::runtime_error naming the
+  /// tensor and the file when the range lies outside the tensor or the file
+  /// is shorter.
+  void readRange(const TensorInfo &tensor, int64_t offset, int64_t bytes,
+                 void *out) const;
+  /// The file offset of the first data byte (8 + the header's size).
+  int64_t dataStart() const { return dataStart_; }
+  const std::string &path() const { return path_; }
   const std::map<std::string, std::string> &metadata() const {
     return metadata_;
   }
