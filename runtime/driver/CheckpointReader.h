@@ -11,13 +11,13 @@
 //
 //   dprt::driver::CheckpointReader checkpoint(dir);  // --save DIR or a step
 //   std::vector<char> data;
-//   for (const dprt::driver::CheckpointParameter &p : checkpoint.parameters())
-//   {
+//   for (const auto &p : checkpoint.parameters()) {
 //     checkpoint.read(p, data); // p.numel() elements of checkpoint.dtype()
 //     ...
 //   }
 //
-// It lives in the backend-independent driver library (dprt_driver_objects).
+// It lives in the backend-independent driver library: a tool links
+// dprt_driver_objects, dprt_privacy and dprt_common (no backend).
 //
 //===----------------------------------------------------------------------===//
 
