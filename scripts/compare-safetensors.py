@@ -1,16 +1,23 @@
 #!/usr/bin/env python3
-"""Compares the tensors of two safetensors files (f32 or f64).
+"""Compares the tensors of two safetensors files (f32 or f64), or the
+parameters of two dpc checkpoints.
 
 Prints, per tensor and overall, the relative difference ||a - b|| / ||b|| and
 the largest absolute difference; exits 1 if a tensor is missing or its shape
 differs, or if --tolerance is given and a relative difference exceeds it.
 
     scripts/compare-safetensors.py gpu.safetensors cpu.safetensors --tolerance 1e-4
+
+A directory argument is a checkpoint (DIR/step-NNNNNNNN, or a --save DIR
+whose `latest` names one): its parameters, put together from the rank files
+by manifest.json's ranges (docs/training-program.md), or read from
+params.safetensors in a checkpoint of format version 1.
 """
 import argparse
 import array
 import json
 import math
+import os
 import struct
 import sys
 
@@ -35,6 +42,38 @@ def load(path):
     return tensors
 
 
+def load_checkpoint(path):
+    if not os.path.exists(os.path.join(path, "state.json")):
+        with open(os.path.join(path, "latest")) as f:
+            path = os.path.join(path, f.read().strip())
+    manifest_path = os.path.join(path, "manifest.json")
+    if not os.path.exists(manifest_path):
+        return load(os.path.join(path, "params.safetensors"))
+    with open(manifest_path) as f:
+        manifest = json.load(f)
+    code = {"F32": "f", "F64": "d"}[manifest["dtype"]]
+    master = {u["name"]: array.array(code, [math.nan]) * u["numel"]
+              for u in manifest["units"]}
+    for shard in manifest["shards"]:
+        tensors = load(os.path.join(path, shard["file"]))
+        for unit, (lo, hi) in shard["ranges"].items():
+            shape, values = tensors[unit + ".master"]
+            if shape != [hi - lo]:
+                sys.exit(f"{path}: {shard['file']} holds {unit}.master of "
+                         f"shape {shape}, the manifest says [{hi - lo}]")
+            master[unit][lo:hi] = values
+    params = {}
+    for p in manifest["params"]:
+        numel = math.prod(p["shape"])
+        params[p["name"]] = (p["shape"],
+                             master[p["unit"]][p["offset"]:p["offset"] + numel])
+    return params
+
+
+def load_any(path):
+    return load_checkpoint(path) if os.path.isdir(path) else load(path)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -43,7 +82,7 @@ def main():
     ap.add_argument("--tolerance", type=float)
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args()
-    a, b = load(args.a), load(args.b)
+    a, b = load_any(args.a), load_any(args.b)
     status = 0
     if set(a) != set(b):
         print(f"different tensors: {sorted(set(a) ^ set(b))}")

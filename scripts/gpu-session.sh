@@ -55,8 +55,8 @@ one_step() {
   rm -rf "$work/$name"
   "$program" --data "$data" --steps 1 --sigma 0 --seed 11 --save \
     "$work/$name" --quiet "$@" > /dev/null &&
-    cp "$work/$name"/step-00000001/params.safetensors \
-      "$out/$name.safetensors" && echo "$name: saved"
+    rm -rf "$out/$name" &&
+    cp -r "$work/$name"/step-00000001 "$out/$name" && echo "$name: saved"
 }
 
 # The tiny LM, 5 steps without noise from seed 11, on N GPUs (tinylm-rN)
@@ -71,11 +71,11 @@ tinylm_against_one_gpu() {
     rm -rf "$work/lm$r"
     "$prog" --data "$run/corpus.txt" --steps 5 --sigma 0 --seed 11 \
       --save "$work/lm$r" --quiet "${flags[@]}" > /dev/null &&
-      cp "$work/lm$r"/step-00000005/params.safetensors \
-        "$dir/tinylm-gpu$r.safetensors"
+      rm -rf "$dir/tinylm-gpu$r" &&
+      cp -r "$work/lm$r"/step-00000005 "$dir/tinylm-gpu$r"
   done
   python3 "$root/scripts/compare-safetensors.py" \
-    "$dir/tinylm-gpu$n.safetensors" "$dir/tinylm-gpu1.safetensors" --quiet
+    "$dir/tinylm-gpu$n" "$dir/tinylm-gpu1" --quiet
 }
 
 case $mode in

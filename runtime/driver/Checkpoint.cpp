@@ -168,10 +168,11 @@ CheckpointState checkpointStateFromJson(const std::string &text,
     if (root.at("format").string() != "dpc-checkpoint")
       throw JsonError("not a dpc checkpoint");
     int64_t version = root.at("format_version").integer();
-    if (version != CheckpointState::kFormatVersion)
+    if (version != 1 && version != CheckpointState::kFormatVersion)
       throw JsonError("format version " + std::to_string(version) +
-                      ", this program reads version " +
+                      ", this program reads versions 1 to " +
                       std::to_string(CheckpointState::kFormatVersion));
+    s.formatVersion = static_cast<int32_t>(version);
     s.model = root.at("model").string();
     s.backend = root.at("backend").string();
     s.compute = root.at("compute").string();
@@ -439,14 +440,29 @@ std::string CheckpointDirectory::begin(int64_t step) {
         name.rfind(".tmp-", 0) == 0 || name.rfind(".latest-", 0) == 0)
       fs::remove_all(entry.path(), ec);
   step_ = step;
-  temporary_ = (fs::path(dir_) /
-                (".tmp-" + stepName(step) + "-" + std::to_string(::getpid())))
-                   .string();
+  temporary_ = temporaryPath(dir_, step, token());
   fs::remove_all(temporary_, ec);
   if (!fs::create_directory(temporary_, ec) || ec)
     throw std::runtime_error("cannot create '" + temporary_ +
                              "': " + ec.message());
   return temporary_;
+}
+
+int64_t CheckpointDirectory::token() const { return ::getpid(); }
+
+std::string CheckpointDirectory::temporaryPath(const std::string &dir,
+                                               int64_t step, int64_t token) {
+  return (fs::path(dir) /
+          (".tmp-" + stepName(step) + "-" + std::to_string(token)))
+      .string();
+}
+
+void CheckpointDirectory::abandon() {
+  if (temporary_.empty())
+    return;
+  std::error_code ec;
+  fs::remove_all(temporary_, ec);
+  temporary_.clear();
 }
 
 std::string CheckpointDirectory::commit() {
@@ -525,45 +541,6 @@ void checkResumable(const ProgramSpec &spec, const CheckpointState &s,
     throw UsageError("the checkpoint '" + path +
                      "' was written by a program with another optimizer or "
                      "clipping bound; resume with the program that wrote it");
-}
-
-const std::vector<std::string> &checkpointTensorFiles() {
-  static const std::vector<std::string> files = {"params.safetensors",
-                                                 "optimizer.safetensors"};
-  return files;
-}
-
-bool verifyCheckpointFiles(const std::string &path,
-                           const CheckpointState &state) {
-  if (state.files.empty())
-    return false;
-  for (const std::string &name : checkpointTensorFiles()) {
-    const std::string file = (fs::path(path) / name).string();
-    auto recorded =
-        std::find_if(state.files.begin(), state.files.end(),
-                     [&](const CheckpointFile &f) { return f.name == name; });
-    if (recorded == state.files.end())
-      throw UsageError("the checkpoint '" + path + "' records no checksum of " +
-                       name + " in its state.json");
-    int64_t bytes = 0;
-    uint64_t checksum = 0;
-    try {
-      checksum = checksumOfFile(file, bytes);
-    } catch (const std::runtime_error &e) {
-      throw UsageError(e.what());
-    }
-    if (bytes != recorded->bytes || checksum != recorded->checksum)
-      throw UsageError("the checkpoint file '" + file + "' is corrupt: " +
-                       (bytes != recorded->bytes
-                            ? "it has " + std::to_string(bytes) +
-                                  " bytes, state.json "
-                                  "records " +
-                                  std::to_string(recorded->bytes)
-                            : "its XXH3-64 checksum is " + hex64(checksum) +
-                                  ", state.json records " +
-                                  hex64(recorded->checksum)));
-  }
-  return true;
 }
 
 namespace {

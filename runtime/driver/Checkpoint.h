@@ -1,20 +1,23 @@
 //===- Checkpoint.h - Training state and atomic checkpoints -----*- C++ -*-===//
 //
 // A checkpoint is a directory DIR/step-NNNNNNNN holding
-//   params.safetensors     every parameter, full (gathered from the shards),
-//                          in the accumulation type (f32, or f64 for f64
-//                          models), named as in the model
-//   optimizer.safetensors  per unit, the full optimizer state
-//                          ("<unit>.momentum", "<unit>.adam_m",
-//                          "<unit>.adam_v"), flat
+//   rank-RRRRR-of-WWWWW.safetensors  one per rank of the grid that saved it:
+//                          the rank's part of every FSDP unit's master
+//                          weights and optimizer state
+//   manifest.json          every shard file with its rank, element ranges,
+//                          size and XXH3-64 checksum; the units; every
+//                          parameter with its unit, offset and shape
 //   state.json             everything else a resumed run needs (below),
-//                          with the size and XXH3-64 checksum of each
-//                          tensor file, verified on resume
-// and DIR/latest names the newest one. A save writes into a temporary
-// directory DIR/.tmp-..., fsyncs every file and the directory, renames it
-// into place and only then replaces `latest` (write a temporary file, fsync,
-// rename): a crash at any point leaves the previous checkpoint and `latest`
-// intact.
+//                          with the size and XXH3-64 checksum of
+//                          manifest.json
+// (ShardedCheckpoint.h describes the tensor files, and format version 1,
+// which held params.safetensors and optimizer.safetensors in full) and
+// DIR/latest names the newest one. A save writes into a temporary directory
+// DIR/.tmp-..., every rank its own shard file, fsynced; after all ranks
+// report theirs, rank 0 writes the manifest and state.json, fsyncs the
+// directory, renames it into place and only then replaces `latest` (write a
+// temporary file, fsync, rename): a crash or a failed rank at any point
+// leaves the previous checkpoint and `latest` intact.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,9 +33,9 @@
 
 namespace dprt::driver {
 
-/// A tensor file of a checkpoint as state.json records it.
+/// A file of a checkpoint as state.json records it.
 struct CheckpointFile {
-  std::string name; ///< "params.safetensors", "optimizer.safetensors"
+  std::string name; ///< "manifest.json" (version 1: the tensor files)
   int64_t bytes = 0;
   uint64_t checksum = 0; ///< XXH3-64 of the whole file (Checksum.h)
 };
@@ -41,7 +44,10 @@ struct CheckpointFile {
 /// guarantee. Samplers and noise are counter-based, so the step number and
 /// the keys are all the random state there is.
 struct CheckpointState {
-  static constexpr int kFormatVersion = 1;
+  /// 2: sharded (manifest.json); 1: full tensors, still read.
+  static constexpr int kFormatVersion = 2;
+
+  int32_t formatVersion = kFormatVersion; ///< as read; saves write 2
 
   std::string model;
   std::string backend;
@@ -68,19 +74,10 @@ struct CheckpointState {
   std::string optimizer; ///< "sgd", "momentum", "adamw"
   double lr = 0, momentum = 0, beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0;
   bool nesterov = false;
-  /// The tensor files; empty in checkpoints written before checksums.
+  /// manifest.json (version 1: the tensor files); empty in version-1
+  /// checkpoints written before checksums.
   std::vector<CheckpointFile> files;
 };
-
-/// The tensor files every checkpoint holds.
-const std::vector<std::string> &checkpointTensorFiles();
-
-/// Throws UsageError naming the file when a tensor file of the checkpoint
-/// directory `path` is missing, has another size or another checksum than
-/// `state` records. Returns false (verifying nothing) for a checkpoint
-/// written before checksums.
-bool verifyCheckpointFiles(const std::string &path,
-                           const CheckpointState &state);
 
 /// "sgd", "momentum", "adamw".
 const char *optimizerName(OptimizerKind kind);
@@ -100,7 +97,9 @@ CheckpointState checkpointStateFromJson(const std::string &text,
                                         const std::string &path);
 
 /// Saves into DIR: begin() gives a fresh temporary directory to write the
-/// files into, commit() publishes it.
+/// files into, commit() publishes it. Only rank 0 calls them; the other
+/// ranks write into temporaryPath(DIR, step, token()) once rank 0 has told
+/// them its token.
 class CheckpointDirectory {
 public:
   explicit CheckpointDirectory(std::string dir) : dir_(std::move(dir)) {}
@@ -108,9 +107,18 @@ public:
   /// Creates DIR if needed, removes temporary directories that an
   /// interrupted save left behind, and creates a new one.
   std::string begin(int64_t step);
+  /// What makes the temporary directory's name unique (the pid of rank 0's
+  /// process), below 2^31.
+  int64_t token() const;
   /// fsyncs, renames the temporary directory to DIR/step-NNNNNNNN (with a
   /// suffix if that exists) and points DIR/latest at it. Returns its path.
   std::string commit();
+  /// Removes the temporary directory of a save that failed (best effort).
+  void abandon();
+
+  /// DIR/.tmp-step-NNNNNNNN-TOKEN
+  static std::string temporaryPath(const std::string &dir, int64_t step,
+                                   int64_t token);
 
 private:
   std::string dir_;

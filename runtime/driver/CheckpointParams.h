@@ -2,10 +2,7 @@
 //
 // What `dpc export` reads of a DPC checkpoint: every parameter's name and
 // shape, its Hugging Face source (recorded under "hf_sources" in the
-// metadata of params.safetensors) and its values. The checkpoint's files
-// are read here and nowhere else in the exporter, so that another layout of
-// checkpoints (per-process shards with a manifest) plugs in behind
-// openCheckpointParams.
+// manifest) and its values, read through CheckpointReader.
 //
 // Backend-independent.
 //
@@ -27,7 +24,9 @@ struct CheckpointParams {
   std::string path; ///< the checkpoint directory (DIR/step-...)
   int64_t step = 0; ///< the optimizer steps it holds
   DType compute;    ///< the compute type of the run that saved it
-  bool verified;    ///< its checksums were checked (false: none recorded)
+  /// What the reader says a user should know (an old format, no
+  /// checksums), one sentence each.
+  std::vector<std::string> notes;
   /// Name, shape and Hugging Face source of each parameter (the unit and
   /// offsets are not used).
   std::vector<ParamSpec> params;
@@ -36,7 +35,8 @@ struct CheckpointParams {
 };
 
 /// Opens the checkpoint DIR (a step-... directory, or a --save directory
-/// whose `latest` names one), verifies its checksums and reads the headers.
+/// whose `latest` names one) of any format and number of ranks
+/// (CheckpointReader); each tensor file is verified before it is read.
 /// Throws UsageError naming the file when it is not a usable checkpoint or
 /// records no Hugging Face names.
 CheckpointParams openCheckpointParams(const std::string &dir);

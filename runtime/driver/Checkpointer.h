@@ -1,10 +1,16 @@
 //===- Checkpointer.h - Saving and loading the ranks' state -----*- C++ -*-===//
 //
-// Moves a run's parameters and optimizer state between the ranks' shards
-// and a checkpoint directory (Checkpoint.h describes the files): a save
-// gathers each FSDP unit's shards into full tensors and writes them; a load
-// reads full tensors and scatters them back, so that a checkpoint can be
-// resumed with another number of ranks.
+// Moves a run's master weights and optimizer state between the ranks'
+// shards and a checkpoint directory (Checkpoint.h, ShardedCheckpoint.h):
+// a save has every rank write its own shard file, then rank 0 the manifest
+// and the state, after all ranks reported theirs; nothing is gathered. A
+// load has every rank read, with ranged reads, the elements of its shards
+// from whichever files hold them: a checkpoint of any number of ranks and
+// any unit layout resumes, parameters matched by name.
+//
+// The ranks meet through their Communicator (allReduceHost), so the same
+// code serves ranks that are threads of one process and ranks that are
+// processes of their own.
 //
 // Compiled once per backend.
 //
@@ -18,9 +24,7 @@
 
 #include "dprt/program.h"
 
-#include <cstdint>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace dprt::driver {
@@ -30,26 +34,24 @@ public:
   Checkpointer(const ProgramSpec &spec, ProcessRanks &ranks)
       : spec_(spec), ranks_(ranks) {}
 
-  /// Writes the parameters, the optimizer state and `state` as checkpoint
-  /// `state.step` into `dir` (atomically, Checkpoint.h). Returns its path.
+  /// Writes the shards, the manifest and `state` as checkpoint `state.step`
+  /// into `dir` (atomically, Checkpoint.h). Returns its path in the process
+  /// of rank 0, "" in the others. Throws when any rank failed; then nothing
+  /// was published.
   std::string save(const std::string &dir, const CheckpointState &state);
 
-  /// Reads the checkpoint directory `path` into the ranks' shards; throws
-  /// UsageError naming the file when it does not fit the model.
-  void load(const std::string &path);
+  /// Reads the checkpoint directory `path`, whose state.json is `state`,
+  /// into the ranks' shards. Every check (the manifest, the model's names
+  /// and shapes, each file's size, checksum and finite elements) comes
+  /// before the first element is written; a failure throws UsageError
+  /// naming the file and the difference. Returns notes for the user (an old
+  /// format, missing checksums).
+  std::vector<std::string> load(const std::string &path,
+                                const CheckpointState &state);
 
 private:
-  /// Per unit, its parameters in the order of the unit's flat buffer.
-  std::vector<std::vector<const ParamSpec *>> paramsByUnit() const;
-  /// The optimizer-state tensors of `unit`: name and arena offset.
-  std::vector<std::pair<std::string, int64_t>>
-  optimizerTensors(const UnitSpec &unit) const;
-  /// The full contents of the unit buffers at the shard offsets `offsets`,
-  /// gathered from every rank of this process.
-  std::vector<std::vector<char>>
-  gatherUnit(const UnitSpec &unit, const std::vector<int64_t> &offsets);
-  void scatterUnit(const UnitSpec &unit, const std::vector<int64_t> &offsets,
-                   const std::vector<std::vector<char>> &fulls);
+  /// The arena offset of state `state` (checkpointStates order) of `unit`.
+  int64_t stateShard(const UnitSpec &unit, int state) const;
 
   const ProgramSpec &spec_;
   ProcessRanks &ranks_;

@@ -1,9 +1,10 @@
 //===- Checksum.h - Checksums of checkpoint files ---------------*- C++ -*-===//
 //
 // XXH3-64 (xxHash, Yann Collet; the algorithm of xxHash 0.8's XXH3_64bits
-// with seed 0) of a file's bytes: state.json records one per tensor file and
-// a resume verifies it, so that a flipped bit in params.safetensors is an
-// error naming the file rather than a silently different model. Not a
+// with seed 0) of a file's bytes: manifest.json records one per shard file,
+// state.json that of manifest.json, and a resume verifies them, so that a
+// flipped bit in a shard is an error naming the file rather than a silently
+// different model. Not a
 // cryptographic hash: it detects corruption, not tampering.
 //
 // xxhash.h (Debian's libxxhash-dev) is compiled in header-only

@@ -169,14 +169,26 @@ void SafetensorsWriter::write(const void *data) {
   if (next_ >= tensors_.size())
     throw std::logic_error("SafetensorsWriter: more tensors than declared");
   const TensorInfo &t = tensors_[next_++];
+  if (written_ != t.begin)
+    throw std::logic_error("SafetensorsWriter: write() after writeBytes()");
   put(data, static_cast<size_t>(t.end - t.begin));
+  written_ = t.end;
+}
+
+void SafetensorsWriter::writeBytes(const void *data, int64_t bytes) {
+  const int64_t total = tensors_.empty() ? 0 : tensors_.back().end;
+  if (bytes < 0 || bytes > total - written_)
+    throw std::logic_error("SafetensorsWriter: more data than declared");
+  put(data, static_cast<size_t>(bytes));
+  written_ += bytes;
 }
 
 void SafetensorsWriter::close() {
-  if (next_ != tensors_.size())
+  const int64_t total = tensors_.empty() ? 0 : tensors_.back().end;
+  if (written_ != total)
     throw std::logic_error(
-        "SafetensorsWriter: " + std::to_string(tensors_.size() - next_) +
-        " declared tensors were not written");
+        "SafetensorsWriter: " + std::to_string(total - written_) +
+        " declared bytes were not written");
   if (std::fflush(file_) != 0 || fsync(fileno(file_)) != 0)
     ioError("cannot write", path_);
   std::FILE *file = file_;
@@ -303,6 +315,32 @@ const unsigned char *SafetensorsReader::mapped(const TensorInfo &tensor) {
     map_ = map;
   }
   return static_cast<const unsigned char *>(map_) + dataStart_ + tensor.begin;
+}
+
+void SafetensorsReader::readRange(const TensorInfo &tensor, int64_t offset,
+                                  int64_t bytes, void *out) const {
+  if (offset < 0 || bytes < 0 || offset > tensor.end - tensor.begin - bytes)
+    throw std::runtime_error("bytes [" + std::to_string(offset) + ", " +
+                             std::to_string(offset + bytes) +
+                             ") lie outside tensor '" + tensor.name + "' of '" +
+                             path_ + "'");
+  // pread keeps no file position: ranks read their ranges concurrently.
+  const int fd = fileno(file_);
+  char *to = static_cast<char *>(out);
+  int64_t at = dataStart_ + tensor.begin + offset;
+  while (bytes > 0) {
+    const ssize_t n = ::pread(fd, to, static_cast<size_t>(bytes), at);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      throw std::runtime_error(
+          "cannot read tensor '" + tensor.name + "' of '" + path_ + "': " +
+          (n == 0 ? std::string("the file is shorter than its header says")
+                  : std::strerror(errno)));
+    to += n;
+    at += n;
+    bytes -= n;
+  }
 }
 
 void SafetensorsReader::read(const TensorInfo &tensor, void *out) {

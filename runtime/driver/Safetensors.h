@@ -64,6 +64,10 @@ public:
 
   /// Writes the next tensor's data: numel * sizeOf(dtype) bytes.
   void write(const void *data);
+  /// Writes the next `bytes` bytes of the tensors' data (declaration
+  /// order, back to back), so that a tensor can be streamed in pieces of
+  /// any size; a file is written either with write() or with writeBytes().
+  void writeBytes(const void *data, int64_t bytes);
   /// Flushes, fsyncs and closes; throws if any write failed.
   void close();
   /// The checksum and size of every byte written (Checksum.h).
@@ -76,6 +80,7 @@ private:
   std::string path_;
   std::vector<TensorInfo> tensors_;
   size_t next_ = 0;
+  int64_t written_ = 0; ///< data bytes written so far
   std::FILE *file_ = nullptr;
   Checksum checksum_;
 };
@@ -103,6 +108,15 @@ public:
   /// The tensor's bytes in a read-only mapping of the file (made on first
   /// use, kept until the reader goes): only the pages read are loaded.
   const unsigned char *mapped(const TensorInfo &tensor);
+  /// Reads `bytes` bytes of a tensor's data from byte `offset` of it into
+  /// `out` (a ranged read: the rest of the file is not touched). Safe to
+  /// call from several threads at once. Throws std::runtime_error naming the
+  /// tensor and the file when the range lies outside the tensor or the file
+  /// is shorter.
+  void readRange(const TensorInfo &tensor, int64_t offset, int64_t bytes,
+                 void *out) const;
+  /// The file offset of the first data byte (8 + the header's size).
+  int64_t dataStart() const { return dataStart_; }
   const std::map<std::string, std::string> &metadata() const {
     return metadata_;
   }

@@ -290,7 +290,7 @@ void Trainer::saveCheckpoint() {
   state.datasetFingerprint = data_ ? data_->fingerprint() : 0;
   const std::string path = checkpointer_->save(o_.save, state);
   log("saved checkpoint of step " + std::to_string(step_) + " to " + path);
-  if (o_.keepLast > 0)
+  if (o_.keepLast > 0 && leader_)
     for (const std::string &name : pruneCheckpoints(o_.save, o_.keepLast))
       log("removed the older checkpoint " + name + " (--keep-last " +
           std::to_string(o_.keepLast) + ")");
@@ -354,10 +354,6 @@ int Trainer::run() {
                           : spec_.recipe.steps;
   if (resumed) {
     checkResumable(spec_, *resumed, resumePath);
-    if (!verifyCheckpointFiles(resumePath, *resumed))
-      warn("the checkpoint '" + resumePath +
-           "' records no checksums (written by an older program): its "
-           "tensor files are not verified");
     privacy_.emplace(PrivacySession::resume(o_, spec_.recipe, *resumed,
                                             resumePath, data_.get(),
                                             totalSteps_, keyShared));
@@ -404,7 +400,8 @@ int Trainer::run() {
   }
   ranks_->initialize(privacy_->stepState(0), !o_.trace.empty());
   if (resumed) {
-    checkpointer_->load(resumePath);
+    for (const std::string &note : checkpointer_->load(resumePath, *resumed))
+      warn(note);
     log("resumed from " + resumePath + " at step " + std::to_string(step_));
   } else if (init_) {
     loadHfWeights(*init_, spec_, *ranks_);

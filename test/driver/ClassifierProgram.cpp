@@ -4,6 +4,9 @@
 // classes, with the weight and the bias in two FSDP units, for
 // FIXTURE_RANKS ranks and FIXTURE_COMPUTE (f32 or f64). Only the kernel API
 // and a fixed arena layout, like generated code: the driver's tests train it.
+// With FIXTURE_ONE_UNIT (1 rank only) the weight and the bias share one unit
+// "unit.wb": the same computation with another unit layout, for checkpoint
+// tests.
 //
 // Recipe: flat clipping at C = 1, target epsilon 4 at delta 1e-5, Poisson
 // sampling at rate q = 0.05, 8 samples per rank and micro-step, AdamW.
@@ -24,6 +27,9 @@
 #ifndef FIXTURE_F64
 #define FIXTURE_F64 0
 #endif
+#ifndef FIXTURE_ONE_UNIT
+#define FIXTURE_ONE_UNIT 0
+#endif
 
 namespace {
 
@@ -36,6 +42,10 @@ constexpr int64_t kBatch = 8, kFeatures = 4, kClasses = 3;
 constexpr int64_t kNumelW = kClasses * kFeatures, kNumelB = kClasses;
 constexpr int64_t kShardW = (kNumelW + kRanks - 1) / kRanks;
 constexpr int64_t kShardB = (kNumelB + kRanks - 1) / kRanks;
+constexpr bool kOneUnit = FIXTURE_ONE_UNIT;
+static_assert(!kOneUnit || kRanks == 1, "one unit is a 1-rank layout");
+// One unit: each of its buffers holds the weight, then the bias.
+constexpr int64_t kWBytes = (kOneUnit ? kNumelW + kNumelB : kShardW) * kElem;
 
 constexpr int64_t after(int64_t offset, int64_t bytes) {
   return (offset + bytes + kArenaAlignment - 1) / kArenaAlignment *
@@ -50,13 +60,18 @@ constexpr int64_t kLabel = after(kX, kBatch *kFeatures *kElem);
 constexpr int64_t kMask = after(kLabel, kBatch * 4);
 constexpr int64_t kLoss = after(kMask, kBatch *kElem);
 constexpr int64_t kMasterW = after(kLoss, kBatch *kElem);
-constexpr int64_t kGradW = after(kMasterW, kShardW *kElem);
-constexpr int64_t kAdamMW = after(kGradW, kShardW *kElem);
-constexpr int64_t kAdamVW = after(kAdamMW, kShardW *kElem);
-constexpr int64_t kMasterB = after(kAdamVW, kShardW *kElem);
-constexpr int64_t kGradB = after(kMasterB, kShardB *kElem);
-constexpr int64_t kAdamMB = after(kGradB, kShardB *kElem);
-constexpr int64_t kAdamVB = after(kAdamMB, kShardB *kElem);
+constexpr int64_t kGradW = after(kMasterW, kWBytes);
+constexpr int64_t kAdamMW = after(kGradW, kWBytes);
+constexpr int64_t kAdamVW = after(kAdamMW, kWBytes);
+constexpr int64_t kInUnit = kNumelW * kElem; // the bias in the one unit
+constexpr int64_t kMasterB =
+    kOneUnit ? kMasterW + kInUnit : after(kAdamVW, kShardW *kElem);
+constexpr int64_t kGradB =
+    kOneUnit ? kGradW + kInUnit : after(kMasterB, kShardB *kElem);
+constexpr int64_t kAdamMB =
+    kOneUnit ? kAdamMW + kInUnit : after(kGradB, kShardB *kElem);
+constexpr int64_t kAdamVB =
+    kOneUnit ? kAdamVW + kInUnit : after(kAdamMB, kShardB *kElem);
 constexpr int64_t kFullW = after(kAdamVB, kShardB *kElem);
 constexpr int64_t kFullB = after(kFullW, kShardW *kRanks *kElem);
 constexpr int64_t kLogits = after(kFullB, kShardB *kRanks *kElem);
@@ -133,6 +148,15 @@ void dp_describe(ProgramSpec *spec) {
                      kEps, 0.0);
   describe_input(spec, "x", InputRole::Features, kX, kFeatures, 0, 0);
   describe_input(spec, "label", InputRole::Label, kLabel, 0, 0, 0);
+  if (kOneUnit) {
+    describe_unit(spec, "unit.wb", kNumelW + kNumelB, kNumelW + kNumelB,
+                  kMasterW, kMasterW, kGradW, kAdamMW, kAdamVW);
+    describe_param(spec, "w", 0, 0, 0, true, kClasses, kFeatures, 0, 0, "",
+                   false, -1, -1);
+    describe_param(spec, "b", 0, kNumelW, kNumelW, true, kClasses, 0, 0, 0, "",
+                   false, -1, -1);
+    return;
+  }
   describe_unit(spec, "unit.w", kNumelW, kShardW, kMasterW, kMasterW, kGradW,
                 kAdamMW, kAdamVW);
   describe_unit(spec, "unit.b", kNumelB, kShardB, kMasterB, kMasterB, kGradB,

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -534,6 +535,55 @@ std::string latestCheckpoint(const std::string &dir) {
   while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back())))
     name.pop_back();
   return dir + "/" + name;
+}
+
+Tensors readUnitStates(const std::string &checkpoint) {
+  const Json manifest =
+      parseJson(dpctest::readFile(checkpoint + "/manifest.json"));
+  if (manifest.at("format_version").number != 2)
+    fail(checkpoint + ": not a sharded checkpoint (format version 2)");
+  Tensors states;
+  for (const Json &unit : manifest.at("units").items)
+    for (const Json &state : manifest.at("states").items)
+      states[unit.at("name").text + "." + state.text] =
+          Vec(size_t(unit.at("numel").number), std::nan(""));
+  for (const Json &shard : manifest.at("shards").items) {
+    const Tensors file =
+        readSafetensors(checkpoint + "/" + shard.at("file").text);
+    for (const auto &[unit, range] : shard.at("ranges").fields)
+      for (const Json &state : manifest.at("states").items) {
+        const std::string name = unit + "." + state.text;
+        auto part = file.find(name);
+        const size_t begin = size_t(range.items.at(0).number);
+        if (part == file.end() ||
+            begin + part->second.size() != size_t(range.items.at(1).number))
+          fail(checkpoint + ": " + shard.at("file").text + " has no " + name +
+               " of its range");
+        std::copy(part->second.begin(), part->second.end(),
+                  states.at(name).begin() + begin);
+      }
+  }
+  return states;
+}
+
+Tensors readCheckpointParams(const std::string &checkpoint) {
+  const Json manifest =
+      parseJson(dpctest::readFile(checkpoint + "/manifest.json"));
+  const Tensors states = readUnitStates(checkpoint);
+  Tensors params;
+  for (const Json &param : manifest.at("params").items) {
+    int64_t numel = 1;
+    for (const Json &d : param.at("shape").items)
+      numel *= int64_t(d.number);
+    const Vec &unit = states.at(param.at("unit").text + ".master");
+    const size_t offset = size_t(param.at("offset").number);
+    if (offset + numel > unit.size())
+      fail(checkpoint + ": parameter " + param.at("name").text +
+           " lies outside its unit");
+    params[param.at("name").text] =
+        Vec(unit.begin() + offset, unit.begin() + offset + numel);
+  }
+  return params;
 }
 
 std::vector<double> metricLosses(const std::string &path) {

@@ -138,6 +138,17 @@ Tensors readSafetensors(const std::string &path);
 /// DIR/<latest>: the checkpoint a `--save DIR` run wrote last.
 std::string latestCheckpoint(const std::string &dir);
 
+/// Every state of every unit of the checkpoint directory `checkpoint`
+/// (sharded, format version 2) in full, "<unit>.<state>" ("unit.b0.master",
+/// "unit.b0.adam_m"), put together from the rank files by the ranges of
+/// manifest.json. Written from docs/training-program.md, not with the
+/// driver's reader.
+Tensors readUnitStates(const std::string &checkpoint);
+
+/// Every parameter of the checkpoint directory `checkpoint`: cut out of its
+/// unit's "<unit>.master" (readUnitStates) at the manifest's offset.
+Tensors readCheckpointParams(const std::string &checkpoint);
+
 /// The "loss" of each line of a --metrics file (NaN for null).
 std::vector<double> metricLosses(const std::string &path);
 

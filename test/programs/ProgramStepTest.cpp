@@ -85,10 +85,8 @@ ProgramRun trainProgram(const ProgramId &id, const std::string &data,
                   "--sigma", format(sigma), "--save", dir / "trained",
                   "--metrics", dir / "metrics.jsonl"});
   ProgramRun run;
-  run.initial = readSafetensors(latestCheckpoint(dir / "initial") +
-                                "/params.safetensors");
-  run.trained = readSafetensors(latestCheckpoint(dir / "trained") +
-                                "/params.safetensors");
+  run.initial = readCheckpointParams(latestCheckpoint(dir / "initial"));
+  run.trained = readCheckpointParams(latestCheckpoint(dir / "trained"));
   run.losses = metricLosses(dir / "metrics.jsonl");
   return run;
 }
@@ -262,9 +260,8 @@ uint64_t chooseSeed(const ProgramId &id, uint64_t start,
     dpctest::TempDir dir;
     runProgram(id, {"--steps", "0", "--seed", std::to_string(seed), "--save",
                     dir / "initial"});
-    ref::Model m =
-        referenceModel(id, readSafetensors(latestCheckpoint(dir / "initial") +
-                                           "/params.safetensors"));
+    ref::Model m = referenceModel(
+        id, readCheckpointParams(latestCheckpoint(dir / "initial")));
     const int64_t clipped = clippedSamples(
         m.dpStep(referenceBatch(records, batch, modelTokens(id)),
                  Vec(batch.size(), 1.0), referenceRecipe(id, kRecords)));

@@ -58,7 +58,7 @@ protected:
       runProgram(id,
                  {"--data", data, "--steps", std::to_string(kSteps), "--seed",
                   std::to_string(seed), "--sigma", sigmaText, "--save", save});
-      return readSafetensors(latestCheckpoint(save) + "/params.safetensors");
+      return readCheckpointParams(latestCheckpoint(save));
     };
     const Tensors reference = train(one);
     for (int ranks : {2, 3, 4}) {

@@ -116,11 +116,8 @@ int main(int argc, char **argv) {
       throw UsageError("-o OUT is required");
 
     CheckpointParams params = openCheckpointParams(checkpoint);
-    if (!params.verified)
-      std::fprintf(stderr,
-                   "dpc export: warning: the checkpoint '%s' records no "
-                   "checksums: its tensor file is not verified\n",
-                   params.path.c_str());
+    for (const std::string &note : params.notes)
+      std::fprintf(stderr, "dpc export: note: %s\n", note.c_str());
     if (dtype.empty())
       options.dtype = params.compute == DType::BF16 ? DType::BF16 : DType::F32;
     writeHfFolder(options, params.params, params.valueType, params.values);
