@@ -127,6 +127,11 @@ LogicalResult dpc::lowering::buildDescribe(LoweringContext &context) {
     program.i64(-1);
   program.i64(classes).planned(rt::PlannedValue::PeakBytes);
   context.call("describe_program", program);
+  if (context.replicas > 1) {
+    CallArgs grid = context.args();
+    grid.i32(context.replicas);
+    context.call("describe_grid", grid);
+  }
 
   describeRecipe(context);
 

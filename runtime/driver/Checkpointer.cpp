@@ -14,6 +14,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <optional>
 
 namespace dprt::driver {
 namespace {
@@ -74,14 +75,8 @@ Checkpointer::optimizerTensors(const UnitSpec &unit) const {
 std::vector<std::vector<char>>
 Checkpointer::gatherUnit(const UnitSpec &unit,
                          const std::vector<int64_t> &offsets) {
-  const int64_t accBytes = sizeOf(accOf(spec_.compute));
-  std::vector<std::vector<char>> fulls(
-      offsets.size(), std::vector<char>(unit.numel * accBytes));
-  ranks_.forEachLocalShard(unit, [&](Rank &rank, int64_t lo, int64_t hi) {
-    for (size_t k = 0; k < offsets.size(); ++k)
-      copyFromArena(&rank, fulls[k].data() + lo * accBytes, offsets[k],
-                    (hi - lo) * accBytes);
-  });
+  std::vector<std::vector<char>> fulls;
+  ranks_.gatherUnit(unit, offsets, sizeOf(accOf(spec_.compute)), fulls);
   return fulls;
 }
 
@@ -101,8 +96,15 @@ std::string Checkpointer::save(const std::string &dir,
   DPRT_TRACE(ranks_.launch().firstRank, trace::Track::Compute, "checkpoint");
   const DType acc = accOf(spec_.compute);
   const int64_t accBytes = sizeOf(acc);
-  CheckpointDirectory directory(dir);
-  const std::string temporary = directory.begin(state.step);
+  // In a job of several processes every one gathers (a collective) and the
+  // leader writes.
+  const bool writer = ranks_.leader();
+  std::optional<CheckpointDirectory> directory;
+  std::string temporary;
+  if (writer) {
+    directory.emplace(dir);
+    temporary = directory->begin(state.step);
+  }
   const auto byUnit = paramsByUnit();
 
   std::vector<TensorInfo> paramTensors, optimizerInfos;
@@ -116,16 +118,20 @@ std::string Checkpointer::save(const std::string &dir,
       {"format", "dpc"},
       {"model", spec_.model},
       {"step", std::to_string(state.step)}};
-  SafetensorsWriter params(temporary + "/params.safetensors", paramTensors,
-                           metadata);
-  SafetensorsWriter optimizer(temporary + "/optimizer.safetensors",
-                              optimizerInfos, metadata);
+  std::optional<SafetensorsWriter> params, optimizer;
+  if (writer) {
+    params.emplace(temporary + "/params.safetensors", paramTensors, metadata);
+    optimizer.emplace(temporary + "/optimizer.safetensors", optimizerInfos,
+                      metadata);
+  }
   for (size_t u = 0; u < spec_.units.size(); ++u) {
     const UnitSpec &unit = spec_.units[u];
     std::vector<int64_t> offsets = {unit.masterShard};
     for (const auto &[name, offset] : optimizerTensors(unit))
       offsets.push_back(offset);
     std::vector<std::vector<char>> fulls = gatherUnit(unit, offsets);
+    if (!writer)
+      continue;
     // A checkpoint of NaN weights would only spread the damage.
     for (size_t k = 0; k < fulls.size(); ++k)
       if (int64_t at = firstNonFinite(acc, fulls[k].data(), unit.numel);
@@ -136,19 +142,21 @@ std::string Checkpointer::save(const std::string &dir,
             (k == 0 ? "the parameters" : "the optimizer state") + " of unit '" +
             unit.name + "' is not finite");
     for (const ParamSpec *p : byUnit[u])
-      params.write(fulls[0].data() + p->offsetInUnit * accBytes);
+      params->write(fulls[0].data() + p->offsetInUnit * accBytes);
     for (size_t k = 1; k < fulls.size(); ++k)
-      optimizer.write(fulls[k].data());
+      optimizer->write(fulls[k].data());
   }
-  params.close();
-  optimizer.close();
+  if (!writer)
+    return "";
+  params->close();
+  optimizer->close();
   CheckpointState withFiles = state;
-  withFiles.files = {{"params.safetensors", params.checksum().bytes(),
-                      params.checksum().value()},
-                     {"optimizer.safetensors", optimizer.checksum().bytes(),
-                      optimizer.checksum().value()}};
+  withFiles.files = {{"params.safetensors", params->checksum().bytes(),
+                      params->checksum().value()},
+                     {"optimizer.safetensors", optimizer->checksum().bytes(),
+                      optimizer->checksum().value()}};
   writeFileDurably(temporary + "/state.json", toJson(withFiles));
-  return directory.commit();
+  return directory->commit();
 }
 
 void Checkpointer::load(const std::string &path) {

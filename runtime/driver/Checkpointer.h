@@ -32,6 +32,8 @@ public:
 
   /// Writes the parameters, the optimizer state and `state` as checkpoint
   /// `state.step` into `dir` (atomically, Checkpoint.h). Returns its path.
+  /// In a job of several processes every process calls it and the leader
+  /// writes (the others return "").
   std::string save(const std::string &dir, const CheckpointState &state);
 
   /// Reads the checkpoint directory `path` into the ranks' shards; throws
@@ -45,7 +47,8 @@ private:
   std::vector<std::pair<std::string, int64_t>>
   optimizerTensors(const UnitSpec &unit) const;
   /// The full contents of the unit buffers at the shard offsets `offsets`,
-  /// gathered from every rank of this process.
+  /// gathered from every rank (ProcessRanks::gatherUnit: on the leader in a
+  /// job of several processes).
   std::vector<std::vector<char>>
   gatherUnit(const UnitSpec &unit, const std::vector<int64_t> &offsets);
   void scatterUnit(const UnitSpec &unit, const std::vector<int64_t> &offsets,
