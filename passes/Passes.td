@@ -12,7 +12,9 @@ def Specialize : Pass<"dp-specialize", "mlir::ModuleOp"> {
     the `?` sample dimension of the model's forward pass by the recipe's
     physical batch per rank, and gives a dynamic `shard.grid` the number of
     ranks of `ranks`. A static grid must agree with `ranks` when both are
-    given. `ranks` is 1 to 2^31 - 1 (the runtime counts ranks in an
+    given. A 2-D grid (replicas x shards, hybrid sharding) may leave one
+    dimension `?`, which becomes `ranks` divided by the other; `ranks` must
+    then be a multiple of it. `ranks` is 1 to 2^31 - 1 (the runtime counts ranks in an
     int32_t), or -1, the default, for the grid's size. Other recipes are removed: one compilation trains one recipe.
   }];
   let options = [
@@ -111,14 +113,20 @@ def Shard : Pass<"dp-shard", "mlir::ModuleOp"> {
     Groups the parameters into units by the recipe's `#dp.fsdp` policy (a
     block: the name prefix before the first `.`; a layer: the parameters one
     layer reads; a parameter's own `unit` attribute wins), lays each unit out
-    as one flat buffer padded to a multiple of the number of ranks
-    (`dp.unit`), and, on more than one rank, inserts `dp.all_gather` before
-    the first read of a unit in the forward part of the step and again
-    before its first read in the backward part (unless
+    as one flat buffer padded to a multiple of the number of ranks it is
+    split over (`dp.unit`), and, on more than one such rank, inserts
+    `dp.all_gather` before the first read of a unit in the forward part of
+    the step and again before its first read in the backward part (unless
     `reshard_after_forward = false`), and one `dp.reduce_scatter` after the
     last weight-gradient op of the unit. Per unit and step: one all-gather in
     forward, at most one in backward, one reduce-scatter: no collective that
     non-private FSDP would not issue.
+
+    On a 2-D grid of R x S ranks (hybrid sharding) the units are split over
+    the S ranks of a replica (`ranks = S`), the collectives above run among
+    them, and `replicas = R` on each unit makes the lowering sum each
+    gradient shard over the R replicas once per optimizer step, before the
+    noise and the update.
   }];
   let statistics = [
     Statistic<"numUnits", "units", "FSDP units">,

@@ -37,6 +37,9 @@ struct Totals {
   double forward = 0, inputGrads = 0, norms = 0, weightGrads = 0;
   double gatherBytes = 0, scatterBytes = 0;
   int64_t gathers = 0, scatters = 0;
+  /// Per optimizer step, on a grid of several replicas.
+  double allReduceBytes = 0;
+  int64_t allReduces = 0;
 };
 
 int64_t bytesOf(Type element) {
@@ -69,6 +72,10 @@ void ReportPass::runOnOperation() {
   Type compute = getComputeType(model);
   Type accType = getAccumulationType(model);
   int64_t ranks = getNumRanks(recipe);
+  // Collectives of the step run among the `shards` ranks a unit is split
+  // over; the gradient shards are summed over `replicas` once per step.
+  GridShape grid = getGridShape(recipe);
+  int64_t shards = grid.shards, replicas = grid.replicas;
   std::map<std::string, ParamRow> rows;
   SmallVector<std::string> order;
   for (ParamOp param : getParams(model)) {
@@ -85,8 +92,20 @@ void ReportPass::runOnOperation() {
     return rows[cast<FlatSymbolRefAttr>(ref).getValue().str()];
   };
   llvm::StringMap<int64_t> unitShard;
-  for (UnitOp unit : model.getBody().front().getOps<UnitOp>())
+  Totals totals;
+  for (UnitOp unit : model.getBody().front().getOps<UnitOp>()) {
     unitShard[unit.getSymName()] = unit.getShard();
+    bool trainable = llvm::any_of(unit.getParams(), [&](Attribute ref) {
+      return rows.count(cast<FlatSymbolRefAttr>(ref).getValue().str()) > 0;
+    });
+    // A ring all-reduce sends and receives 2 (R - 1) / R of the buffer.
+    if (replicas > 1 && trainable) {
+      totals.allReduceBytes += 2.0 * double(replicas - 1) / double(replicas) *
+                               double(unit.getShard()) *
+                               double(bytesOf(accType));
+      ++totals.allReduces;
+    }
+  }
 
   // A parameter with several norm ops (a table tied to a linear head) lists
   // each one's method.
@@ -101,7 +120,6 @@ void ReportPass::runOnOperation() {
                        ")");
     row.normFlops += biasNormFlops(batchOf(dy), tokensOf(dy), lastDim(dy));
   };
-  Totals totals;
   for (Operation &op : step.getBodyBlock()) {
     llvm::TypeSwitch<Operation *>(&op)
         .Case([&](LinearOp l) {
@@ -222,13 +240,13 @@ void ReportPass::runOnOperation() {
               elementGradFlops(batchOf(g.getGrads()), lastDim(g.getGrads()));
         })
         .Case([&](AllGatherOp g) {
-          totals.gatherBytes += double(ranks - 1) *
+          totals.gatherBytes += double(shards - 1) *
                                 double(unitShard.lookup(g.getUnit())) *
                                 double(bytesOf(compute));
           ++totals.gathers;
         })
         .Case([&](ReduceScatterOp r) {
-          totals.scatterBytes += double(ranks - 1) *
+          totals.scatterBytes += double(shards - 1) *
                                  double(unitShard.lookup(r.getUnit())) *
                                  double(bytesOf(accType));
           ++totals.scatters;
@@ -299,6 +317,8 @@ void ReportPass::runOnOperation() {
         {"model", model.getSymName()},
         {"recipe", recipe.getSymName()},
         {"ranks", ranks},
+        {"replicas", replicas},
+        {"shards", shards},
         {"physical_batch", physical},
         {"tokens", tokens},
         {"compute_type", llvm::formatv("{0}", compute).str()},
@@ -314,6 +334,9 @@ void ReportPass::runOnOperation() {
              {"all_gather_bytes_per_rank", totals.gatherBytes},
              {"reduce_scatters", totals.scatters},
              {"reduce_scatter_bytes_per_rank", totals.scatterBytes}}},
+        {"per_step", llvm::json::Object{{"all_reduces", totals.allReduces},
+                                        {"all_reduce_bytes_per_rank",
+                                         totals.allReduceBytes}}},
         {"expected_physical_batches_per_step", microSteps},
         {"memory_per_rank", std::move(memory)}};
     os << llvm::formatv("{0:2}", llvm::json::Value(std::move(report))) << "\n";
@@ -327,7 +350,10 @@ void ReportPass::runOnOperation() {
   };
   os << "DP training plan: model @" << model.getSymName() << ", recipe @"
      << recipe.getSymName() << ", " << ranks << " rank"
-     << (ranks == 1 ? "" : "s") << ", " << physical << " samples x " << tokens
+     << (ranks == 1 ? "" : "s");
+  if (replicas > 1)
+    os << " (" << replicas << " replicas x " << shards << " shards)";
+  os << ", " << physical << " samples x " << tokens
      << " tokens per rank and physical batch, " << compute << "\n\n";
   size_t nameWidth = 9, shapeWidth = 5, methodWidth = 11;
   for (const std::string &name : order) {
@@ -363,6 +389,10 @@ void ReportPass::runOnOperation() {
   if (microSteps > 0)
     os << "per logical step: " << microSteps << " physical batch(es) expected, "
        << giga(total * microSteps) << " GFLOP per rank\n";
+  if (replicas > 1)
+    os << "  across replicas per step and rank: " << totals.allReduces
+       << " all-reduces of gradient shards, " << mib(totals.allReduceBytes)
+       << " MiB sent and received\n";
   os << "memory per rank: arena " << mib(arena) << " MiB, peak in use "
      << mib(peak) << " MiB (";
   bool first = true;

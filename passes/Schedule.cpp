@@ -21,6 +21,8 @@ constexpr int32_t kCommStream = 1;
 /// The buffer a collective writes: the full buffer of an all-gather (its
 /// second buffer operand).
 Value gatheredBuffer(rt::CallOp gather) { return gather.getBuffers()[1]; }
+/// The buffer an all-reduce sums in place (its only buffer operand).
+Value summedBuffer(rt::CallOp reduce) { return reduce.getBuffers()[0]; }
 /// The buffer a reduce-scatter reads: the full gradient (first operand).
 Value reducedBuffer(rt::CallOp reduce) { return reduce.getBuffers()[0]; }
 
@@ -34,10 +36,15 @@ void collectUsers(Value buffer, llvm::SetVector<Operation *> &users) {
 }
 
 /// The first op after `after` in its block that uses `buffer` (through
-/// views too), ignoring view ops themselves; null if none.
+/// views too; for the buffer of a dprt.global, through every dprt.get_global
+/// of that global), ignoring view ops themselves; null if none.
 Operation *firstUseAfter(Value buffer, Operation *after) {
   llvm::SetVector<Operation *> users;
   collectUsers(buffer, users);
+  if (auto global = buffer.getDefiningOp<rt::GetGlobalOp>())
+    for (auto other : after->getBlock()->getOps<rt::GetGlobalOp>())
+      if (other.getGlobal() == global.getGlobal())
+        collectUsers(other.getBuffer(), users);
   Operation *first = nullptr;
   for (Operation *user : users) {
     if (isa<rt::ViewOp>(user) || user == after || !after->isBeforeInBlock(user))
@@ -139,8 +146,15 @@ void SchedulePass::scheduleFunc(rt::FuncOp func, int64_t depth) {
     call.setStream(kCommStream);
     builder.setInsertionPointAfter(call);
     int32_t done = record(kCommStream);
-    if (call.getCallee() == "all_gather") {
-      if (Operation *use = firstUseAfter(gatheredBuffer(call), call)) {
+    // Compute waits for what an all-gather or all-reduce writes before it
+    // first uses it.
+    if (call.getCallee() == "all_gather" || call.getCallee() == "all_reduce") {
+      Value written = call.getCallee() == "all_gather" ? gatheredBuffer(call)
+                                                       : summedBuffer(call);
+      Operation *use = firstUseAfter(written, call);
+      if (!use && call.getCallee() == "all_reduce")
+        use = body.getTerminator(); // the step ends with the sum in place
+      if (use) {
         builder.setInsertionPoint(use);
         wait(kComputeStream, done);
       }

@@ -75,8 +75,11 @@ struct ShardPass : dpc::impl::ShardBase<ShardPass> {
     RecipeOp recipe = compiled->recipe;
     ModelOp model = compiled->model;
     StepOp step = compiled->step;
-    int64_t ranks = getNumRanks(recipe);
-    if (ranks < 1) {
+    // A unit is split over the `ranks` ranks of one replica and kept by
+    // each of `replicas` replicas (1 x N on a 1-D grid).
+    GridShape grid = getGridShape(recipe);
+    int64_t ranks = grid.shards, replicas = grid.replicas;
+    if (ranks < 1 || replicas < 1) {
       recipe.emitOpError("has a grid of unknown size; run dp-specialize "
                          "before dp-shard");
       return signalPassFailure();
@@ -98,7 +101,7 @@ struct ShardPass : dpc::impl::ShardBase<ShardPass> {
       }
       builder.create<UnitOp>(model.getLoc(), unit.name,
                              builder.getArrayAttr(params), unit.offsets,
-                             unit.numel, unit.shard, ranks);
+                             unit.numel, unit.shard, ranks, replicas);
       ++numUnits;
     }
     groupDeferredWeightGrads(step, unitOfParam);

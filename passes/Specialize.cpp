@@ -74,6 +74,8 @@ struct SpecializePass : dpc::impl::SpecializeBase<SpecializePass> {
     }
     auto grid =
         SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(recipe, gridRef);
+    if (grid.getShape().size() == 2)
+      return specializeGrid2D(grid);
     int64_t size = grid.getShape()[0];
     if (ShapedType::isDynamic(size)) {
       grid.setShape(ArrayRef<int64_t>{ranks > 0 ? int64_t(ranks) : 1});
@@ -84,6 +86,53 @@ struct SpecializePass : dpc::impl::SpecializeBase<SpecializePass> {
              << size << " ranks but " << int64_t(ranks)
              << " were asked for; declare it with shape = ? to choose the "
                 "number of ranks when compiling";
+    return success();
+  }
+
+  /// A grid of replicas x shards: the asked-for number of ranks fixes a
+  /// dynamic dimension, and must be the product of the two.
+  LogicalResult specializeGrid2D(shard::GridOp grid) {
+    SmallVector<int64_t, 2> shape(grid.getShape());
+    auto text = [&]() {
+      std::string out;
+      for (size_t i = 0; i < shape.size(); ++i)
+        out += (i ? "x" : "") + (ShapedType::isDynamic(shape[i])
+                                     ? std::string("?")
+                                     : std::to_string(shape[i]));
+      return out;
+    };
+    const bool replicasKnown = !ShapedType::isDynamic(shape[0]);
+    const bool shardsKnown = !ShapedType::isDynamic(shape[1]);
+    if (ranks <= 0) {
+      // No number asked for: a dynamic dimension has one rank.
+      for (int64_t &size : shape)
+        if (ShapedType::isDynamic(size))
+          size = 1;
+      grid.setShape(shape);
+      return success();
+    }
+    if (replicasKnown && shardsKnown) {
+      if (shape[0] * shape[1] != ranks)
+        return grid.emitOpError("has shape ")
+               << text() << ", " << shape[0] * shape[1] << " ranks, but "
+               << int64_t(ranks)
+               << " were asked for; declare a dimension as ? to choose it "
+                  "from the number of ranks when compiling";
+      return success();
+    }
+    if (!replicasKnown && !shardsKnown)
+      return grid.emitOpError("has shape ")
+             << text() << ": " << int64_t(ranks)
+             << " ranks do not say how many replicas and how many shards; "
+                "fix one of the two dimensions";
+    const int64_t known = replicasKnown ? shape[0] : shape[1];
+    if (ranks % known != 0)
+      return grid.emitOpError("has shape ")
+             << text() << ": " << int64_t(ranks) << " ranks do not divide into "
+             << known << (replicasKnown ? " replicas" : " shards")
+             << " of equal size";
+    shape[replicasKnown ? 1 : 0] = ranks / known;
+    grid.setShape(shape);
     return success();
   }
 

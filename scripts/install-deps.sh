@@ -8,6 +8,7 @@ packages=(
   llvm-22 llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   libgtest-dev libopenblas-dev
   libxxhash-dev
+  openmpi-bin libopenmpi-dev
   fortunes fortunes-min
 )
 

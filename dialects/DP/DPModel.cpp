@@ -88,14 +88,24 @@ RecipeOp dpc::dp::getOnlyRecipe(ModuleOp module) {
   return nullptr;
 }
 
-int64_t dpc::dp::getNumRanks(RecipeOp recipe) {
+GridShape dpc::dp::getGridShape(RecipeOp recipe) {
   FlatSymbolRefAttr gridRef = recipe.getGridAttr();
   if (!gridRef)
-    return 1;
+    return {1, 1};
   auto grid =
       SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(recipe, gridRef);
-  if (!grid || grid.getShape().size() != 1)
-    return 0;
-  int64_t size = grid.getShape()[0];
-  return ShapedType::isDynamic(size) ? 0 : size;
+  if (!grid || grid.getShape().empty() || grid.getShape().size() > 2)
+    return {0, 0};
+  auto known = [](int64_t size) {
+    return ShapedType::isDynamic(size) ? int64_t(0) : size;
+  };
+  ArrayRef<int64_t> shape = grid.getShape();
+  if (shape.size() == 1)
+    return {1, known(shape[0])};
+  return {known(shape[0]), known(shape[1])};
+}
+
+int64_t dpc::dp::getNumRanks(RecipeOp recipe) {
+  GridShape grid = getGridShape(recipe);
+  return grid.replicas * grid.shards;
 }

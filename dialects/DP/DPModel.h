@@ -43,6 +43,15 @@ RecipeOp getOnlyRecipe(mlir::ModuleOp module);
 /// dynamic grid that dp-specialize has not fixed yet.
 int64_t getNumRanks(RecipeOp recipe);
 
+/// The recipe's grid as replicas x shards: a 1-D grid of N ranks is 1 x N,
+/// a 2-D grid R x S (hybrid sharding: units split over the S ranks of a
+/// replica, kept by R replicas) is R x S, no grid 1 x 1. A dynamic size is
+/// 0.
+struct GridShape {
+  int64_t replicas = 1, shards = 1;
+};
+GridShape getGridShape(RecipeOp recipe);
+
 } // namespace dpc::dp
 
 #endif // DPC_DIALECTS_DP_DPMODEL_H

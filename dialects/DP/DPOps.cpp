@@ -738,13 +738,29 @@ LogicalResult RecipeOp::verifySymbolUses(SymbolTableCollection &tables) {
     if (!grid)
       return emitOpError("refers to unknown grid ")
              << gridRef << " (declare it with shard.grid)";
-    if (grid.getShape().size() != 1)
-      return emitOpError("FSDP shards over a 1-D grid; ")
-             << gridRef << " has shape " << shapeString(grid.getShape())
-             << " (hybrid sharding is not supported yet)";
-    if (!ShapedType::isDynamic(grid.getShape()[0]) && grid.getShape()[0] < 1)
-      return emitOpError("grid ") << gridRef << " has no ranks";
-    ranks = grid.getShape()[0];
+    // 1-D: FSDP over every rank; 2-D (replicas x shards): hybrid sharding.
+    ArrayRef<int64_t> shape = grid.getShape();
+    if (shape.size() != 1 && shape.size() != 2)
+      return emitOpError("shards over a 1-D grid (FSDP) or a 2-D grid of "
+                         "replicas x shards (hybrid sharding); ")
+             << gridRef << " has shape " << shapeString(shape);
+    for (int64_t size : shape)
+      if (!ShapedType::isDynamic(size) && size < 1)
+        return emitOpError("grid ")
+               << gridRef << " has shape " << shapeString(shape)
+               << ": every dimension needs at least one rank";
+    ranks = 1;
+    for (int64_t size : shape) {
+      std::optional<int64_t> product =
+          ShapedType::isDynamic(size) || ShapedType::isDynamic(ranks)
+              ? std::optional<int64_t>(ShapedType::kDynamic)
+              : llvm::checkedMul(ranks, size);
+      if (!product)
+        return emitOpError("grid ")
+               << gridRef << " has shape " << shapeString(shape)
+               << ", more ranks than int64 counts";
+      ranks = *product;
+    }
   }
 
   // The recipe's compute type is the model's float type: the recipe cannot

@@ -204,6 +204,9 @@ LogicalResult UnitOp::verify() {
     return emitOpError("needs at least one rank, a non-negative shard and "
                        "a non-negative numel; got ranks = ")
            << ranks << ", shard = " << shard << ", numel = " << numel;
+  if (int64_t replicas = getReplicasAttr().getInt(); replicas < 1)
+    return emitOpError("needs at least one replica; got replicas = ")
+           << replicas;
   std::optional<int64_t> capacity = llvm::checkedMul(shard, ranks);
   if (!capacity)
     return emitOpError() << ranks << " shards of " << shard

@@ -440,12 +440,19 @@ def DP_UnitOp : DP_Op<"unit", [Symbol, HasParent<"ModelOp">,
     ```
     The parameters lie back to back (element offsets, increasing, without
     overlap) in the first `numel` elements of a flat buffer of
-    `ranks * shard` elements (padded with zeros); rank r owns elements
-    [r * shard, (r + 1) * shard).
+    `ranks * shard` elements (padded with zeros); rank r of the `ranks` ranks
+    the unit is split over owns elements [r * shard, (r + 1) * shard).
+
+    On a 2-D grid (`shard.grid @g(shape = RxS)`, hybrid sharding) the unit
+    is split over the S ranks of each replica (`ranks = S`) and kept by each
+    of `replicas = R` replicas: every step the replicas sum the gradient of
+    their shard (an all-reduce before the noise and the update), so that
+    they stay identical.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, SymbolRefArrayAttr:$params,
                        DenseI64ArrayAttr:$offsets, I64Attr:$numel,
-                       I64Attr:$shard, I64Attr:$ranks);
+                       I64Attr:$shard, I64Attr:$ranks,
+                       DefaultValuedAttr<I64Attr, "1">:$replicas);
   let assemblyFormat = "$sym_name `params` $params `offsets` $offsets attr-dict";
   let hasVerifier = 1;
 }

@@ -3,8 +3,10 @@
 // dp.all_gather and dp.reduce_scatter to the collectives of
 // runtime/cpu/services/Collectives.cpp. A gathered unit is a temporary of
 // the compute type; a unit's full gradient, a temporary of the accumulation
-// type, is reduce-scattered into the rank's gradient shard. dprt-schedule
-// puts them on the communication stream.
+// type, is reduce-scattered into the rank's gradient shard. On a grid of
+// several replicas (a unit's `replicas`), dp_apply sums each gradient shard
+// over them with all_reduce first. dprt-schedule puts them all on the
+// communication stream.
 //
 //===----------------------------------------------------------------------===//
 
@@ -57,7 +59,7 @@ LogicalResult lowerReduceScatter(ReduceScatterOp r, LoweringContext &context) {
 Value dpc::lowering::gatherUnit(LoweringContext &context, int64_t index) {
   const UnitInfo &unit = context.units[index];
   Value full = context.alloc((unit.op.getSymName() + ".gathered").str(),
-                             context.dt, {unit.shard, context.ranks});
+                             context.dt, {unit.shard, unit.ranks});
   CallArgs a = context.args();
   a.dtype(context.dt)
       .buffer(context.global(unit.paramShard))
@@ -66,6 +68,13 @@ Value dpc::lowering::gatherUnit(LoweringContext &context, int64_t index) {
   context.call("all_gather", a);
   context.gathered[index] = full;
   return full;
+}
+
+void dpc::lowering::allReduceGradient(LoweringContext &context, int64_t index) {
+  const UnitInfo &unit = context.units[index];
+  CallArgs a = context.args();
+  a.dtype(context.acc).buffer(context.global(unit.grad)).i64(unit.shard);
+  context.call("all_reduce", a);
 }
 
 void dpc::lowering::populateCollectivesLowerings(OpLoweringRegistry &registry) {

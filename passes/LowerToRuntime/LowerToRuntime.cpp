@@ -97,6 +97,9 @@ LogicalResult ProgramLowering::collect() {
            << " is not supported yet";
   context.batch = recipe.getPhysicalBatch();
   context.ranks = getNumRanks(recipe);
+  GridShape grid = getGridShape(recipe);
+  context.shards = grid.shards;
+  context.replicas = grid.replicas;
   if (context.ranks < 1 || context.ranks > kMaxRanks)
     return recipe.emitOpError("trains on a grid of ")
            << context.ranks << " ranks; the runtime runs on 1 to " << kMaxRanks
@@ -114,6 +117,11 @@ LogicalResult ProgramLowering::collect() {
     info.shard = unit.getShard();
     info.numel = unit.getNumel();
     info.ranks = unit.getRanks();
+    if (info.ranks != context.shards || unit.getReplicas() != context.replicas)
+      return unit.emitOpError("is split over ")
+             << info.ranks << " ranks in " << unit.getReplicas()
+             << " replicas, but the recipe's grid is " << context.replicas
+             << " x " << context.shards << " (replicas x shards)";
     info.globalBase = globalBase;
     std::optional<int64_t> next =
         llvm::checkedAdd<int64_t>(globalBase, unit.getNumel());

@@ -194,7 +194,7 @@ bool LoweringContext::isLoss(Value tensor) {
 Value LoweringContext::paramPointer(FlatSymbolRefAttr ref) {
   const ParamInfo &info = params[ref.getValue()];
   Value base;
-  if (ranks == 1) {
+  if (shards == 1) {
     base = global(units[info.unit].paramShard);
   } else {
     base = gathered.lookup(info.unit);
@@ -211,13 +211,13 @@ Value LoweringContext::gradPointer(FlatSymbolRefAttr ref) {
   const ParamInfo &info = params[ref.getValue()];
   const UnitInfo &unit = units[info.unit];
   Value base;
-  if (ranks == 1) {
+  if (shards == 1) {
     base = global(unit.grad);
   } else {
     base = fullGrads.lookup(info.unit);
     if (!base) {
       base = allocZeroed((unit.op.getSymName() + ".fullgrad").str(), acc,
-                         {unit.shard, ranks});
+                         {unit.shard, unit.ranks});
       fullGrads[info.unit] = base;
     }
   }

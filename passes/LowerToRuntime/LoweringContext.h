@@ -106,7 +106,11 @@ public:
   dp::StepOp step;
   dp::ForwardOp forward;
   std::string backend; ///< "cpu" or "cuda", what dp_describe records
-  int64_t ranks = 1;
+  int64_t ranks = 1;   ///< of the whole grid
+  /// The grid as replicas x shards: units are split over `shards` ranks
+  /// (the collectives of the step run among them) and kept by `replicas`
+  /// replicas, whose gradient shards dp_apply sums (hybrid sharding).
+  int64_t shards = 1, replicas = 1;
   ::dprt::DType dt = ::dprt::DType::F32;  ///< compute type
   ::dprt::DType acc = ::dprt::DType::F32; ///< accumulation type
   int64_t batch = 0; ///< samples per rank and physical batch
@@ -182,11 +186,13 @@ public:
   bool isLoss(mlir::Value tensor);
 
   /// A parameter as the compute kernels read it: in the rank's parameter
-  /// shard on one rank, in the gathered unit on several (dp_forward gathers
-  /// a unit on first use; the step has explicit dp.all_gather).
+  /// shard when units are not split, in the gathered unit when they are
+  /// (dp_forward gathers a unit on first use; the step has explicit
+  /// dp.all_gather).
   mlir::Value paramPointer(mlir::FlatSymbolRefAttr ref);
-  /// Where a parameter's clipped gradient is added: the gradient shard on
-  /// one rank, the unit's full gradient (reduce-scattered later) on several.
+  /// Where a parameter's clipped gradient is added: the gradient shard when
+  /// units are not split, the unit's full gradient (reduce-scattered later)
+  /// when they are.
   mlir::Value gradPointer(mlir::FlatSymbolRefAttr ref);
   /// The buffer a gradient op writes when it accumulates onto `accValue`:
   /// accValue's own buffer when this is its last use, else a copy of it.

@@ -70,6 +70,9 @@ rt::ClipModeAttr clipModeAttr(dp::ClipMode mode, mlir::MLIRContext *context);
 
 /// Collectives: the gathered copy of unit `index` in a new temporary.
 mlir::Value gatherUnit(LoweringContext &context, int64_t index);
+/// Collectives: unit `index`'s gradient shard summed over the replicas of a
+/// hybrid grid, in place.
+void allReduceGradient(LoweringContext &context, int64_t index);
 
 /// Optimizers: the recipe's optimizer as the runtime sees it; an error at
 /// the recipe for one the runtime does not have.

@@ -4,7 +4,8 @@
 // by global parameter index, so that every sharding draws the same values;
 // zeroed gradients and optimizer state) and dp_apply (noise and the
 // optimizer step on the trainable ranges of each shard, then the compute
-// copy of the master shard), on the kernels of runtime/cpu/Optimizers.cpp,
+// copy of the master shard; on a hybrid grid first the sum of the gradient
+// shards over the replicas), on the kernels of runtime/cpu/Optimizers.cpp,
 // runtime/cpu/services/Random.cpp and their unit-range forms in
 // runtime/common/ShardRanges.cpp.
 //
@@ -132,10 +133,26 @@ void dpc::lowering::buildInit(LoweringContext &context) {
   context.endFunc();
 }
 
+/// Whether `unit` holds a trainable parameter: only those get noise and
+/// updates.
+static bool hasTrainable(LoweringContext &context, const UnitInfo &unit) {
+  return llvm::any_of(unit.op.getParams(), [&](Attribute ref) {
+    return context.params[cast<FlatSymbolRefAttr>(ref).getValue()]
+        .op.getTrainable();
+  });
+}
+
 void dpc::lowering::buildApply(LoweringContext &context) {
   context.beginFunc("dp_apply");
   ::dprt::DType acc = context.acc;
   const OptimizerSpec &optimizer = context.optimizer;
+  // Hybrid sharding: every replica's gradient shard becomes the sum over the
+  // replicas before anyone adds noise, all of them issued first so that the
+  // later ones overlap the updates of the earlier units.
+  if (context.replicas > 1)
+    for (UnitInfo &unit : context.units)
+      if (hasTrainable(context, unit))
+        allReduceGradient(context, unit.index);
   for (UnitInfo &unit : context.units) {
     // Trainable parameters that lie next to each other (alignment gaps
     // between them included) form one range: one call each.

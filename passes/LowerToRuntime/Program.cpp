@@ -127,6 +127,11 @@ LogicalResult dpc::lowering::buildDescribe(LoweringContext &context) {
     program.i64(-1);
   program.i64(classes).planned(rt::PlannedValue::PeakBytes);
   context.call("describe_program", program);
+  if (context.replicas > 1) {
+    CallArgs grid = context.args();
+    grid.i32(context.replicas);
+    context.call("describe_grid", grid);
+  }
 
   // The per-sample loss's reduction, which an evaluation needs to weigh
   // samples by their tokens (one loss op per model: the verifier's rule).

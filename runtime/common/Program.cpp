@@ -163,6 +163,17 @@ void describe_loss(ProgramSpec *spec, Reduction perSample) {
   spec->lossReduction = perSample;
 }
 
+void describe_grid(ProgramSpec *spec, int32_t replicas) {
+  const char *fn = "describe_grid";
+  requireProgram(spec, fn);
+  DPRT_REQUIRE(spec->units.empty(), spec, fn,
+               "the grid must be described before the units");
+  DPRT_REQUIRE(replicas >= 1 && spec->ranks % replicas == 0, spec, fn,
+               "a grid of " << spec->ranks << " ranks has no " << replicas
+                            << " replicas of equal size");
+  spec->replicas = replicas;
+}
+
 void describe_recipe(ProgramSpec *spec, ClipMode clip, double maxNorm,
                      double gamma, bool targetEpsilon, double sigma,
                      double epsilon, double delta, NoiseGeneratorKind generator,
@@ -306,10 +317,11 @@ void describe_unit(ProgramSpec *spec, const char *name, int64_t numel,
   std::string what = std::string("unit '") + name + "'";
   DPRT_REQUIRE(numel >= 0 && shardElems >= 0, spec, fn,
                what << " has a negative size");
-  DPRT_REQUIRE(numel <= shardElems * spec->ranks, spec, fn,
-               what << " has " << numel << " elements but " << spec->ranks
+  const int64_t shards = spec->ranks / spec->replicas;
+  DPRT_REQUIRE(numel <= shardElems * shards, spec, fn,
+               what << " has " << numel << " elements but " << shards
                     << " shards of " << shardElems << " hold only "
-                    << shardElems * spec->ranks);
+                    << shardElems * shards);
   const int64_t accBytes = shardElems * sizeOf(accOf(spec->compute));
   requireBuffer(spec, fn, what + " parameter shard", paramShard,
                 shardElems * sizeOf(spec->compute));

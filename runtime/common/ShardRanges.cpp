@@ -1,9 +1,10 @@
 //===- ShardRanges.cpp - Kernels on a range of unit positions -------------===//
 //
-// The "Unit ranges" kernels of kernels.inc. Rank r owns unit positions
-// [r * shardElems, (r + 1) * shardElems); a range kernel acts on the part of
+// The "Unit ranges" kernels of kernels.inc. A rank holding shard s
+// (shardIndexOf in rank.h: its rank on a 1-D grid) owns unit positions
+// [s * shardElems, (s + 1) * shardElems); a range kernel acts on the part of
 // [begin, begin + count) that the calling rank owns by calling the backend's
-// pointer kernel on it, with the local pointer shard + (lo - r * shardElems)
+// pointer kernel on it, with the local pointer shard + (lo - s * shardElems)
 // and, for random kernels, the global index globalIndex + (lo - begin). So
 // every rank runs the same emitted code and the values depend only on the
 // global index, not on the number of ranks.
@@ -41,7 +42,8 @@ bool ownedPart(const Rank *rank, const char *kernel, int64_t shardElems,
   if (shardElems < 0 || begin < 0 || count < 0)
     throw std::invalid_argument(std::string(kernel) +
                                 ": negative shard size, begin or count");
-  const int64_t shardBegin = static_cast<int64_t>(rank->rank) * shardElems;
+  const int64_t shardBegin =
+      static_cast<int64_t>(shardIndexOf(rank)) * shardElems;
   const int64_t shardEnd = shardBegin + shardElems;
   const int64_t lo = begin > shardBegin ? begin : shardBegin;
   const int64_t end = begin + count;

@@ -31,6 +31,7 @@
 
 #include "DeviceState.h"
 #include "Gemm.h"
+#include "NcclCommunicator.h"
 
 #include "common/Trace.h"
 #include "dprt/backend.h"
@@ -522,8 +523,16 @@ void uploadStepState(Rank *rank) {
 
 void synchronize(Rank *rank) {
   DeviceState &st = enter(rank);
-  for (cudaStream_t s : st.streams)
-    checkCuda(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  // The work may hold collectives: the NCCL watchdog times this wait and,
+  // past the collective timeout, aborts the communicators it is blocked on.
+  WatchedWait watched(rank->rank);
+  for (cudaStream_t s : st.streams) {
+    cudaError_t status = cudaStreamSynchronize(s);
+    if (status != cudaSuccess)
+      watched.check();
+    checkCuda(status, "cudaStreamSynchronize");
+  }
+  watched.check();
   countProbes(rank, st);
 }
 

@@ -1,8 +1,10 @@
 //===- Collectives.cpp - Collectives and events of the CUDA backend -------===//
 //
-// all_gather and reduce_scatter forward to the rank's Communicator (NCCL,
-// NcclCommunicator.h). A single rank without a communicator copies (or adds)
-// on the given stream, so that one GPU needs no NCCL at all.
+// all_gather and reduce_scatter forward to the communicator of the rank's
+// replica (Rank::shardComm, or Rank::comm on a 1-D grid), all_reduce to the
+// communicator of its shard across replicas (NCCL, NcclCommunicator.h;
+// NCCL's ring order, not rank order). A single rank without a communicator
+// copies (or adds) on the given stream, so that one GPU needs no NCCL at all.
 //
 // Events are created on first use (disable-timing events, the cheap kind);
 // runCaptured's warm-up run creates them before any capture.
@@ -31,12 +33,17 @@ cudaEvent_t eventOf(Rank *rank, int32_t event) {
   return e;
 }
 
+/// The communicator a unit is split over: the rank's replica's.
+Communicator *shardGroup(Rank *rank) {
+  return rank->shardComm ? rank->shardComm : rank->comm;
+}
+
 } // namespace
 
 void all_gather(Rank *rank, DType dt, const void *shard, void *full,
                 int64_t shardElems, int32_t stream) {
-  if (rank->comm) {
-    rank->comm->allGather(rank, dt, shard, full, shardElems, stream);
+  if (Communicator *comm = shardGroup(rank)) {
+    comm->allGather(rank, dt, shard, full, shardElems, stream);
     return;
   }
   if (rank->world != 1)
@@ -50,9 +57,8 @@ void all_gather(Rank *rank, DType dt, const void *shard, void *full,
 
 void reduce_scatter(Rank *rank, DType acc, const void *full, void *shard,
                     int64_t shardElems, bool accumulate, int32_t stream) {
-  if (rank->comm) {
-    rank->comm->reduceScatter(rank, acc, full, shard, shardElems, accumulate,
-                              stream);
+  if (Communicator *comm = shardGroup(rank)) {
+    comm->reduceScatter(rank, acc, full, shard, shardElems, accumulate, stream);
     return;
   }
   if (rank->world != 1)
@@ -66,6 +72,19 @@ void reduce_scatter(Rank *rank, DType acc, const void *full, void *shard,
     checkCuda(cudaMemcpyAsync(shard, full, size_t(shardElems * sizeOf(acc)),
                               cudaMemcpyDeviceToDevice, streamOf(rank, stream)),
               "cudaMemcpyAsync(reduce_scatter)");
+}
+
+void all_reduce(Rank *rank, DType acc, void *data, int64_t count,
+                int32_t stream) {
+  requireAcc(acc, "all_reduce");
+  if (rank->replicaComm) {
+    rank->replicaComm->allReduce(rank, acc, data, count, stream);
+    return;
+  }
+  if (rank->replicas != 1)
+    fail("all_reduce: rank " + std::to_string(rank->rank) + " of " +
+         std::to_string(rank->replicas) +
+         " replicas has no communicator between them");
 }
 
 void record_event(Rank *rank, int32_t stream, int32_t event) {

@@ -66,6 +66,10 @@ std::string Checkpointer::save(const std::string &dir,
   const std::vector<std::string> states =
       checkpointStates(spec_.recipe.optimizer);
   const int32_t world = ranks_.launch().world;
+  // Under hybrid sharding (R x S) every replica holds the same S shards:
+  // the ranks of the first replica (ranks 0 .. S-1) write them, and a
+  // checkpoint records S ranks, as an FSDP run of S ranks would.
+  const int32_t shards = world / ranks_.launch().replicas;
   const std::string stepText = std::to_string(state.step);
   auto rangeOf = [&](const UnitSpec &unit, int32_t rank) {
     const int64_t lo = std::min(rank * unit.shardElems, unit.numel);
@@ -82,7 +86,7 @@ std::string Checkpointer::save(const std::string &dir,
         {"model", spec_.model},
         {"step", stepText},
         {"rank", std::to_string(rank.rank)},
-        {"ranks", std::to_string(world)}};
+        {"ranks", std::to_string(shards)}};
     for (const UnitSpec &unit : spec_.units) {
       const auto [lo, hi] = rangeOf(unit, rank.rank);
       if (lo == hi)
@@ -128,7 +132,7 @@ std::string Checkpointer::save(const std::string &dir,
     m.model = spec_.model;
     m.step = state.step;
     m.dtype = acc;
-    m.ranks = world;
+    m.ranks = shards;
     m.states = states;
     m.hfSources = hfSourcesJson(spec_.params);
     for (const UnitSpec &unit : spec_.units)
@@ -136,9 +140,9 @@ std::string Checkpointer::save(const std::string &dir,
     for (const ParamSpec &p : spec_.params)
       m.params.push_back(
           {p.name, p.shape, p.unit, p.offsetInUnit, p.trainable});
-    for (int32_t r = 0; r < world; ++r) {
+    for (int32_t r = 0; r < shards; ++r) {
       ManifestShard shard;
-      shard.file = shardFileName(r, world);
+      shard.file = shardFileName(r, shards);
       shard.rank = r;
       shard.bytes = static_cast<int64_t>(report[4 * r + 1]);
       shard.checksum = static_cast<uint64_t>(report[4 * r + 2]) << 32 |
@@ -192,11 +196,13 @@ std::string Checkpointer::save(const std::string &dir,
     std::vector<double> report(static_cast<size_t>(4 * world), 0.0);
     double *mine = &report[4 * static_cast<size_t>(rank.rank)];
     try {
-      const WrittenFile file =
-          writeShard(rank, temporary + "/" + shardFileName(rank.rank, world));
-      mine[1] = static_cast<double>(file.bytes);
-      mine[2] = static_cast<double>(file.checksum >> 32);
-      mine[3] = static_cast<double>(file.checksum & 0xffffffffu);
+      if (rank.rank < shards) {
+        const WrittenFile file = writeShard(
+            rank, temporary + "/" + shardFileName(rank.rank, shards));
+        mine[1] = static_cast<double>(file.bytes);
+        mine[2] = static_cast<double>(file.checksum >> 32);
+        mine[3] = static_cast<double>(file.checksum & 0xffffffffu);
+      }
     } catch (...) {
       error = std::current_exception();
       mine[0] = 1;
@@ -297,7 +303,8 @@ std::vector<std::string> Checkpointer::load(const std::string &path,
       }
   };
   for (int i = 0; i < local; ++i) {
-    const int64_t rank = ranks_.slot(i).rank.rank;
+    // Every replica loads the same shards (hybrid sharding).
+    const int64_t rank = shardIndexOf(&ranks_.slot(i).rank);
     for (size_t u = 0; u < spec_.units.size(); ++u) {
       const UnitSpec &unit = spec_.units[u];
       const int64_t lo = std::min(rank * unit.shardElems, unit.numel);

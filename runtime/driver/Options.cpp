@@ -190,6 +190,13 @@ Options parseOptions(int argc, const char *const *argv) {
       o.evalEvery = parseInteger(flag, takeValue(), 1, kMaxInt64);
     } else if (flag == "--gpus") {
       o.gpus = static_cast<int>(parseInteger(flag, takeValue(), 1, kMaxGpus));
+    } else if (flag == "--collective-timeout") {
+      o.collectiveTimeout = parseReal(flag, takeValue());
+      if (!(o.collectiveTimeout > 0) ||
+          o.collectiveTimeout > kMaxCollectiveTimeout)
+        throw UsageError("option --collective-timeout must be in (0, " +
+                         std::to_string(int64_t(kMaxCollectiveTimeout)) +
+                         "] seconds");
     } else if (flag == "--quiet") {
       noValue();
       o.quiet = true;
@@ -332,6 +339,11 @@ std::string usageText(const std::string &program, const ProgramSpec &spec) {
      << "  --quiet            no progress output\n"
      << "  --gpus N           CUDA programs: use N GPUs of this machine (must\n"
      << "                     equal the program's ranks)\n"
+     << "  --collective-timeout S\n"
+     << "                     a collective that does not finish within S\n"
+     << "                     seconds stops the run with an error naming\n"
+     << "                     the rank and the peers it waits for (default\n"
+     << "                     " << kDefaultCollectiveTimeoutSeconds << ")\n"
      << "  -h, --help         this text\n"
      << "\n"
      << "Counts may be written in exponent form (--steps 1e4).\n"

@@ -3,6 +3,7 @@
 #ifndef DPRT_DRIVER_OPTIONS_H
 #define DPRT_DRIVER_OPTIONS_H
 
+#include "dprt/comm.h"
 #include "dprt/program.h"
 
 #include <cstdint>
@@ -24,6 +25,8 @@ public:
 constexpr int64_t kMaxSteps = (int64_t{1} << 56) - 1;
 /// The largest --gpus.
 constexpr int64_t kMaxGpus = 1024;
+/// The largest --collective-timeout: a week, in seconds.
+constexpr double kMaxCollectiveTimeout = 7 * 24 * 3600.0;
 
 struct Options {
   std::string data;
@@ -56,6 +59,8 @@ struct Options {
   std::string evalData;
   int64_t evalEvery = 0;
   std::optional<int> gpus;
+  /// Seconds a collective may take before the run stops with an error.
+  double collectiveTimeout = kDefaultCollectiveTimeoutSeconds;
   bool quiet = false;
   bool help = false;
 };

@@ -1,9 +1,11 @@
 //===- ProcessRanks.h - The ranks this process drives -----------*- C++ -*-===//
 //
 // Which ranks of the grid this process drives (all of them as threads on the
-// CPU and with --gpus N; one when a launcher started one process per GPU),
-// their communicators (backend.inc's makeCommunicators) and one persistent
-// thread per local rank. Every arena access happens on the rank's own
+// CPU and with --gpus N; one when a launcher started one process per rank:
+// mpirun or srun --mpi=pmix on the CPU, torchrun, Slurm or mpirun on CUDA),
+// their communicators (backend.inc's makeCommunicators, split into the
+// groups of a replicas x shards grid) and one persistent thread per local
+// rank. Every arena access happens on the rank's own
 // thread: the other parts of the driver hand jobs to run() or
 // forEachLocalShard().
 //
@@ -23,6 +25,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <vector>
 
 namespace dprt::driver {
@@ -39,8 +43,20 @@ struct RankSlot {
 
 /// The launch for `options` and the program: which ranks this process
 /// drives, on which devices. Throws UsageError when the machine or the
-/// launcher's environment cannot run the program.
+/// launcher's environment cannot run the program (naming what differs:
+/// processes started against the program's grid, contradicting launcher
+/// variables).
 Launch planLaunch(const Options &options, const ProgramSpec &spec);
+
+/// "2 ranks", "a 2x2 grid (4 ranks)": the program's grid in messages.
+std::string describeGrid(const ProgramSpec &spec);
+
+/// Which local ranks forEachLocalShard visits on a hybrid grid, where every
+/// replica holds the same shards.
+enum class ShardHolders {
+  Every,        ///< every rank: writing into the shards
+  FirstReplica, ///< one copy of each shard: reading them out
+};
 
 class ProcessRanks {
 public:
@@ -70,7 +86,17 @@ public:
   /// [lo, hi) of `unit` that rank's shard holds (none: not called).
   void
   forEachLocalShard(const UnitSpec &unit,
-                    const std::function<void(Rank &, int64_t, int64_t)> &body);
+                    const std::function<void(Rank &, int64_t, int64_t)> &body,
+                    ShardHolders holders = ShardHolders::Every);
+
+  /// fulls[k] (unit.numel elements of `elementBytes`) = the unit's buffer at
+  /// arena offset offsets[k], gathered from every shard: on every process
+  /// when it drives all ranks, on the leader in a job of several processes
+  /// (a collective over the grid: every process calls it; the others' fulls
+  /// are left incomplete). Several processes: CPU backend only (the
+  /// collective runs on host memory).
+  void gatherUnit(const UnitSpec &unit, const std::vector<int64_t> &offsets,
+                  int64_t elementBytes, std::vector<std::vector<char>> &fulls);
 
   /// Prepares each rank's device and arena, uploads `initial` (dp_init
   /// reads the initializer key from it) and runs dp_init.
@@ -81,11 +107,16 @@ public:
   void shutdown();
 
 private:
+  /// Aborts every communicator of this process (comm.h's abort).
+  void abortCommunicators(const std::string &reason);
+
   const ProgramSpec &spec_;
   Launch launch_;
   // Destroyed in reverse: the threads are joined before the communicators
-  // they use go.
+  // they use go, the groups of a hybrid grid before the grid's.
   std::vector<std::unique_ptr<Communicator>> comms_;
+  std::vector<std::unique_ptr<Communicator>> shardComms_, replicaComms_;
+  std::mutex commsMutex_;
   std::vector<std::unique_ptr<RankSlot>> slots_;
   std::unique_ptr<RankThreads> threads_;
   bool shutDown_ = false;

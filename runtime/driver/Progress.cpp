@@ -30,6 +30,14 @@ std::string toJsonLine(const StepMetrics &m) {
      << ", \"skipped\": " << (m.skipped ? "true" : "false");
   if (!std::isnan(m.exposedCommSeconds))
     os << ", \"exposed_comm_s\": " << jsonNumber(m.exposedCommSeconds);
+  if (!m.ranks.empty()) {
+    os << ", \"ranks\": [";
+    for (size_t r = 0; r < m.ranks.size(); ++r)
+      os << (r ? ", " : "") << "{\"rank\": " << m.ranks[r].rank
+         << ", \"step_time_s\": " << jsonNumber(m.ranks[r].stepSeconds)
+         << ", \"memory_bytes\": " << m.ranks[r].memoryBytes << "}";
+    os << "]";
+  }
   os << "}";
   return os.str();
 }

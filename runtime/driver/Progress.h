@@ -7,10 +7,19 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace dprt::driver {
 
 /// What one optimizer step did, for the progress line and the metrics file.
+/// One rank's part of a step, reported when the ranks are processes: a slow
+/// rank takes longer, a stuck one stops reporting.
+struct RankHeartbeat {
+  int rank = 0;
+  double stepSeconds = 0;  ///< from the step's start to this rank's end
+  int64_t memoryBytes = 0; ///< this rank's peak
+};
+
 struct StepMetrics {
   int64_t step = 0;
   double loss = 0;     ///< mean over the real samples; NaN if none
@@ -27,6 +36,9 @@ struct StepMetrics {
   /// The step took no update: its loss or gradient was not finite
   /// (--skip-nonfinite-steps).
   bool skipped = false;
+  /// Every rank's heartbeat ("ranks" in the JSON) when launched with several
+  /// processes; empty otherwise.
+  std::vector<RankHeartbeat> ranks;
 };
 
 /// One JSON object on one line (no newline).

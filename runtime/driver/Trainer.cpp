@@ -29,6 +29,7 @@
 #include "RunReport.h"
 #include "TextGenerator.h"
 
+#include "common/FaultReport.h"
 #include "common/Trace.h"
 #include "dprt/backend.h"
 #include "dprt/kernels.h"
@@ -168,10 +169,17 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
     bool loss = false, gradient = false;
   } nonFinite;
 
+  // With several processes each rank's heartbeat (its step time and peak
+  // memory) rides on the step's final sum: two entries per rank, zero but
+  // its own.
+  const bool heartbeats = ranks_->launch().multiProcess;
+  const int world = ranks_->launch().world;
+  faults::setStep(step);
   const auto begin = Clock::now();
   ranks_->run([&](int i) {
     RankSlot &slot = ranks_->slot(i);
     Rank &rank = slot.rank;
+    faults::injectTestFault(rank.rank, step);
     rank.hostState = state;
     uploadStepState(&rank);
     rank.exposedCommSeconds = 0;
@@ -238,10 +246,19 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
     }
     synchronize(&rank);
     sums[3] = rank.exposedCommSeconds;
-    rank.comm->allReduceHost(sums, 4);
+    std::vector<double> all(sums, sums + 4);
+    if (heartbeats) {
+      all.resize(4 + 2 * world, 0.0);
+      all[4 + 2 * rank.rank] = secondsSince(begin);
+      all[5 + 2 * rank.rank] = double(peakMemoryBytes(&rank));
+    }
+    rank.comm->allReduceHost(all.data(), int(all.size()));
     if (i == 0) {
-      totals = StepTotals{sums[0], sums[1], sums[2], sums[3]};
+      totals = StepTotals{all[0], all[1], all[2], all[3]};
       peak = peakMemoryBytes(&rank);
+      for (int r = 0; heartbeats && r < world; ++r)
+        metrics.ranks.push_back(
+            {r, all[4 + 2 * r], static_cast<int64_t>(all[5 + 2 * r])});
     }
   });
   const double seconds = secondsSince(begin);
@@ -332,6 +349,8 @@ int Trainer::run() {
     trace::enable();
   const Launch launch = planLaunch(o_, spec_);
   leader_ = launch.firstRank == 0;
+  if (launch.multiProcess)
+    faults::installTerminationReport(program_, launch.firstRank);
   // A secret key drawn here reaches only this process's ranks.
   const bool keyShared = launch.localRanks == launch.world;
   loadData();
@@ -371,7 +390,8 @@ int Trainer::run() {
     throw std::runtime_error("the program has no mask buffer; padding rows "
                              "would enter the gradient");
 
-  if (launch.multiProcess && (!o_.save.empty() || !o_.resume.empty()))
+  if (launch.multiProcess && std::string(backendName()) != "cpu" &&
+      (!o_.save.empty() || !o_.resume.empty()))
     throw UsageError("--save and --resume are not supported yet when the "
                      "program runs one process per GPU; use --gpus N on one "
                      "machine");

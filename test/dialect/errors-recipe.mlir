@@ -130,8 +130,8 @@ dp.recipe @r for @m {
 
 // -----
 
-// FSDP shards over one axis.
-shard.grid @g(shape = 2x4)
+// FSDP shards over one axis, hybrid sharding over two: not three.
+shard.grid @g(shape = 2x2x2)
 dp.model @m {
   dp.param @w : tensor<4x8xf32>
   dp.forward(%x: tensor<?x8xf32>, %y: tensor<?xi32>) -> tensor<?xf32> {
@@ -140,7 +140,7 @@ dp.model @m {
     dp.return %l : tensor<?xf32>
   }
 }
-// expected-error @+1 {{FSDP shards over a 1-D grid; @g has shape 2x4 (hybrid sharding is not supported yet)}}
+// expected-error @+1 {{shards over a 1-D grid (FSDP) or a 2-D grid of replicas x shards (hybrid sharding); @g has shape 2x2x2}}
 dp.recipe @r for @m {
   clip = #dp.clip<flat, max_norm = 1.0>, noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
   sampling = #dp.poisson<rate = 0.01, physical_batch = 4>, optimizer = #dp.sgd<lr = 0.1>,
@@ -159,7 +159,7 @@ dp.model @m {
     dp.return %l : tensor<?xf32>
   }
 }
-// expected-error @+1 {{grid @g has no ranks}}
+// expected-error @+1 {{grid @g has shape 0: every dimension needs at least one rank}}
 dp.recipe @r for @m {
   clip = #dp.clip<flat, max_norm = 1.0>, noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
   sampling = #dp.poisson<rate = 0.01, physical_batch = 4>, optimizer = #dp.sgd<lr = 0.1>,

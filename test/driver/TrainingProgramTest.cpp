@@ -129,7 +129,8 @@ TEST_F(TrainingProgram, HelpDocumentsEveryOption) {
   for (const char *flag :
        {"--data", "--steps", "--sigma", "--epsilon", "--delta", "--seed",
         "--save", "--save-every", "--resume", "--metrics", "--trace",
-        "--no-budget-stop", "--generate", "--gpus", "--quiet"})
+        "--no-budget-stop", "--generate", "--gpus", "--collective-timeout",
+        "--quiet"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
   EXPECT_NE(r.out.find("default 40"), std::string::npos) << r.out;
 }

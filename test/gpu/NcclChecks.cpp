@@ -4,9 +4,11 @@
 // GPU). Every rank's data is a known function of (rank, index), small
 // integers that f32 and bf16 hold exactly and whose sums f32 adds exactly,
 // so each rank checks its results against the host expectation bit for bit.
-// The last check captures all_gather and reduce_scatter (accumulating) on
-// the communication stream into a CUDA graph with runCaptured and replays
-// it with new data.
+// The hybrid grid's all_reduce runs on a communicator split off the whole
+// grid (ncclCommSplit), as the driver makes its groups. The last check
+// captures all_gather and reduce_scatter (accumulating) on the
+// communication stream into a CUDA graph with runCaptured and replays it
+// with new data.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +21,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <tuple>
 
 namespace dpc::gpucheck {
@@ -90,6 +93,42 @@ void reduceScatterCheck(dprt::Rank *rank, Report &report, bool accumulate,
   addRow(report, rank, "nccl.reduce_scatter", "f32",
          "shard " + std::to_string(shard) + (accumulate ? " acc" : ""),
          compareValues(mine.download(), expect, 0));
+}
+
+/// all_reduce (the sum of a gradient shard over the replicas of a hybrid
+/// grid) on a group split off the whole grid: here one group of every rank,
+/// the grid's ranks as replicas of one shard each.
+void splitAllReduceCheck(dprt::Rank *rank, Report &report, DType acc,
+                         int64_t count) {
+  int r = rank->rank, w = rank->world;
+  std::unique_ptr<dprt::Communicator> group = rank->comm->split(0, r);
+  Row sizes;
+  sizes.pass = group->rank() == r && group->size() == w;
+  sizes.note = "rank " + std::to_string(group->rank()) + " of " +
+               std::to_string(group->size());
+  addRow(report, rank, "nccl.split", "-", "one group", sizes);
+  Buffer data(acc, count);
+  for (int64_t i = 0; i < count; ++i)
+    data.set(i, value(r, i, 4));
+  data.upload();
+  struct Replicas {
+    dprt::Rank *rank;
+    ~Replicas() {
+      rank->replicaComm = nullptr;
+      rank->replicas = 1;
+    }
+  } restore{rank};
+  rank->replicaComm = group.get();
+  rank->replicas = w;
+  gpu::all_reduce(rank, acc, data.d(), count, 1);
+  gpu::synchronize(rank);
+  std::vector<double> expect(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i)
+    for (int owner = 0; owner < w; ++owner)
+      expect[size_t(i)] += value(owner, i, 4);
+  addRow(report, rank, "nccl.all_reduce", dprt::nameOf(acc),
+         "count " + std::to_string(count),
+         compareValues(data.download(), expect, 0));
 }
 
 // The captured step's buffers in the rank's arena (fixed addresses for the
@@ -213,6 +252,9 @@ void ncclChecks(dprt::Rank *rank, Report &report, bool timing) {
   for (bool acc : {false, true})
     guarded("nccl.reduce_scatter",
             [&] { reduceScatterCheck(rank, report, acc, 1000003); });
+  for (DType acc : {F32, DType::F64})
+    guarded("nccl.all_reduce",
+            [&] { splitAllReduceCheck(rank, report, acc, 1000003); });
   guarded("nccl.allReduceHost", [&] {
     int r = rank->rank, w = rank->world;
     double values[2] = {double(r + 1), 10.0 * r};

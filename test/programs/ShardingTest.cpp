@@ -10,6 +10,12 @@
 // order: the parameters agree up to that rounding, 1e-6 normwise per
 // parameter.
 //
+// Hybrid sharding: the same training on grids of 2 replicas x 1, 2 and 3
+// shards (units split within a replica, gradient shards summed across the
+// replicas before the noise and the update), against one rank with the same
+// tolerances; and a 2 x 2 grid run as 4 processes of mpirun against the
+// same program with its ranks as threads: the same bits.
+//
 //===----------------------------------------------------------------------===//
 
 #include "ProcessHelpers.h"
@@ -17,7 +23,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <vector>
 
 using namespace dpc::programs;
 
@@ -122,5 +130,129 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<ShardCase> &info) {
       return caseName(info.param.model, info.param.recipe);
     });
+
+//===----------------------------------------------------------------------===//
+// Hybrid sharding
+//===----------------------------------------------------------------------===//
+
+struct HybridCase {
+  const char *model;
+  const char *hybrid; ///< the recipe on the 2 x N grid
+  const char *flat;   ///< the same recipe on a 1-D grid
+  std::vector<int> ranks;
+};
+
+class HybridAgrees : public ::testing::TestWithParam<HybridCase> {
+protected:
+  void compare(double sigma, double tolerance) {
+    const HybridCase &c = GetParam();
+    const uint64_t seed = testSeed(7);
+    dpctest::TempDir dir;
+    const ProgramId one{c.model, c.flat, 1};
+    const std::string data =
+        dir / (one.isLanguageModel() ? "data.txt" : "data.csv");
+    writeRecords(makeRecords(one, seed, kRecords), data);
+    char sigmaText[32];
+    std::snprintf(sigmaText, sizeof sigmaText, "%.17g", sigma);
+    auto train = [&](const ProgramId &id) {
+      const std::string save =
+          dir / (id.recipe + "-r" + std::to_string(id.ranks));
+      runProgram(id,
+                 {"--data", data, "--steps", std::to_string(kSteps), "--seed",
+                  std::to_string(seed), "--sigma", sigmaText, "--save", save});
+      return readSafetensors(latestCheckpoint(save) + "/params.safetensors");
+    };
+    const Tensors reference = train(one);
+    for (int ranks : c.ranks) {
+      const ProgramId id{c.model, c.hybrid, ranks};
+      const Tensors hybrid = train(id);
+      ASSERT_EQ(hybrid.size(), reference.size());
+      double worst = 0;
+      for (const auto &[name, values] : reference) {
+        const double e = relativeError(hybrid.at(name), values);
+        EXPECT_LE(e, tolerance)
+            << id.name() << " (2 x " << ranks / 2 << ") vs 1 rank: " << name
+            << ", sigma " << sigma;
+        worst = std::max(worst, e);
+      }
+      std::printf("[worst error] %s (2 x %d) vs 1 rank, sigma %g: %.2e\n",
+                  id.name().c_str(), ranks / 2, sigma, worst);
+    }
+  }
+};
+
+TEST_P(HybridAgrees, WithoutNoise) {
+  const RecipeValues recipe =
+      readRecipe({GetParam().model, GetParam().flat, 1});
+  compare(0.0, recipe.step.optimizer == dprt::OptimizerKind::AdamW
+                   ? kAdamWithoutNoiseTolerance
+                   : kTolerance);
+}
+
+// The noise of every element is drawn once per step by each replica from
+// its global index: the replicas add the same noise to the same sum.
+TEST_P(HybridAgrees, WithNoise) {
+  const RecipeValues recipe =
+      readRecipe({GetParam().model, GetParam().flat, 1});
+  if (recipe.step.optimizer == dprt::OptimizerKind::AdamW)
+    compare(1.0, kTolerance);
+  else
+    compare(0.02 * double(recipe.expectedBatch) /
+                (recipe.step.lr * recipe.step.maxNorm),
+            kTolerance);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ProgramSharding, HybridAgrees,
+    ::testing::Values(
+        HybridCase{"mlp-f32", "hybrid_sgd", "flat_sgd", {2, 4, 6}},
+        HybridCase{"tinylm-f32", "hybrid_adamw", "flat_adamw", {4}}),
+    [](const ::testing::TestParamInfo<HybridCase> &info) {
+      return caseName(info.param.model, info.param.hybrid);
+    });
+
+// mpirun -np 4 of the 2 x 2 program: the ranks are processes exchanging
+// messages (cpu/services/MpiCommunicator.h) that sum in the rank order of
+// the threads' communicator, so the parameters are the same bits.
+TEST(HybridProcesses, FourProcessesTrainTheBitsOfFourThreads) {
+  const ProgramId id{"mlp-f32", "hybrid_sgd", 4};
+  const uint64_t seed = testSeed(11);
+  dpctest::TempDir dir;
+  const std::string data = dir / "data.csv";
+  writeRecords(makeRecords(id, seed, kRecords), data);
+  const std::vector<std::string> args = {"--data",  data,
+                                         "--steps", std::to_string(kSteps),
+                                         "--seed",  std::to_string(seed),
+                                         "--sigma", "0.5",
+                                         "--quiet"};
+  std::vector<std::string> threads = args;
+  threads.insert(threads.end(), {"--save", dir / "threads"});
+  runProgram(id, threads);
+  std::vector<std::string> mpirun = {
+      "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", "4",
+      programPath(id)};
+  mpirun.insert(mpirun.end(), args.begin(), args.end());
+  mpirun.insert(mpirun.end(), {"--save", dir / "processes"});
+  dpctest::RunResult r = dpctest::runProgram("/usr/bin/timeout", [&] {
+    std::vector<std::string> all = {"300", DPC_MPIEXEC};
+    all.insert(all.end(), mpirun.begin(), mpirun.end());
+    return all;
+  }());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const Tensors a = readSafetensors(latestCheckpoint(dir / "threads") +
+                                    "/params.safetensors");
+  const Tensors b = readSafetensors(latestCheckpoint(dir / "processes") +
+                                    "/params.safetensors");
+  ASSERT_EQ(a.size(), b.size());
+  size_t differing = 0, total = 0;
+  for (const auto &[name, values] : a) {
+    ASSERT_EQ(b.at(name).size(), values.size()) << name;
+    for (size_t i = 0; i < values.size(); ++i, ++total)
+      differing += b.at(name)[i] != values[i];
+  }
+  std::printf("[bits] 4 processes vs 4 threads: %zu of %zu values differ\n",
+              differing, total);
+  EXPECT_EQ(differing, 0u);
+}
 
 } // namespace

@@ -1,12 +1,15 @@
 //===- Backend.cpp - Backend services of the CPU backend ------------------===//
 //
-// Every rank is a thread of this process, exchanging data through thread
-// communicators. The arena is one aligned host allocation, copies are
-// memcpy, and a step is a plain call. The CPU backend keeps no per-rank state
-// (Rank::backend stays null): kernels run on the rank's thread, in issue
-// order.
+// The ranks are threads of this process, exchanging data through thread
+// communicators, or each rank is a process of an MPI job started by mpirun
+// or srun --mpi=pmix (MpiCommunicator.h). The arena is one aligned host
+// allocation, copies are memcpy, and a step is a plain call. The CPU backend
+// keeps no per-rank state (Rank::backend stays null): kernels run on the rank's
+// thread, in issue order.
 //
 //===----------------------------------------------------------------------===//
+
+#include "MpiCommunicator.h"
 
 #include "dprt/backend.h"
 
@@ -24,6 +27,10 @@ extern "C" void openblas_set_num_threads(int numThreads);
 
 namespace dprt::cpu {
 namespace {
+
+/// Ranks of this launch that run on this machine, and so share its cores.
+int ranksOnThisMachine = 1;
+
 void requireRange(const Rank *rank, const char *service, int64_t offset,
                   int64_t bytes) {
   if (!rank->arena)
@@ -42,15 +49,64 @@ const char *backendName() { return "cpu"; }
 
 int availableDevices() { return 1; }
 
-bool readLaunchEnvironment(LaunchEnvironment &) { return false; }
+bool readLaunchEnvironment(LaunchEnvironment &env) {
+  if (startedByMpiLauncher()) {
+    // mpirun's own variables (or srun's under srun --mpi=pmix) describe the
+    // MPI job, whatever else the environment holds; torchrun's must agree.
+    checkLauncherAgreement();
+    if (readLauncherVariables("mpirun", env) ||
+        readLauncherVariables("srun", env))
+      return true;
+    throw std::invalid_argument(
+        "MPI's launcher variables (PMIX_RANK or PMI_RANK) are set, but "
+        "neither mpirun's (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK) nor "
+        "srun's (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID): start the "
+        "processes with Open MPI's mpirun or with srun --mpi=pmix");
+  }
+  if (!readLauncherVariables(env))
+    return false;
+  if (env.world > 1)
+    throw std::invalid_argument(
+        "started by " + env.launcher + " as one of " +
+        std::to_string(env.world) + " processes (" + env.variables +
+        "), but the CPU backend's processes join through MPI, which " +
+        env.launcher +
+        " does not set up: start them with mpirun -np N (Open MPI) or "
+        "srun --mpi=pmix, or run one process, whose ranks are threads");
+  return true;
+}
 
 std::vector<std::unique_ptr<Communicator>>
 makeCommunicators(const Launch &launch) {
-  if (launch.multiProcess || launch.localRanks != launch.world)
-    throw std::runtime_error("the CPU backend runs all " +
+  if (!launch.multiProcess) {
+    if (launch.localRanks != launch.world)
+      throw std::runtime_error("the CPU backend runs all " +
+                               std::to_string(launch.world) +
+                               " ranks of one process as its threads");
+    ranksOnThisMachine = launch.world;
+    return makeThreadCommunicators(launch.world,
+                                   launch.collectiveTimeoutSeconds);
+  }
+  if (launch.localRanks != 1)
+    throw std::runtime_error("each process of an MPI job runs one rank of "
+                             "the CPU backend, not " +
+                             std::to_string(launch.localRanks));
+  LaunchEnvironment env;
+  if (!readLaunchEnvironment(env) || env.world != launch.world ||
+      env.rank != launch.firstRank)
+    throw std::runtime_error("the launch of rank " +
+                             std::to_string(launch.firstRank) + " of " +
                              std::to_string(launch.world) +
-                             " ranks as threads of one process");
-  return makeThreadCommunicators(launch.world);
+                             " does not match the launcher's variables");
+  // Processes of this machine share its cores: mpirun says how many there
+  // are; without it assume every rank is here.
+  ranksOnThisMachine = launch.world;
+  if (const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"))
+    ranksOnThisMachine = std::max(1, std::atoi(local));
+  std::vector<std::unique_ptr<Communicator>> comms;
+  comms.push_back(
+      makeMpiWorldCommunicator(env, launch.collectiveTimeoutSeconds));
+  return comms;
 }
 
 void initRank(Rank *rank, int device) {
@@ -60,14 +116,15 @@ void initRank(Rank *rank, int device) {
   if (rank->world < 1 || rank->rank < 0 || rank->rank >= rank->world)
     throw std::runtime_error("initRank: rank " + std::to_string(rank->rank) +
                              " of " + std::to_string(rank->world));
-  // The ranks are threads of this process: share the cores between them
-  // rather than let every rank's GEMMs start one BLAS thread per core. The
-  // setting is process-wide; the lock keeps concurrent initRank calls from
-  // racing inside OpenBLAS.
+  // The ranks of this machine (threads of this process, or processes of an
+  // MPI job) share its cores rather than let every rank's GEMMs start one
+  // BLAS thread per core. The setting is process-wide; the lock keeps
+  // concurrent initRank calls from racing inside OpenBLAS.
   static std::mutex blasMutex;
   std::lock_guard<std::mutex> lock(blasMutex);
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  openblas_set_num_threads(std::max(1, static_cast<int>(cores) / rank->world));
+  openblas_set_num_threads(
+      std::max(1, static_cast<int>(cores) / ranksOnThisMachine));
   rank->backend = nullptr;
 }
 

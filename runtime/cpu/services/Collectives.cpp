@@ -1,12 +1,15 @@
 //===- Collectives.cpp - Collectives and events of the CPU backend --------===//
 //
-// The collectives forward to the rank's communicator (threads of one process
-// sharing host memory, common/ThreadCommunicator.h) inside a span of the
-// communication track. Events are no-ops: the CPU backend runs every kernel
-// and collective in issue order on the rank's thread, which already orders
-// everything the emitted program's events order. For the same reason all of
-// a collective's time is exposed: with Rank::measureExposedComm set, its
-// duration is added to Rank::exposedCommSeconds.
+// The collectives forward to the rank's communicators (threads of one
+// process sharing host memory, common/ThreadCommunicator.h, or processes of
+// an MPI job, MpiCommunicator.h) inside a span of the communication track:
+// all_gather and reduce_scatter to the group of the rank's replica,
+// all_reduce to the group of its shard across replicas. Events are no-ops: the
+// CPU backend runs every kernel and collective in issue order on the rank's
+// thread, which already orders everything the emitted program's events order.
+// For the same reason all of a collective's time is exposed: with
+// Rank::measureExposedComm set, its duration is added to
+// Rank::exposedCommSeconds.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,12 +22,14 @@
 
 namespace dprt::cpu {
 namespace {
-Communicator &communicator(Rank *rank, const char *collective) {
-  if (!rank->comm)
+/// The group a unit is split over: the rank's replica.
+Communicator &shardGroup(Rank *rank, const char *collective) {
+  Communicator *comm = rank->shardComm ? rank->shardComm : rank->comm;
+  if (!comm)
     throw std::runtime_error(std::string(collective) + ": rank " +
                              std::to_string(rank->rank) +
                              " has no communicator");
-  return *rank->comm;
+  return *comm;
 }
 
 /// Adds the lifetime of the guard to rank->exposedCommSeconds when measured,
@@ -56,7 +61,7 @@ void all_gather(Rank *rank, DType dt, const void *shard, void *full,
                 int64_t shardElems, int32_t stream) {
   DPRT_TRACE(rank->rank, trace::Track::Communication, "all_gather");
   ExposedTimer exposed(rank);
-  communicator(rank, "all_gather")
+  shardGroup(rank, "all_gather")
       .allGather(rank, dt, shard, full, shardElems, stream);
 }
 
@@ -64,8 +69,23 @@ void reduce_scatter(Rank *rank, DType acc, const void *full, void *shard,
                     int64_t shardElems, bool accumulate, int32_t stream) {
   DPRT_TRACE(rank->rank, trace::Track::Communication, "reduce_scatter");
   ExposedTimer exposed(rank);
-  communicator(rank, "reduce_scatter")
+  shardGroup(rank, "reduce_scatter")
       .reduceScatter(rank, acc, full, shard, shardElems, accumulate, stream);
+}
+
+void all_reduce(Rank *rank, DType acc, void *data, int64_t count,
+                int32_t stream) {
+  if (!rank->replicaComm) {
+    if (rank->replicas != 1)
+      throw std::runtime_error("all_reduce: rank " +
+                               std::to_string(rank->rank) + " of " +
+                               std::to_string(rank->replicas) +
+                               " replicas has no communicator between them");
+    return;
+  }
+  DPRT_TRACE(rank->rank, trace::Track::Communication, "all_reduce");
+  ExposedTimer exposed(rank);
+  rank->replicaComm->allReduce(rank, acc, data, count, stream);
 }
 
 void record_event(Rank *, int32_t, int32_t) {}

@@ -8,8 +8,10 @@
 //
 // Arena layout: every offset is in bytes from arena(rank); every buffer is
 // aligned to kArenaAlignment. A unit (FSDP) is a flat buffer holding its
-// parameters back to back, padded to a multiple of the number of ranks;
-// rank r owns elements [r * shardElems, (r+1) * shardElems) of it.
+// parameters back to back, padded to a multiple of the number of ranks it
+// is split over (all ranks, or those of one replica on a 2-D grid); the rank
+// holding shard s (shardIndexOf in rank.h) owns elements
+// [s * shardElems, (s+1) * shardElems) of it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -91,7 +93,7 @@ struct ParamSpec {
 struct UnitSpec {
   std::string name;
   int64_t numel;       ///< real elements (parameters back to back)
-  int64_t shardElems;  ///< elements each rank owns (padded numel / ranks)
+  int64_t shardElems;  ///< elements each rank owns (padded numel / shards)
   int64_t paramShard;  ///< arena offset of this rank's shard, compute type
   int64_t masterShard; ///< acc-type master shard (== paramShard if same)
   int64_t gradShard;   ///< acc-type accumulated gradient shard
@@ -124,6 +126,9 @@ struct ProgramSpec {
   std::string model;
   std::string backend; ///< "cpu" or "cuda", what the program was built for
   int32_t ranks = 1;
+  /// Hybrid sharding: the grid is `replicas` x (ranks / replicas); each unit
+  /// is split over the ranks / replicas ranks of a replica (Rank::replicas).
+  int32_t replicas = 1;
   int64_t arenaBytes = 0;
   int64_t stateOffset = 0; ///< the StepState
   DType compute = DType::F32;
@@ -143,8 +148,8 @@ struct ProgramSpec {
   int64_t predictedPeakBytes = 0; ///< the memory plan's peak per rank
 };
 
-// Called by the emitted dp_describe, in this order: program, loss, recipe,
-// inputs, units, params.
+// Called by the emitted dp_describe, in this order: program, grid (2-D
+// grids only), loss, recipe, inputs, units, params.
 void describe_program(ProgramSpec *spec, const char *model, const char *backend,
                       int32_t ranks, int64_t arenaBytes, int64_t stateOffset,
                       DType compute, int64_t physicalBatch, int64_t tokens,
@@ -154,6 +159,9 @@ void describe_program(ProgramSpec *spec, const char *model, const char *backend,
 /// The per-sample loss's reduction over positions (dp.cross_entropy and
 /// dp.mse's per_sample).
 void describe_loss(ProgramSpec *spec, Reduction perSample);
+/// A grid of `replicas` x (ranks / replicas) ranks (hybrid sharding); a
+/// program without the call has one replica.
+void describe_grid(ProgramSpec *spec, int32_t replicas);
 void describe_recipe(ProgramSpec *spec, ClipMode clip, double maxNorm,
                      double gamma, bool targetEpsilon, double sigma,
                      double epsilon, double delta, NoiseGeneratorKind generator,

@@ -58,15 +58,27 @@ struct StepState {
 struct BackendState;
 
 struct Rank {
-  int32_t rank = 0;      ///< index in the grid
-  int32_t world = 1;     ///< number of ranks
+  int32_t rank = 0;  ///< index in the grid
+  int32_t world = 1; ///< number of ranks
+  /// Hybrid sharding: the grid is `replicas` x shardsOf(rank); rank r holds
+  /// shard r % shardsOf(rank) of every unit in replica r / shardsOf(rank)
+  /// (the shards of one replica are consecutive ranks: one node). 1: FSDP
+  /// over every rank.
+  int32_t replicas = 1;
   char *arena = nullptr; ///< device memory on CUDA, host memory on CPU
   int64_t arenaBytes = 0;
   int64_t stateOffset = 0; ///< where the StepState lives in the arena
   /// Host copy of the step state; the driver edits it and calls
   /// `uploadStepState`.
   StepState hostState{};
+  /// Every rank of the grid: the driver's host sums and barriers.
   Communicator *comm = nullptr;
+  /// The ranks of this rank's replica, which split every unit between them
+  /// (all_gather, reduce_scatter); null: `comm` (one replica).
+  Communicator *shardComm = nullptr;
+  /// The ranks holding this rank's shard in every replica (all_reduce);
+  /// null with one replica.
+  Communicator *replicaComm = nullptr;
   BackendState *backend = nullptr;
   /// Communication that compute waited for ("exposed"), measured by the
   /// backend while `measureExposedComm` is set (the driver sets it with
@@ -78,6 +90,16 @@ struct Rank {
   bool measureExposedComm = false;
   double exposedCommSeconds = 0;
 };
+
+/// The number of ranks a unit is split over, and the shard `rank` holds:
+/// it owns unit positions [shardIndexOf * shardElems, (shardIndexOf + 1) *
+/// shardElems).
+inline int32_t shardsOf(const Rank *rank) {
+  return rank->world / rank->replicas;
+}
+inline int32_t shardIndexOf(const Rank *rank) {
+  return rank->rank % shardsOf(rank);
+}
 
 /// Base address of the rank's arena, for the emitted code.
 inline char *arena(Rank *rank) { return rank->arena; }

@@ -7,6 +7,9 @@
 // (test/reference).
 
 shard.grid @ranks(shape = ?)
+// Hybrid sharding: 2 replicas, each splitting the units over ? ranks
+// (dpc --ranks 2N gives 2 x N).
+shard.grid @hybrid(shape = 2x?)
 
 dp.model @mlp attributes {features = 6, classes = 4} {
   dp.param @fc1.w : tensor<16x6xf32> {init = #dp.normal<0.4>}
@@ -96,4 +99,16 @@ dp.recipe @sparse_sgd for @mlp {
   precision = #dp.precision<compute = f32, master = f32>,
   shard = #dp.fsdp<unit = layer>,
   grid = @ranks
+}
+
+// flat_sgd over a 2 x N grid (hybrid sharding): the same training.
+dp.recipe @hybrid_sgd for @mlp {
+  clip = #dp.clip<flat, max_norm = 2.5>,
+  noise = #dp.noise<sigma = 0.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<expected_batch = 12, physical_batch = 4>,
+  optimizer = #dp.sgd<lr = 0.5, weight_decay = 0.0>,
+  steps = 5,
+  precision = #dp.precision<compute = f32, master = f32>,
+  shard = #dp.fsdp<unit = layer>,
+  grid = @hybrid
 }

@@ -10,6 +10,9 @@
 // optimizer, as in mlp-f32.mlir.
 
 shard.grid @ranks(shape = ?)
+// Hybrid sharding: 2 replicas, each splitting the units over ? ranks
+// (dpc --ranks 2N gives 2 x N).
+shard.grid @hybrid(shape = 2x?)
 
 dp.model @tinylm attributes {vocab = 256, seq = 16, width = 32, blocks = 2} {
   dp.param @emb : tensor<256x32xf32> {init = #dp.normal<0.5>}
@@ -143,4 +146,16 @@ dp.recipe @sparse_sgd for @tinylm {
   precision = #dp.precision<compute = f32, master = f32>,
   shard = #dp.fsdp<unit = block>,
   grid = @ranks
+}
+
+// flat_adamw over a 2 x N grid (hybrid sharding): the same training.
+dp.recipe @hybrid_adamw for @tinylm {
+  clip = #dp.clip<flat, max_norm = 6.0>,
+  noise = #dp.noise<sigma = 0.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<expected_batch = 12, physical_batch = 4>,
+  optimizer = #dp.adamw<lr = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-8, weight_decay = 0.1>,
+  steps = 5,
+  precision = #dp.precision<compute = f32, master = f32>,
+  shard = #dp.fsdp<unit = block>,
+  grid = @hybrid
 }

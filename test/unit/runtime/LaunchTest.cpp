@@ -1,8 +1,10 @@
 //===- LaunchTest.cpp - Launcher variables and the CPU's communicators ----===//
 //
 // readLauncherVariables (comm.h) reads torchrun's, mpirun's and srun's
-// variables with every number range-checked; the CPU backend's launch
-// services run every rank as a thread of this process.
+// variables with every number range-checked and contradictions named;
+// ncclRendezvous turns torchrun's MASTER_ADDR/MASTER_PORT into NCCL's
+// address; the CPU backend's launch services run every rank as a thread of
+// this process, or join an MPI launcher's job and refuse others.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,7 +30,14 @@ const char *const kLauncherVariables[] = {"RANK",
                                           "OMPI_COMM_WORLD_LOCAL_RANK",
                                           "SLURM_PROCID",
                                           "SLURM_NTASKS",
-                                          "SLURM_LOCALID"};
+                                          "SLURM_LOCALID",
+                                          "LOCAL_WORLD_SIZE",
+                                          "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                          "PMIX_RANK",
+                                          "PMI_RANK",
+                                          "NCCL_COMM_ID",
+                                          "MASTER_ADDR",
+                                          "MASTER_PORT"};
 
 /// Sets the given variables for one test and clears every launcher
 /// variable before and after it.
@@ -116,10 +125,99 @@ TEST_F(LauncherVariables, MalformedValuesNameTheVariable) {
             std::string::npos);
 }
 
-TEST_F(LauncherVariables, TheCpuBackendIgnoresLaunchers) {
-  set({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}});
+TEST_F(LauncherVariables, ContradictionsAreNamed) {
+  set({{"RANK", "1"},
+       {"WORLD_SIZE", "2"},
+       {"LOCAL_RANK", "1"},
+       {"OMPI_COMM_WORLD_RANK", "0"},
+       {"OMPI_COMM_WORLD_SIZE", "2"},
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}});
+  EXPECT_NE(error().find("contradict each other: RANK=1, WORLD_SIZE=2, "
+                         "LOCAL_RANK=1 (torchrun) but OMPI_COMM_WORLD_RANK=0"),
+            std::string::npos)
+      << error();
+  clear();
+  set({{"RANK", "1"},
+       {"WORLD_SIZE", "4"},
+       {"LOCAL_RANK", "2"},
+       {"LOCAL_WORLD_SIZE", "2"}});
+  EXPECT_NE(error().find("LOCAL_RANK=2 is not below LOCAL_WORLD_SIZE=2"),
+            std::string::npos)
+      << error();
+  // torchrun inside a Slurm allocation: the sets differ in size and are
+  // nested, not contradictory.
+  clear();
+  set({{"RANK", "3"},
+       {"WORLD_SIZE", "4"},
+       {"LOCAL_RANK", "1"},
+       {"SLURM_PROCID", "0"},
+       {"SLURM_NTASKS", "2"},
+       {"SLURM_LOCALID", "0"}});
+  EXPECT_EQ(error(), "");
+}
+
+TEST_F(LauncherVariables, NcclMeetsAtNcclCommIdOrTorchrunsMaster) {
   LaunchEnvironment env;
-  EXPECT_FALSE(cpu::readLaunchEnvironment(env));
+  env.rank = 1;
+  env.world = 2;
+  env.variables = "RANK=1, WORLD_SIZE=2, LOCAL_RANK=1";
+  auto rendezvousError = [&]() -> std::string {
+    try {
+      ncclRendezvous(env);
+    } catch (const std::invalid_argument &e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(rendezvousError().find("has no address to meet the other "
+                                   "processes at: set NCCL_COMM_ID"),
+            std::string::npos)
+      << rendezvousError();
+  set({{"MASTER_ADDR", "node7"}, {"MASTER_PORT", "29500"}});
+  EXPECT_EQ(ncclRendezvous(env), "node7:29501");
+  set({{"NCCL_COMM_ID", "10.0.0.1:4000"}});
+  EXPECT_EQ(ncclRendezvous(env), "10.0.0.1:4000");
+  clear();
+  set({{"MASTER_ADDR", "node7"}});
+  EXPECT_NE(rendezvousError().find("MASTER_ADDR=node7 is set but MASTER_PORT "
+                                   "is not"),
+            std::string::npos);
+  clear();
+  set({{"MASTER_PORT", "29500"}});
+  EXPECT_NE(rendezvousError().find("MASTER_PORT is set but MASTER_ADDR is "
+                                   "not"),
+            std::string::npos);
+  set({{"MASTER_ADDR", "node7"}, {"MASTER_PORT", "65535"}});
+  EXPECT_NE(rendezvousError().find("MASTER_PORT=65535 is not a port"),
+            std::string::npos);
+  set({{"MASTER_PORT", "http"}});
+  EXPECT_NE(rendezvousError().find("MASTER_PORT=http is not a whole number"),
+            std::string::npos);
+}
+
+TEST_F(LauncherVariables, TheCpuBackendJoinsOnlyMpiLaunchers) {
+  // One process of torchrun: its ranks are threads, as without a launcher.
+  set({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"LOCAL_RANK", "0"}});
+  LaunchEnvironment env;
+  EXPECT_TRUE(cpu::readLaunchEnvironment(env));
+  EXPECT_EQ(env.world, 1);
+  // Several: torchrun sets up no MPI.
+  set({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}});
+  try {
+    cpu::readLaunchEnvironment(env);
+    ADD_FAILURE() << "torchrun's 2 processes were accepted";
+  } catch (const std::invalid_argument &e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "started by torchrun as one of 2 processes (RANK=1, "
+                  "WORLD_SIZE=2, LOCAL_RANK=1), but the CPU backend's "
+                  "processes join through MPI"),
+              std::string::npos)
+        << e.what();
+  }
+  // A PMIx launcher without its rank variables.
+  clear();
+  set({{"PMIX_RANK", "0"}});
+  EXPECT_THROW(cpu::readLaunchEnvironment(env), std::invalid_argument);
 }
 
 TEST(CpuLaunch, EveryRankIsAThreadCommunicatorOfThisProcess) {

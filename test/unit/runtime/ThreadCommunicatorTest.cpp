@@ -290,3 +290,116 @@ TEST(ThreadCommunicator, MismatchedSizesFailOnEveryRank) {
 TEST(ThreadCommunicator, RejectsAnEmptyWorld) {
   EXPECT_THROW(makeThreadCommunicators(0), std::invalid_argument);
 }
+
+// all_reduce sums every rank's buffer in rank order, on every rank: the
+// same bits as a sum written out (orderSensitive makes another order give
+// other bits), for counts that do not divide into the ranks' chunks.
+TEST(ThreadCommunicator, AllReduceSumsInRankOrderOnEveryRank) {
+  for (int world = 1; world <= 4; ++world)
+    for (int64_t count : {int64_t(1), int64_t(7), int64_t(64)}) {
+      auto comms = makeThreadCommunicators(world);
+      std::vector<std::vector<float>> data(world);
+      for (int r = 0; r < world; ++r)
+        for (int64_t i = 0; i < count; ++i)
+          data[r].push_back(orderSensitive<float>(r, i));
+      std::vector<float> expected(count);
+      for (int64_t i = 0; i < count; ++i) {
+        float sum = data[0][i];
+        for (int r = 1; r < world; ++r)
+          sum += data[r][i];
+        expected[i] = sum;
+      }
+      runRanks(comms, [&](int r, Communicator &comm) {
+        Rank rank = rankOf(r, world, &comm);
+        comm.allReduce(&rank, DType::F32, data[r].data(), count, 1);
+      });
+      for (int r = 0; r < world; ++r)
+        for (int64_t i = 0; i < count; ++i)
+          ASSERT_EQ(std::memcmp(&data[r][i], &expected[i], sizeof(float)), 0)
+              << "world " << world << ", rank " << r << ", element " << i;
+    }
+}
+
+// A 2 x 3 grid split as the driver splits it: the ranks of a replica
+// (color = replica, key = shard) and the ranks of a shard (color = shard,
+// key = replica); collectives on one group do not see the other.
+TEST(ThreadCommunicator, SplitMakesTheGroupsOfAHybridGrid) {
+  const int replicas = 2, shards = 3, world = replicas * shards;
+  auto comms = makeThreadCommunicators(world);
+  std::vector<int> replicaRank(world), replicaSize(world), shardRank(world),
+      shardSize(world);
+  std::vector<double> replicaSum(world), shardSum(world);
+  runRanks(comms, [&](int r, Communicator &comm) {
+    const int replica = r / shards, shard = r % shards;
+    auto ofReplica = comm.split(replica, shard);
+    auto ofShard = comm.split(shard, replica);
+    replicaRank[r] = ofReplica->rank();
+    replicaSize[r] = ofReplica->size();
+    shardRank[r] = ofShard->rank();
+    shardSize[r] = ofShard->size();
+    replicaSum[r] = r;
+    ofReplica->allReduceHost(&replicaSum[r], 1);
+    shardSum[r] = r;
+    ofShard->allReduceHost(&shardSum[r], 1);
+  });
+  for (int r = 0; r < world; ++r) {
+    const int replica = r / shards, shard = r % shards;
+    EXPECT_EQ(replicaRank[r], shard);
+    EXPECT_EQ(replicaSize[r], shards);
+    EXPECT_EQ(shardRank[r], replica);
+    EXPECT_EQ(shardSize[r], replicas);
+    // Replica q holds ranks 3q, 3q + 1, 3q + 2; shard s ranks s and s + 3.
+    EXPECT_EQ(replicaSum[r], 3.0 * shards * replica + 3.0);
+    EXPECT_EQ(shardSum[r], 2.0 * shard + shards);
+  }
+}
+
+// A rank that never reaches the collective: the others give up after the
+// timeout with a message naming themselves, the collective and the
+// missing rank, instead of waiting forever.
+TEST(ThreadCommunicator, ACollectiveTimesOutNamingTheMissingRank) {
+  const int world = 3;
+  auto comms = makeThreadCommunicators(world, 0.3);
+  std::vector<std::future<std::string>> waiting;
+  const auto begin = std::chrono::steady_clock::now();
+  for (int r = 0; r < 2; ++r)
+    waiting.push_back(std::async(std::launch::async, [&, r] {
+      std::vector<double> sum(4), data(4, 1.0);
+      Rank rank = rankOf(r, world, comms[r].get());
+      try {
+        comms[r]->allReduce(&rank, DType::F64, data.data(), 4, 1);
+      } catch (const CollectiveTimeout &e) {
+        return "timeout: " + std::string(e.what());
+      } catch (const CommunicatorAborted &e) {
+        return "aborted: " + std::string(e.what());
+      }
+      return std::string("returned without rank 2");
+    }));
+  std::vector<std::string> messages;
+  for (auto &f : waiting) {
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    messages.push_back(f.get());
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
+          .count();
+  EXPECT_GE(seconds, 0.3);
+  EXPECT_LT(seconds, 5.0);
+  // The first to time out names the missing rank; the other is woken by
+  // its abort with the same reason.
+  int timeouts = 0;
+  for (const std::string &m : messages) {
+    timeouts += m.rfind("timeout: ", 0) == 0;
+    EXPECT_NE(m.find("all_reduce #1 before the first step did not finish "
+                     "within 0.3 s (--collective-timeout): rank 2 has not "
+                     "reached it"),
+              std::string::npos)
+        << m;
+  }
+  EXPECT_GE(timeouts, 1);
+  EXPECT_THROW(comms[0]->barrier(), CommunicatorAborted);
+}
+
+TEST(ThreadCommunicator, RejectsANonPositiveTimeout) {
+  EXPECT_THROW(makeThreadCommunicators(2, 0.0), std::invalid_argument);
+}
