@@ -69,6 +69,8 @@ void ReportPass::runOnOperation() {
   Type compute = getComputeType(model);
   Type accType = getAccumulationType(model);
   int64_t ranks = getNumRanks(recipe);
+  // DP off (clip = #dp.clip<none>, noise = #dp.none): no per-sample norm.
+  bool dpOff = recipe.getClip().getMode() == ClipMode::none;
   std::map<std::string, ParamRow> rows;
   SmallVector<std::string> order;
   for (ParamOp param : getParams(model)) {
@@ -76,6 +78,8 @@ void ReportPass::runOnOperation() {
       continue;
     ParamRow row;
     row.name = param.getSymName().str();
+    if (dpOff)
+      row.method = "none";
     llvm::raw_string_ostream shape(row.shape);
     llvm::interleave(param.getTensorType().getShape(), shape, "x");
     rows[row.name] = row;
@@ -275,6 +279,7 @@ void ReportPass::runOnOperation() {
         {"physical_batch", physical},
         {"tokens", tokens},
         {"compute_type", llvm::formatv("{0}", compute).str()},
+        {"private", !dpOff},
         {"params", std::move(params)},
         {"per_physical_batch",
          llvm::json::Object{
@@ -301,7 +306,11 @@ void ReportPass::runOnOperation() {
   os << "DP training plan: model @" << model.getSymName() << ", recipe @"
      << recipe.getSymName() << ", " << ranks << " rank"
      << (ranks == 1 ? "" : "s") << ", " << physical << " samples x " << tokens
-     << " tokens per rank and physical batch, " << compute << "\n\n";
+     << " tokens per rank and physical batch, " << compute << "\n";
+  if (dpOff)
+    os << "DP off: no clipping and no noise; the program is NOT "
+          "differentially private\n";
+  os << "\n";
   size_t nameWidth = 9, shapeWidth = 5, methodWidth = 11;
   for (const std::string &name : order) {
     nameWidth = std::max(nameWidth, rows[name].name.size());
