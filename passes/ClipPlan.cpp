@@ -200,6 +200,22 @@ LogicalResult ClipPlanPass::plan(StepOp step, ClipAttr clip, Type computeType) {
   if (gradsOf.empty())
     return step.emitOpError("has no trainable parameter to clip");
 
+  auto setScale = [](Operation *op, Value scale) {
+    llvm::TypeSwitch<Operation *>(op)
+        .Case<LinearGradWeightOp, BiasGradOp, EmbeddingGradOp,
+              PositionEmbeddingGradOp, VectorGradOp>(
+            [&](auto grad) { grad.getScaleMutable().assign(scale); });
+  };
+
+  if (clip.getMode() == ClipMode::none) {
+    // DP off: no per-sample norm and no clip factor; each sample's gradient
+    // enters the sum weighted by its mask alone (0 for padding samples), so
+    // the weight-gradient kernels are the private program's.
+    for (Operation *op : weightGrads)
+      setScale(op, step.getMask());
+    return success();
+  }
+
   bool perLayer = clip.getMode() == ClipMode::per_layer;
   bool share = shareGram && !perLayer;
   OpBuilder builder(step.getContext());
@@ -321,13 +337,6 @@ LogicalResult ClipPlanPass::plan(StepOp step, ClipAttr clip, Type computeType) {
   auto f64 = [](double v) { return APFloat(v); };
   double maxNorm = clip.getMaxNorm().convertToDouble();
   double gamma = clip.getGamma().convertToDouble();
-
-  auto setScale = [](Operation *op, Value scale) {
-    llvm::TypeSwitch<Operation *>(op)
-        .Case<LinearGradWeightOp, BiasGradOp, EmbeddingGradOp,
-              PositionEmbeddingGradOp, VectorGradOp>(
-            [&](auto grad) { grad.getScaleMutable().assign(scale); });
-  };
 
   if (perLayer) {
     // C_l = C / sqrt(L) for L trainable parameters (a tied table is one):

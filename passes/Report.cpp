@@ -76,6 +76,8 @@ void ReportPass::runOnOperation() {
   // over; the gradient shards are summed over `replicas` once per step.
   GridShape grid = getGridShape(recipe);
   int64_t shards = grid.shards, replicas = grid.replicas;
+  // DP off (clip = #dp.clip<none>, noise = #dp.none): no per-sample norm.
+  bool dpOff = recipe.getClip().getMode() == ClipMode::none;
   std::map<std::string, ParamRow> rows;
   SmallVector<std::string> order;
   for (ParamOp param : getParams(model)) {
@@ -83,6 +85,8 @@ void ReportPass::runOnOperation() {
       continue;
     ParamRow row;
     row.name = param.getSymName().str();
+    if (dpOff)
+      row.method = "none";
     llvm::raw_string_ostream shape(row.shape);
     llvm::interleave(param.getTensorType().getShape(), shape, "x");
     rows[row.name] = row;
@@ -322,6 +326,7 @@ void ReportPass::runOnOperation() {
         {"physical_batch", physical},
         {"tokens", tokens},
         {"compute_type", llvm::formatv("{0}", compute).str()},
+        {"private", !dpOff},
         {"params", std::move(params)},
         {"per_physical_batch",
          llvm::json::Object{
@@ -354,7 +359,11 @@ void ReportPass::runOnOperation() {
   if (replicas > 1)
     os << " (" << replicas << " replicas x " << shards << " shards)";
   os << ", " << physical << " samples x " << tokens
-     << " tokens per rank and physical batch, " << compute << "\n\n";
+     << " tokens per rank and physical batch, " << compute << "\n";
+  if (dpOff)
+    os << "DP off: no clipping and no noise; the program is NOT "
+          "differentially private\n";
+  os << "\n";
   size_t nameWidth = 9, shapeWidth = 5, methodWidth = 11;
   for (const std::string &name : order) {
     nameWidth = std::max(nameWidth, rows[name].name.size());

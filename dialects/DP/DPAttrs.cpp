@@ -138,6 +138,13 @@ LogicalResult UniformInitAttr::verify(EmitErrorFn emitError, APFloat bound) {
 
 LogicalResult ClipAttr::verify(EmitErrorFn emitError, ClipMode mode,
                                APFloat maxNorm, APFloat gamma) {
+  if (mode == ClipMode::none) {
+    // Nothing is clipped: a bound or gamma would be ignored.
+    if (!maxNorm.isZero() || gamma.convertToDouble() != 0.01)
+      return emitError() << "#dp.clip<none> clips nothing and takes no "
+                            "max_norm or gamma";
+    return success();
+  }
   if (failed(checkFloat(emitError, "max_norm", maxNorm, kPositive)))
     return failure();
   return checkFloat(emitError, "gamma", gamma, kPositive);

@@ -34,7 +34,8 @@ class DP_DefaultBoolParam<string value, string desc>
 def DP_ClipMode : I32EnumAttr<"ClipMode", "per-sample clipping mode", [
     I32EnumAttrCase<"flat", 0>,
     I32EnumAttrCase<"per_layer", 1>,
-    I32EnumAttrCase<"automatic", 2>]> {
+    I32EnumAttrCase<"automatic", 2>,
+    I32EnumAttrCase<"none", 3>]> {
   let cppNamespace = "::dpc::dp";
 }
 
@@ -139,12 +140,15 @@ def DP_ClipAttr : DP_Attr<"Clip", "clip"> {
     norm C. `per_layer` clips each parameter's per-sample gradient to
     C / sqrt(#parameters), so the whole gradient still has norm at most C.
     `automatic` scales by C / (n + gamma) (Bu et al.), gamma = 0.01 unless
-    given.
+    given. `#dp.clip<none>` turns clipping off (DP off: no per-sample norm
+    is computed and each sample's gradient enters the sum as it is, weighted
+    by its mask only); it takes no bound and needs `noise = #dp.none`, since
+    noise without a bound on each sample's contribution protects nothing.
   }];
   let parameters = (ins EnumParameter<DP_ClipMode>:$mode,
-                        DP_F64Param<"clipping bound C">:$max_norm,
+                        DP_DefaultF64Param<"0.0", "clipping bound C (none without clipping)">:$max_norm,
                         DP_DefaultF64Param<"0.01", "stability constant of automatic clipping">:$gamma);
-  let assemblyFormat = "`<` $mode `,` struct($max_norm, $gamma) `>`";
+  let assemblyFormat = "`<` $mode (`,` struct($max_norm, $gamma)^)? `>`";
   let genVerifyDecl = 1;
 }
 
@@ -163,6 +167,16 @@ def DP_NoiseAttr : DP_Attr<"Noise", "noise"> {
                           "::dpc::dp::NoiseGenerator::fast", "noise generator">:$generator);
   let assemblyFormat = "`<` struct($sigma, $delta, $generator) `>`";
   let genVerifyDecl = 1;
+}
+
+def DP_NoNoiseAttr : DP_Attr<"NoNoise", "none"> {
+  let summary = "no noise: training without differential privacy";
+  let description = [{
+    `noise = #dp.none`: the program adds no noise and keeps no privacy
+    account. It goes only with `clip = #dp.clip<none>`: together they make
+    the non-private baseline (same kernels, no per-sample norms); the
+    training program reports that the run is not differentially private.
+  }];
 }
 
 def DP_TargetAttr : DP_Attr<"Target", "target"> {

@@ -688,6 +688,21 @@ LogicalResult RecipeOp::verify() {
     return emitOpError("steps = ")
            << steps << " is above 2^53, the largest count the accountant "
            << "holds exactly";
+  // Without clipping one sample can move the sum arbitrarily far: no amount
+  // of noise bounds what it reveals.
+  if (getClip().getMode() == ClipMode::none && !isa<NoNoiseAttr>(getNoise()))
+    return emitOpError("adds noise to unclipped gradients: with clip = "
+                       "#dp.clip<none> a sample's gradient is unbounded, so "
+                       "noise protects nothing; use noise = #dp.none for "
+                       "training without DP, or clip the gradients");
+  // Clipping without noise is neither private nor the plain baseline: it
+  // would pay for per-sample norms and still release raw (clipped) sums.
+  if (getClip().getMode() != ClipMode::none && isa<NoNoiseAttr>(getNoise()))
+    return emitOpError("clips gradients but adds no noise: without noise "
+                       "the clipped sum is released as it is, so the run is "
+                       "not differentially private and the per-sample norms "
+                       "buy nothing; use clip = #dp.clip<none> with noise = "
+                       "#dp.none for training without DP, or add noise");
   return success();
 }
 

@@ -351,7 +351,7 @@ def DP_RecipeOp : DP_Op<"recipe", [Symbol,
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, FlatSymbolRefAttr:$model,
                        DP_ClipAttr:$clip,
-                       AnyAttrOf<[DP_NoiseAttr, DP_TargetAttr]>:$noise,
+                       AnyAttrOf<[DP_NoiseAttr, DP_TargetAttr, DP_NoNoiseAttr]>:$noise,
                        AnyAttrOf<[DP_PoissonAttr, DP_ShuffleAttr]>:$sampling,
                        AnyAttrOf<[DP_SGDAttr, DP_MomentumAttr, DP_AdamWAttr]>:$optimizer,
                        ConfinedAttr<I64Attr, [IntPositive]>:$steps,

@@ -177,6 +177,8 @@ LogicalResult NormTiedDirectOp::verify() {
 
 LogicalResult ClipFactorOp::verify() {
   auto emitError = [&] { return emitOpError(); };
+  if (getMode() == ClipMode::none)
+    return emitOpError("computes clip factors; mode none clips nothing");
   if (failed(verifyFloatField(emitError, "max_norm",
                               getMaxNorm().convertToDouble(),
                               FloatRange::above(0.0))) ||

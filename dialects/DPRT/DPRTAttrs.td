@@ -68,13 +68,15 @@ def DPRT_ReductionAttr : DPRT_RuntimeEnumAttr<DPRT_Reduction, "reduction">;
 def DPRT_ClipMode : DPRT_RuntimeEnum<"ClipMode", "per-sample clipping mode", [
     I32EnumAttrCase<"Flat", 0>,
     I32EnumAttrCase<"PerLayer", 1>,
-    I32EnumAttrCase<"Automatic", 2>]>;
+    I32EnumAttrCase<"Automatic", 2>,
+    I32EnumAttrCase<"None", 3>]>;
 def DPRT_ClipModeAttr : DPRT_RuntimeEnumAttr<DPRT_ClipMode, "clip_mode">;
 
 def DPRT_NoiseGeneratorKind : DPRT_RuntimeEnum<"NoiseGeneratorKind",
     "generator of the privacy noise", [
     I32EnumAttrCase<"Philox", 0>,
-    I32EnumAttrCase<"ChaCha20", 1>]>;
+    I32EnumAttrCase<"ChaCha20", 1>,
+    I32EnumAttrCase<"None", 2>]>;
 def DPRT_NoiseGeneratorKindAttr
     : DPRT_RuntimeEnumAttr<DPRT_NoiseGeneratorKind, "noise_generator">;
 

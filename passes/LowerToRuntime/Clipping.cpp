@@ -21,6 +21,8 @@ rt::ClipMode runtimeClipMode(ClipMode mode) {
     return rt::ClipMode::PerLayer;
   case ClipMode::automatic:
     return rt::ClipMode::Automatic;
+  case ClipMode::none:
+    return rt::ClipMode::None;
   }
   llvm_unreachable("every clip mode has a runtime mode");
 }

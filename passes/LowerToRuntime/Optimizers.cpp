@@ -176,15 +176,19 @@ void dpc::lowering::buildApply(LoweringContext &context) {
     llvm::erase_if(ranges, [](auto r) { return r.first < 0; });
     Value grad = context.global(unit.grad);
     Value master = context.global(unit.master);
+    // noise = #dp.none: the program draws no noise at all.
+    bool addNoise = !isa<NoNoiseAttr>(context.recipe.getNoise());
     for (auto [begin, end] : ranges) {
-      CallArgs noise = context.args();
-      noise.dtype(acc)
-          .buffer(grad)
-          .i64(unit.shard)
-          .i64(begin)
-          .i64(end - begin)
-          .i64(unit.globalBase + begin);
-      context.call("add_noise_range", noise);
+      if (addNoise) {
+        CallArgs noise = context.args();
+        noise.dtype(acc)
+            .buffer(grad)
+            .i64(unit.shard)
+            .i64(begin)
+            .i64(end - begin)
+            .i64(unit.globalBase + begin);
+        context.call("add_noise_range", noise);
+      }
       CallArgs update = context.args();
       update.dtype(acc).buffer(master);
       for (StringRef state : statesOf(unit))

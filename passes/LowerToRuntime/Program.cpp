@@ -34,6 +34,9 @@ void describeRecipe(LoweringContext &context) {
         .f64(0.0)
         .f64(noise.getDelta().convertToDouble());
     generator = noise.getGenerator();
+  } else if (isa<NoNoiseAttr>(recipe.getNoise())) {
+    // No noise: no target, no sigma and no delta to state a guarantee at.
+    r.flag(false).f64(0.0).f64(0.0).f64(0.0);
   } else {
     auto target = cast<TargetAttr>(recipe.getNoise());
     r.flag(true)
@@ -42,10 +45,11 @@ void describeRecipe(LoweringContext &context) {
         .f64(target.getDelta().convertToDouble());
     generator = target.getGenerator();
   }
-  r.attr(rt::NoiseGeneratorKindAttr::get(mlirContext,
-                                         generator == NoiseGenerator::secure
-                                             ? rt::NoiseGeneratorKind::ChaCha20
-                                             : rt::NoiseGeneratorKind::Philox));
+  rt::NoiseGeneratorKind kind =
+      isa<NoNoiseAttr>(recipe.getNoise())   ? rt::NoiseGeneratorKind::None
+      : generator == NoiseGenerator::secure ? rt::NoiseGeneratorKind::ChaCha20
+                                            : rt::NoiseGeneratorKind::Philox;
+  r.attr(rt::NoiseGeneratorKindAttr::get(mlirContext, kind));
   if (auto poisson = dyn_cast<PoissonAttr>(recipe.getSampling()))
     r.attr(rt::SamplingKindAttr::get(mlirContext, rt::SamplingKind::Poisson))
         .i64(poisson.getExpectedBatch())

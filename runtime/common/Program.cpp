@@ -183,11 +183,16 @@ void describe_recipe(ProgramSpec *spec, ClipMode clip, double maxNorm,
   requireProgram(spec, fn);
   RecipeSpec &r = spec->recipe;
   DPRT_REQUIRE(clip == ClipMode::Flat || clip == ClipMode::PerLayer ||
-                   clip == ClipMode::Automatic,
+                   clip == ClipMode::Automatic || clip == ClipMode::None,
                spec, fn, "unknown clipping mode " << static_cast<int>(clip));
   r.clip = clip;
-  DPRT_REQUIRE(std::isfinite(maxNorm) && maxNorm > 0, spec, fn,
-               "the clipping bound must be > 0, got " << maxNorm);
+  if (clip == ClipMode::None)
+    DPRT_REQUIRE(maxNorm == 0, spec, fn,
+                 "a program without clipping has no clipping bound, got "
+                     << maxNorm);
+  else
+    DPRT_REQUIRE(std::isfinite(maxNorm) && maxNorm > 0, spec, fn,
+                 "the clipping bound must be > 0, got " << maxNorm);
   r.maxNorm = maxNorm;
   DPRT_REQUIRE(std::isfinite(gamma) && gamma >= 0, spec, fn,
                "gamma must be >= 0, got " << gamma);
@@ -201,14 +206,26 @@ void describe_recipe(ProgramSpec *spec, ClipMode clip, double maxNorm,
                  "the noise multiplier must be >= 0, got " << sigma);
   r.sigma = sigma;
   r.epsilon = epsilon;
-  DPRT_REQUIRE(delta > 0 && delta < 1, spec, fn,
-               "delta must be in (0, 1), got " << delta);
-  r.delta = delta;
   DPRT_REQUIRE(generator == NoiseGeneratorKind::Philox ||
-                   generator == NoiseGeneratorKind::ChaCha20,
+                   generator == NoiseGeneratorKind::ChaCha20 ||
+                   generator == NoiseGeneratorKind::None,
                spec, fn,
                "unknown noise generator " << static_cast<int>(generator));
   r.generator = generator;
+  if (generator == NoiseGeneratorKind::None) {
+    // noise = #dp.none: no noise, no target, no guarantee to state.
+    DPRT_REQUIRE(!targetEpsilon && sigma == 0 && delta == 0, spec, fn,
+                 "a program without noise has no target epsilon, sigma or "
+                 "delta");
+    DPRT_REQUIRE(clip == ClipMode::None, spec, fn,
+                 "a program without noise does not clip either");
+  } else {
+    DPRT_REQUIRE(clip != ClipMode::None, spec, fn,
+                 "noise without clipping protects nothing");
+    DPRT_REQUIRE(delta > 0 && delta < 1, spec, fn,
+                 "delta must be in (0, 1), got " << delta);
+  }
+  r.delta = delta;
   DPRT_REQUIRE(sampling == SamplingKind::Poisson ||
                    sampling == SamplingKind::Shuffle,
                spec, fn, "unknown sampling " << static_cast<int>(sampling));

@@ -239,6 +239,25 @@ void checkOptions(const Options &o, const ProgramSpec &spec) {
                        " ranks (recompile with dpc --ranks " +
                        std::to_string(*o.gpus) + ")");
   }
+  if (!spec.recipe.addsNoise()) {
+    // noise = #dp.none: the program has no noise to scale and no guarantee
+    // to calibrate, so these flags would be silently ignored.
+    auto refuse = [](const char *flag) {
+      throw UsageError(std::string(flag) +
+                       " has no effect: this program was compiled without "
+                       "noise (noise = #dp.none) and trains without "
+                       "differential privacy; recompile with a noise or "
+                       "target recipe to train privately");
+    };
+    if (o.sigma)
+      refuse("--sigma");
+    if (o.epsilon)
+      refuse("--epsilon");
+    if (o.delta)
+      refuse("--delta");
+    if (!o.noiseKey.empty())
+      refuse("--noise-key");
+  }
   if (!o.noiseKey.empty() &&
       spec.recipe.generator != NoiseGeneratorKind::ChaCha20)
     throw UsageError("--noise-key keys the secure (ChaCha20) noise, but this "
@@ -259,7 +278,9 @@ void checkOptions(const Options &o, const ProgramSpec &spec) {
 std::string usageText(const std::string &program, const ProgramSpec &spec) {
   const RecipeSpec &r = spec.recipe;
   std::ostringstream noise;
-  if (r.targetEpsilon)
+  if (!r.addsNoise())
+    noise << "none: compiled without DP";
+  else if (r.targetEpsilon)
     noise << "calibrated for epsilon = " << r.epsilon
           << " at delta = " << r.delta;
   else
@@ -269,7 +290,9 @@ std::string usageText(const std::string &program, const ProgramSpec &spec) {
      << "\n"
      << "Trains the model '" << spec.model << "' (" << spec.backend
      << " backend, " << spec.ranks << (spec.ranks == 1 ? " rank" : " ranks")
-     << ") with DP-SGD.\n"
+     << ") with "
+     << (r.addsNoise() ? "DP-SGD" : "SGD, without differential privacy")
+     << ".\n"
      << "\n"
      << "data\n"
      << "  --data FILE        training records, one per line: text (bytes),\n"

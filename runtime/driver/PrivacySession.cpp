@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -49,7 +50,15 @@ void secretFromOperatingSystem(uint64_t key[4]) {
 } // namespace
 
 const char *generatorName(NoiseGeneratorKind kind) {
-  return kind == NoiseGeneratorKind::ChaCha20 ? "chacha20" : "philox";
+  switch (kind) {
+  case NoiseGeneratorKind::ChaCha20:
+    return "chacha20";
+  case NoiseGeneratorKind::None:
+    return "none";
+  case NoiseGeneratorKind::Philox:
+    break;
+  }
+  return "philox";
 }
 
 const char *samplerName(SamplingKind kind) {
@@ -84,6 +93,15 @@ PrivacySession PrivacySession::start(const Options &o, const RecipeSpec &r,
   if (records > 0 && p.expectedBatch_ <= 0)
     throw UsageError("the expected logical batch is empty (q * records = 0)");
 
+  if (!r.addsNoise()) {
+    // DP off (checkOptions refused --sigma, --epsilon and --delta): no
+    // noise and no guarantee; batches are still sampled, keyed by the seed.
+    p.sigmaSource_ = "none: the program adds no noise (noise = #dp.none)";
+    p.seed_ = o.seed ? *o.seed : static_cast<uint64_t>(r.seed);
+    p.initKey_ = p.seed_;
+    noiseKeyWordsFromSeed(p.seed_, p.noiseKey_);
+    return p;
+  }
   p.delta_ = o.delta ? *o.delta : r.delta;
   p.targetEpsilon_ = o.epsilon                       ? *o.epsilon
                      : (!o.sigma && r.targetEpsilon) ? r.epsilon
@@ -207,7 +225,8 @@ PrivacySession PrivacySession::resume(const Options &o, const RecipeSpec &r,
   for (const privacy::SampledGaussianSegment &segment : s.segments)
     for (int64_t i = 0; i < segment.steps; ++i)
       p.accountant_.compose(segment.q, segment.sigma, 1);
-  if (p.accountant_.steps() != s.step)
+  // A run without noise composes nothing: it has no history to check.
+  if (r.addsNoise() && p.accountant_.steps() != s.step)
     throw UsageError("the checkpoint '" + path +
                      "' has an accountant history of " +
                      std::to_string(p.accountant_.steps()) +
@@ -253,9 +272,15 @@ bool PrivacySession::budgetAllows(double &nextEpsilon) const {
   return nextEpsilon <= targetEpsilon_ * (1 + kBudgetSlack);
 }
 
-void PrivacySession::composeStep() { accountant_.compose(q_, sigma_, 1); }
+void PrivacySession::composeStep() {
+  if (recipe_.addsNoise())
+    accountant_.compose(q_, sigma_, 1);
+}
 
 double PrivacySession::epsilon() const {
+  // Without noise there is no finite epsilon (written as null in JSON).
+  if (!recipe_.addsNoise())
+    return HUGE_VAL;
   return accountant_.epsilon(delta_).epsilon;
 }
 
@@ -283,9 +308,14 @@ privacy::PrivacyReport PrivacySession::report(int64_t steps) const {
   report.samplingRate = q_;
   report.steps = steps;
   report.delta = delta_;
-  privacy::EpsilonAndOrder eps = accountant_.epsilon(delta_);
-  report.epsilon = steps > 0 ? eps.epsilon : 0;
-  report.rdpOrder = eps.order;
+  report.isPrivate = recipe_.addsNoise();
+  if (report.isPrivate) {
+    privacy::EpsilonAndOrder eps = accountant_.epsilon(delta_);
+    report.epsilon = steps > 0 ? eps.epsilon : 0;
+    report.rdpOrder = eps.order;
+  } else {
+    report.epsilon = steps > 0 ? HUGE_VAL : 0;
+  }
   report.sampler = samplerName(recipe_.sampling);
   report.noiseGenerator = generatorName(recipe_.generator);
   return report;
@@ -293,6 +323,12 @@ privacy::PrivacyReport PrivacySession::report(int64_t steps) const {
 
 std::string PrivacySession::describe() const {
   std::ostringstream os;
+  if (!recipe_.addsNoise()) {
+    os << "not differentially private: no clipping and no noise (compiled "
+          "with clip = #dp.clip<none>, noise = #dp.none); q = "
+       << q_;
+    return os.str();
+  }
   os << "q = " << q_ << ", sigma = " << sigma_ << " (" << sigmaSource_
      << "), C = " << recipe_.maxNorm << ", delta = " << delta_;
   return os.str();

@@ -76,6 +76,8 @@ std::string RunReport::text(const ProgramSpec &spec, int world,
     os << line;
   }
   privacy::printPrivacyReport(os, privacy.report(ending.step));
+  if (!privacy.report(ending.step).isPrivate)
+    return os.str();
   os << "  noise source      sigma " << privacy.sigmaSource() << "\n";
   if (!privacy.noiseKeySource().empty())
     os << "  noise key         secret ChaCha20 key " << privacy.noiseKeySource()

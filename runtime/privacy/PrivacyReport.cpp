@@ -81,6 +81,8 @@ std::string toJson(const PrivacyReport &report) {
      << ", \"delta\": " << jsonNumber(report.delta)
      << ", \"epsilon\": " << jsonNumber(report.epsilon)
      << ", \"rdp_order\": " << jsonNumber(report.rdpOrder);
+  if (!report.isPrivate)
+    os << ", \"private\": false";
   if (report.samplerMismatch())
     os << ", \"note\": " << jsonString(shuffleSamplingNote());
   os << "}";
@@ -93,6 +95,16 @@ void printPrivacyReport(std::ostream &os, const PrivacyReport &report) {
     std::snprintf(buffer, sizeof(buffer), "%.6g", value);
     return std::string(buffer);
   };
+  if (!report.isPrivate) {
+    os << "privacy report\n"
+       << "  guarantee         none: this run is NOT differentially private "
+          "(no clipping, no noise: compiled with clip = #dp.clip<none>, "
+          "noise = #dp.none)\n"
+       << "  sampler           " << report.sampler
+       << ", rate q = " << number(report.samplingRate) << "\n"
+       << "  steps             " << report.steps << "\n";
+    return;
+  }
   os << "privacy report\n"
      << "  guarantee         (epsilon = " << number(report.epsilon)
      << ", delta = " << number(report.delta)

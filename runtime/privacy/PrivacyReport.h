@@ -30,8 +30,11 @@ struct PrivacyReport {
   /// "poisson" or "shuffle".
   std::string sampler = "poisson";
   std::string accountant = "rdp";
-  /// "philox" or "chacha20".
+  /// "philox" or "chacha20" ("none" for a run without noise).
   std::string noiseGenerator = "philox";
+  /// false: the program adds no noise (noise = #dp.none), so the run is not
+  /// differentially private; epsilon is infinite and the rest is unused.
+  bool isPrivate = true;
 
   /// True when the accountant's assumption (Poisson sampling) does not hold.
   bool samplerMismatch() const { return sampler != "poisson"; }
@@ -56,7 +59,8 @@ std::string jsonString(const std::string &value);
 
 /// The report as one JSON object on one line, keys:
 /// accountant, sampler, noise_generator, noise_multiplier, max_grad_norm,
-/// sampling_rate, steps, delta, epsilon, rdp_order, and note (only when the
+/// sampling_rate, steps, delta, epsilon (null when infinite), rdp_order,
+/// private (only when false: a run without noise), and note (only when the
 /// sampler is not Poisson).
 std::string toJson(const PrivacyReport &report);
 

@@ -73,7 +73,7 @@ dp.model @m {
   }
 }
 dp.recipe @r for @m {
-  // expected-error @+2 {{expected ::dpc::dp::ClipMode to be one of: flat, per_layer, automatic}}
+  // expected-error @+2 {{expected ::dpc::dp::ClipMode to be one of: flat, per_layer, automatic, none}}
   // expected-error @+1 {{failed to parse DP_ClipAttr parameter 'mode'}}
   clip = #dp.clip<median, max_norm = 1.0>,
   noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
@@ -798,5 +798,85 @@ dp.recipe @r for @m {
   sampling = #dp.poisson<rate = 0.01, physical_batch = 4>,
   // expected-error @+1 {{eps must be finite, got inf}}
   optimizer = #dp.adamw<lr = 0.1, eps = 1.0e400>,
+  steps = 10
+}
+
+// -----
+
+// DP off takes no clipping bound.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<?x8xf32>, %y: tensor<?xi32>) -> tensor<?xf32> {
+    %h = dp.linear @w(%x) : tensor<?x8xf32> -> tensor<?x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<?x4xf32>, tensor<?xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+dp.recipe @r for @m {
+  // expected-error @+1 {{#dp.clip<none> clips nothing and takes no max_norm or gamma}}
+  clip = #dp.clip<none, max_norm = 1.0>,
+  noise = #dp.none,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>,
+  optimizer = #dp.sgd<lr = 0.1>,
+  steps = 10
+}
+
+// -----
+
+// Noise on unclipped gradients protects nothing.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<?x8xf32>, %y: tensor<?xi32>) -> tensor<?xf32> {
+    %h = dp.linear @w(%x) : tensor<?x8xf32> -> tensor<?x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<?x4xf32>, tensor<?xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+// expected-error @+1 {{'dp.recipe' op adds noise to unclipped gradients: with clip = #dp.clip<none> a sample's gradient is unbounded, so noise protects nothing; use noise = #dp.none for training without DP, or clip the gradients}}
+dp.recipe @r for @m {
+  clip = #dp.clip<none>,
+  noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>,
+  optimizer = #dp.sgd<lr = 0.1>,
+  steps = 10
+}
+
+// -----
+
+// A target epsilon without clipping is refused the same way.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<?x8xf32>, %y: tensor<?xi32>) -> tensor<?xf32> {
+    %h = dp.linear @w(%x) : tensor<?x8xf32> -> tensor<?x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<?x4xf32>, tensor<?xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+// expected-error @+1 {{adds noise to unclipped gradients}}
+dp.recipe @r for @m {
+  clip = #dp.clip<none>,
+  noise = #dp.target<epsilon = 1.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>,
+  optimizer = #dp.sgd<lr = 0.1>,
+  steps = 10
+}
+
+// -----
+
+// Clipping without noise is neither private nor the baseline.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<?x8xf32>, %y: tensor<?xi32>) -> tensor<?xf32> {
+    %h = dp.linear @w(%x) : tensor<?x8xf32> -> tensor<?x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<?x4xf32>, tensor<?xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+// expected-error @+1 {{'dp.recipe' op clips gradients but adds no noise: without noise the clipped sum is released as it is, so the run is not differentially private and the per-sample norms buy nothing; use clip = #dp.clip<none> with noise = #dp.none for training without DP, or add noise}}
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>,
+  noise = #dp.none,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>,
+  optimizer = #dp.sgd<lr = 0.1>,
   steps = 10
 }

@@ -94,6 +94,18 @@ dp.recipe @everything for @every_layer {
   seed = 7
 }
 
+// DP off: no clipping, no noise.
+// CHECK-LABEL: dp.recipe @no_dp for @every_layer {
+// CHECK-NEXT:    clip = #dp.clip<none>,
+// CHECK-NEXT:    noise = #dp.none,
+dp.recipe @no_dp for @every_layer {
+  clip = #dp.clip<none>,
+  noise = #dp.none,
+  sampling = #dp.shuffle<batch = 64, physical_batch = 4>,
+  optimizer = #dp.sgd<lr = 0.1>,
+  steps = 5
+}
+
 // Defaults are elided: sigma with the fast generator, momentum 0.9, block units.
 // CHECK-LABEL: dp.recipe @defaults for @every_layer {
 // CHECK-NEXT:    clip = #dp.clip<automatic, max_norm = 1.0>,

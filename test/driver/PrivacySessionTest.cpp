@@ -15,6 +15,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <sstream>
 
 using namespace dprt;
 using namespace dprt::driver;
@@ -118,4 +120,41 @@ TEST(PrivacySession, ResumedSessionIsTheSavedOne) {
                                       poissonRecipe(NoiseGeneratorKind::Philox),
                                       state, "ck", nullptr, 20, true),
                UsageError);
+}
+
+// DP off (noise = #dp.none, clip = #dp.clip<none>): no noise, no account,
+// an infinite epsilon (null in JSON) and a report that says so; the batches
+// are still the Philox sampler's, keyed by the seed.
+TEST(PrivacySession, WithoutNoiseTheRunIsNotPrivate) {
+  RecipeSpec r = poissonRecipe(NoiseGeneratorKind::None);
+  r.clip = ClipMode::None;
+  r.maxNorm = 0;
+  r.sigma = 0;
+  r.delta = 0;
+  Options options;
+  options.seed = 11;
+  PrivacySession session = PrivacySession::start(options, r, 300, 20, true);
+  PrivacySession philox = PrivacySession::start(
+      options, poissonRecipe(NoiseGeneratorKind::Philox), 300, 20, true);
+  EXPECT_EQ(session.sample(4, 300), philox.sample(4, 300));
+  EXPECT_EQ(session.stepState(4).noiseStd, 0.0);
+  for (int i = 0; i < 3; ++i)
+    session.composeStep();
+  EXPECT_EQ(session.stepsComposed(), 0);
+  EXPECT_TRUE(std::isinf(session.epsilon()));
+  const privacy::PrivacyReport report = session.report(3);
+  EXPECT_FALSE(report.isPrivate);
+  EXPECT_EQ(report.noiseGenerator, "none");
+  EXPECT_NE(privacy::toJson(report).find("\"epsilon\": null"),
+            std::string::npos);
+  EXPECT_NE(privacy::toJson(report).find("\"private\": false"),
+            std::string::npos);
+  std::ostringstream text;
+  privacy::printPrivacyReport(text, report);
+  EXPECT_NE(text.str().find("this run is NOT differentially private"),
+            std::string::npos)
+      << text.str();
+  EXPECT_EQ(text.str().find("epsilon ="), std::string::npos) << text.str();
+  EXPECT_NE(session.describe().find("not differentially private"),
+            std::string::npos);
 }

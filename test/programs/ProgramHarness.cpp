@@ -294,6 +294,12 @@ std::vector<ParamLayout> programLayout(const ProgramId &id) {
 
 double programNormRelErr(const ProgramId &id) {
   const std::string cpp = dpctest::readFile(programPath(id) + ".cpp");
+  if (!readRecipe(id).step.clipping) {
+    // DP off: no clip factor, so no slack either.
+    if (cpp.find("clip_factors(") != std::string::npos)
+      fail(id.name() + ": a program without clipping calls clip_factors");
+    return 0;
+  }
   std::regex re("clip_factors\\([^;]*, ([-+0-9.eE]+)\\);");
   double relErr = -1;
   for (auto it = std::sregex_iterator(cpp.begin(), cpp.end(), re);
@@ -312,13 +318,16 @@ RecipeValues readRecipe(const ProgramId &id) {
   const std::string text = recipeText(id);
   RecipeValues v;
   std::smatch m;
-  if (!std::regex_search(text, m,
-                         std::regex("#dp\\.clip<(flat|per_layer|automatic),")))
+  if (!std::regex_search(
+          text, m, std::regex("#dp\\.clip<(flat|per_layer|automatic|none)")))
     fail("recipe @" + id.recipe + " has no clip mode");
   v.step.clip = m[1] == "flat"        ? dprt::ClipMode::Flat
                 : m[1] == "per_layer" ? dprt::ClipMode::PerLayer
+                : m[1] == "none"      ? dprt::ClipMode::None
                                       : dprt::ClipMode::Automatic;
-  v.step.maxNorm = numberAfter(text, "max_norm");
+  // DP off: the reference takes the plain (masked) sum.
+  v.step.clipping = v.step.clip != dprt::ClipMode::None;
+  v.step.maxNorm = v.step.clipping ? numberAfter(text, "max_norm") : 0.0;
   if (v.step.clip == dprt::ClipMode::Automatic)
     v.step.gamma = numberAfter(text, "gamma");
   v.expectedBatch = static_cast<int64_t>(numberAfter(text, "expected_batch"));

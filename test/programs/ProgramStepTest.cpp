@@ -81,9 +81,17 @@ ProgramRun trainProgram(const ProgramId &id, const std::string &data,
                         const dpctest::TempDir &dir) {
   const std::string s = std::to_string(seed);
   runProgram(id, {"--steps", "0", "--seed", s, "--save", dir / "initial"});
-  runProgram(id, {"--data", data, "--steps", std::to_string(steps), "--seed", s,
-                  "--sigma", format(sigma), "--save", dir / "trained",
-                  "--metrics", dir / "metrics.jsonl"});
+  std::vector<std::string> args = {"--data",    data,
+                                   "--steps",   std::to_string(steps),
+                                   "--seed",    s,
+                                   "--save",    dir / "trained",
+                                   "--metrics", dir / "metrics.jsonl"};
+  // A program without noise refuses --sigma (it would be ignored).
+  if (readRecipe(id).step.clipping) {
+    args.push_back("--sigma");
+    args.push_back(format(sigma));
+  }
+  runProgram(id, args);
   ProgramRun run;
   run.initial = readCheckpointParams(latestCheckpoint(dir / "initial"));
   run.trained = readCheckpointParams(latestCheckpoint(dir / "trained"));
@@ -248,7 +256,8 @@ using BatchAccept =
 uint64_t chooseSeed(const ProgramId &id, uint64_t start,
                     const BatchAccept &accept) {
   const RecipeValues recipe = readRecipe(id);
-  const bool needsClipping = recipe.step.clip != dprt::ClipMode::Automatic;
+  const bool needsClipping = recipe.step.clip != dprt::ClipMode::Automatic &&
+                             recipe.step.clip != dprt::ClipMode::None;
   for (uint64_t seed = start; seed < start + 100; ++seed) {
     const Records records = makeRecords(id, seed, kRecords);
     const std::vector<int64_t> batch =
@@ -324,6 +333,9 @@ std::vector<StepCase> stepCases() {
     cases.push_back({model, "flat_momentum", 2});
     if (std::string(model) != "tinylm-f32")
       cases.push_back({model, "flat_adamw", 2});
+    // DP off: no norms, no clip factors, the masked plain sum (two steps
+    // with momentum, so that a second step builds on the first).
+    cases.push_back({model, "nodp_momentum", 2});
   }
   // The head tied to the embedding (its norm's cross term; per-layer
   // clipping clips the tied table as one parameter), learned positions and
@@ -513,5 +525,46 @@ INSTANTIATE_TEST_SUITE_P(ProgramStep, EmptyBatch,
                          [](const ::testing::TestParamInfo<const char *> &i) {
                            return caseName(i.param, "");
                          });
+
+//===----------------------------------------------------------------------===//
+// DP off: what the training program says about it
+//===----------------------------------------------------------------------===//
+
+// A program compiled with clip = #dp.clip<none>, noise = #dp.none (WholeStep
+// checks its steps against the reference) writes "epsilon": null in every
+// metrics line, says in its final report that the run is not private, and
+// refuses the noise flags it would otherwise ignore (exit status 2).
+TEST(DpOff, ReportsThatTheRunIsNotPrivate) {
+  const ProgramId id{"mlp-f32", "nodp_momentum", 1};
+  dpctest::TempDir dir;
+  const uint64_t seed = testSeed();
+  writeRecords(makeRecords(id, seed, kRecords), dataPath(dir, id));
+  const std::string out = runProgram(
+      id, {"--data", dataPath(dir, id), "--steps", "3", "--seed",
+           std::to_string(seed), "--metrics", dir / "metrics.jsonl"});
+  EXPECT_NE(out.find("none: this run is NOT differentially private"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("(epsilon ="), std::string::npos) << out;
+  const std::string metrics = dpctest::readFile(dir / "metrics.jsonl");
+  int lines = 0;
+  for (size_t at = metrics.find("\"epsilon\": "); at != std::string::npos;
+       at = metrics.find("\"epsilon\": ", at + 1)) {
+    EXPECT_EQ(metrics.compare(at, 15, "\"epsilon\": null"), 0)
+        << metrics.substr(at, 40);
+    ++lines;
+  }
+  EXPECT_EQ(lines, 3) << metrics;
+  for (const char *flag : {"--sigma", "--epsilon", "--delta"}) {
+    dpctest::RunResult r = dpctest::runProgram(
+        programPath(id), {"--data", dataPath(dir, id), flag, "0.5"});
+    EXPECT_EQ(r.status, 2) << flag;
+    EXPECT_NE(r.err.find(std::string(flag) +
+                         " has no effect: this program was compiled without "
+                         "noise (noise = #dp.none)"),
+              std::string::npos)
+        << r.err;
+  }
+}
 
 } // namespace

@@ -26,6 +26,7 @@
 #include "mlir/Target/Cpp/CppEmitter.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
@@ -33,7 +34,9 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 using namespace mlir;
@@ -82,12 +85,54 @@ static cl::opt<bool> keepCpp("keep-cpp",
                              cl::cat(dpcCategory));
 static cl::opt<bool> verbose("v", cl::desc("Print the compiler command"),
                              cl::cat(dpcCategory));
+static cl::opt<std::string> memoryBudgetOpt(
+    "memory-budget",
+    cl::desc("Memory per rank the planned arena may take, e.g. 60GiB "
+             "(B, KiB, MiB, GiB, TiB, kB, MB, GB, TB); default for cuda: "
+             "an 80 GB H100's 81559 MiB less 4 GiB, for cpu: none"),
+    cl::value_desc("size"), cl::init(""), cl::cat(dpcCategory));
 
 namespace {
 
 int fail(const llvm::Twine &message) {
   llvm::errs() << "dpc: error: " << message << "\n";
   return 1;
+}
+
+/// The default --memory-budget of the cuda backend: the memory an 80 GB H100
+/// (the smallest sm_90a device) reports, 81559 MiB, less 4 GiB for what the
+/// arena does not hold (the CUDA context, cuBLASLt workspaces, NCCL
+/// buffers).
+constexpr int64_t kCudaMemoryBudget = (81559ll << 20) - (4ll << 30);
+
+/// Bytes of a size such as "60GiB", "1.5 TB" or "4096" (bytes), or nullopt.
+std::optional<int64_t> parseBytes(StringRef text) {
+  text = text.trim();
+  size_t end = text.find_first_not_of("0123456789.");
+  StringRef number = text.take_front(end),
+            unit = text.drop_front(number.size());
+  unit = unit.trim();
+  double value;
+  if (number.empty() || number.getAsDouble(value))
+    return std::nullopt;
+  static const std::pair<StringRef, double> units[] = {
+      {"", 1},         {"B", 1},        {"KiB", 0x1p10}, {"MiB", 0x1p20},
+      {"GiB", 0x1p30}, {"TiB", 0x1p40}, {"kB", 1e3},     {"KB", 1e3},
+      {"MB", 1e6},     {"GB", 1e9},     {"TB", 1e12}};
+  for (auto [name, scale] : units)
+    if (unit == name) {
+      double bytes = std::floor(value * scale);
+      // 2^63 is the first double above every int64.
+      if (!(bytes >= 1 && bytes < 0x1p63))
+        return std::nullopt;
+      return int64_t(bytes);
+    }
+  return std::nullopt;
+}
+
+std::string formatGiB(int64_t bytes) {
+  return llvm::formatv("{0} bytes ({1:F2} GiB)", bytes, double(bytes) / 0x1p30)
+      .str();
 }
 
 /// The subcommands `dpc NAME ...` that are tools of their own, installed
@@ -181,6 +226,17 @@ int main(int argc, char **argv) {
                 " is not a number of ranks; give 1 to " +
                 llvm::Twine(dpc::kMaxRanks));
 
+  std::optional<int64_t> budget;
+  if (memoryBudgetOpt.getNumOccurrences()) {
+    budget = parseBytes(memoryBudgetOpt);
+    if (!budget)
+      return fail("--memory-budget '" + memoryBudgetOpt +
+                  "' is not a size of at least 1 byte; give a number and a "
+                  "unit, e.g. 60GiB (B, KiB, MiB, GiB, TiB, kB, MB, GB, TB)");
+  } else if (backendOpt == dpc::Backend::CUDA) {
+    budget = kCudaMemoryBudget;
+  }
+
   DialectRegistry registry;
   registry.insert<dpc::dp::DPDialect, dpc::rt::DPRTDialect, shard::ShardDialect,
                   emitc::EmitCDialect>();
@@ -212,6 +268,20 @@ int main(int argc, char **argv) {
   }
   if (failed(pm.run(*module)))
     return 1;
+  // The arena is what a rank allocates: it holds the plan's peak.
+  if (budget)
+    for (auto program : module->getOps<dpc::rt::ProgramOp>())
+      if (program.getArenaBytes() && *program.getArenaBytes() > *budget)
+        return fail(
+            "@" + program.getSymName() + " needs an arena of " +
+            formatGiB(*program.getArenaBytes()) + " per rank (peak in use " +
+            formatGiB(program.getPeakBytes().value_or(0)) +
+            "), above the memory budget of " + formatGiB(*budget) +
+            (memoryBudgetOpt.getNumOccurrences()
+                 ? llvm::Twine(" (--memory-budget)")
+                 : llvm::Twine(" (the default for the cuda backend)")) +
+            "; give a larger --memory-budget, a smaller physical_batch or more "
+            "ranks");
 
   if (emitOpt == Emit::MLIR) {
     auto out = openOutputFile(

@@ -35,6 +35,8 @@ NoiseGenerator generatorOf(const StepState &state) {
   case NoiseGeneratorKind::Philox:
   case NoiseGeneratorKind::ChaCha20:
     return noiseGeneratorOf(state);
+  case NoiseGeneratorKind::None:
+    break;
   }
   throw std::invalid_argument("add_noise: unknown noise generator " +
                               std::to_string(state.noiseGenerator) +

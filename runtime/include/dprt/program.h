@@ -102,13 +102,15 @@ struct UnitSpec {
 };
 
 struct RecipeSpec {
-  ClipMode clip = ClipMode::Flat;
-  double maxNorm = 1.0;
+  ClipMode clip = ClipMode::Flat; ///< None: DP off, no per-sample norms
+  double maxNorm = 1.0;           ///< 0 without clipping
   double gamma = 0.01;
   bool targetEpsilon = false; ///< noise given as a target (epsilon, delta)
   double sigma = 0.0;         ///< noise multiplier when not a target
   double epsilon = 0.0;       ///< target epsilon
   double delta = 1e-5;
+  /// None: the program adds no noise (noise = #dp.none); batches are
+  /// still sampled with Philox.
   NoiseGeneratorKind generator = NoiseGeneratorKind::Philox;
   SamplingKind sampling = SamplingKind::Poisson;
   int64_t expectedBatch = 0; ///< Poisson: q = expectedBatch / N, if > 0
@@ -120,6 +122,10 @@ struct RecipeSpec {
   bool nesterov = false;
   int64_t steps = 0;
   int64_t seed = 0;
+
+  /// Whether the program adds noise at all; without, no run of it is
+  /// differentially private, whatever the command line says.
+  bool addsNoise() const { return generator != NoiseGeneratorKind::None; }
 };
 
 struct ProgramSpec {

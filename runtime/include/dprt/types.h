@@ -39,9 +39,17 @@ enum class Activation : int32_t {
 /// How a sample's token losses combine: mean over counted tokens, or sum.
 enum class Reduction : int32_t { Mean = 0, Sum = 1 };
 
-enum class ClipMode : int32_t { Flat = 0, PerLayer = 1, Automatic = 2 };
+/// None: no clipping (DP off); clip_factors never sees it.
+enum class ClipMode : int32_t {
+  Flat = 0,
+  PerLayer = 1,
+  Automatic = 2,
+  None = 3
+};
 
-enum class NoiseGeneratorKind : int32_t { Philox = 0, ChaCha20 = 1 };
+/// None: the program adds no noise (noise = #dp.none); its batches are
+/// still drawn with Philox.
+enum class NoiseGeneratorKind : int32_t { Philox = 0, ChaCha20 = 1, None = 2 };
 
 enum class OptimizerKind : int32_t { SGD = 0, Momentum = 1, AdamW = 2 };
 

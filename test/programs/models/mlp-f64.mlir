@@ -74,6 +74,18 @@ dp.recipe @flat_momentum for @mlp {
   grid = @ranks
 }
 
+// DP off: the same step without norms, clip factors or noise.
+dp.recipe @nodp_momentum for @mlp {
+  clip = #dp.clip<none>,
+  noise = #dp.none,
+  sampling = #dp.poisson<expected_batch = 12, physical_batch = 4>,
+  optimizer = #dp.momentum<lr = 0.3, momentum = 0.9, nesterov = false, weight_decay = 0.01>,
+  steps = 5,
+  precision = #dp.precision<compute = f64, master = f64>,
+  shard = #dp.fsdp<unit = layer>,
+  grid = @ranks
+}
+
 dp.recipe @flat_adamw for @mlp {
   clip = #dp.clip<flat, max_norm = 2.5>,
   noise = #dp.noise<sigma = 0.0, delta = 1.0e-5>,

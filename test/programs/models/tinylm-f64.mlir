@@ -121,6 +121,18 @@ dp.recipe @flat_momentum for @tinylm {
   grid = @ranks
 }
 
+// DP off: the same step without norms, clip factors or noise.
+dp.recipe @nodp_momentum for @tinylm {
+  clip = #dp.clip<none>,
+  noise = #dp.none,
+  sampling = #dp.poisson<expected_batch = 12, physical_batch = 4>,
+  optimizer = #dp.momentum<lr = 0.5, momentum = 0.9, nesterov = false, weight_decay = 0.01>,
+  steps = 5,
+  precision = #dp.precision<compute = f64, master = f64>,
+  shard = #dp.fsdp<unit = block>,
+  grid = @ranks
+}
+
 dp.recipe @flat_adamw for @tinylm {
   clip = #dp.clip<flat, max_norm = 6.0>,
   noise = #dp.noise<sigma = 0.0, delta = 1.0e-5>,
