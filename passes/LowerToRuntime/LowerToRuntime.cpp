@@ -115,6 +115,11 @@ LogicalResult ProgramLowering::collect() {
     info.numel = unit.getNumel();
     info.ranks = unit.getRanks();
     info.globalBase = globalBase;
+    info.frozen = llvm::none_of(unit.getParams(), [&](Attribute ref) {
+      return SymbolTable::lookupNearestSymbolFrom<ParamOp>(
+                 model, cast<FlatSymbolRefAttr>(ref))
+          .getTrainable();
+    });
     std::optional<int64_t> next =
         llvm::checkedAdd<int64_t>(globalBase, unit.getNumel());
     if (!next)
@@ -153,6 +158,10 @@ void ProgramLowering::declareGlobals() {
   for (UnitInfo &unit : context.units) {
     std::string name = unit.op.getSymName().str();
     unit.paramShard = context.addGlobal(name + ".params", dt, {unit.shard});
+    if (unit.frozen) {
+      unit.master = unit.paramShard;
+      continue;
+    }
     unit.master = dt == acc
                       ? unit.paramShard
                       : context.addGlobal(name + ".master", acc, {unit.shard});

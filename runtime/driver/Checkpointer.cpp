@@ -57,8 +57,14 @@ std::vector<std::vector<const ParamSpec *>> Checkpointer::paramsByUnit() const {
   return byUnit;
 }
 
+DType Checkpointer::storedType(const UnitSpec &unit) const {
+  return unit.frozen() ? spec_.compute : accOf(spec_.compute);
+}
+
 std::vector<std::pair<std::string, int64_t>>
 Checkpointer::optimizerTensors(const UnitSpec &unit) const {
+  if (unit.frozen())
+    return {};
   switch (spec_.recipe.optimizer) {
   case OptimizerKind::SGD:
     return {};
@@ -74,7 +80,7 @@ Checkpointer::optimizerTensors(const UnitSpec &unit) const {
 std::vector<std::vector<char>>
 Checkpointer::gatherUnit(const UnitSpec &unit,
                          const std::vector<int64_t> &offsets) {
-  const int64_t accBytes = sizeOf(accOf(spec_.compute));
+  const int64_t accBytes = sizeOf(storedType(unit));
   std::vector<std::vector<char>> fulls(
       offsets.size(), std::vector<char>(unit.numel * accBytes));
   ranks_.forEachLocalShard(unit, [&](Rank &rank, int64_t lo, int64_t hi) {
@@ -88,7 +94,7 @@ Checkpointer::gatherUnit(const UnitSpec &unit,
 void Checkpointer::scatterUnit(const UnitSpec &unit,
                                const std::vector<int64_t> &offsets,
                                const std::vector<std::vector<char>> &fulls) {
-  const int64_t accBytes = sizeOf(accOf(spec_.compute));
+  const int64_t accBytes = sizeOf(storedType(unit));
   ranks_.forEachLocalShard(unit, [&](Rank &rank, int64_t lo, int64_t hi) {
     for (size_t k = 0; k < offsets.size(); ++k)
       copyToArena(&rank, offsets[k], fulls[k].data() + lo * accBytes,
@@ -108,7 +114,7 @@ std::string Checkpointer::save(const std::string &dir,
   std::vector<TensorInfo> paramTensors, optimizerInfos;
   for (size_t u = 0; u < spec_.units.size(); ++u) {
     for (const ParamSpec *p : byUnit[u])
-      paramTensors.push_back({p->name, acc, p->shape});
+      paramTensors.push_back({p->name, storedType(spec_.units[u]), p->shape});
     for (const auto &[name, offset] : optimizerTensors(spec_.units[u]))
       optimizerInfos.push_back({name, acc, {spec_.units[u].numel}});
   }
@@ -126,9 +132,10 @@ std::string Checkpointer::save(const std::string &dir,
     for (const auto &[name, offset] : optimizerTensors(unit))
       offsets.push_back(offset);
     std::vector<std::vector<char>> fulls = gatherUnit(unit, offsets);
+    const DType stored = storedType(unit);
     // A checkpoint of NaN weights would only spread the damage.
     for (size_t k = 0; k < fulls.size(); ++k)
-      if (int64_t at = firstNonFinite(acc, fulls[k].data(), unit.numel);
+      if (int64_t at = firstNonFinite(stored, fulls[k].data(), unit.numel);
           at >= 0)
         throw std::runtime_error(
             "not saving the checkpoint of step " + std::to_string(state.step) +
@@ -136,7 +143,7 @@ std::string Checkpointer::save(const std::string &dir,
             (k == 0 ? "the parameters" : "the optimizer state") + " of unit '" +
             unit.name + "' is not finite");
     for (const ParamSpec *p : byUnit[u])
-      params.write(fulls[0].data() + p->offsetInUnit * accBytes);
+      params.write(fulls[0].data() + p->offsetInUnit * sizeOf(stored));
     for (size_t k = 1; k < fulls.size(); ++k)
       optimizer.write(fulls[k].data());
   }
@@ -176,9 +183,11 @@ void Checkpointer::load(const std::string &path) {
                        "' is not a parameter of model '" + spec_.model + "'");
   for (size_t u = 0; u < spec_.units.size(); ++u) {
     const UnitSpec &unit = spec_.units[u];
+    const DType stored = storedType(unit);
+    const int64_t storedBytes = sizeOf(stored);
     std::vector<int64_t> offsets = {unit.masterShard};
     std::vector<std::vector<char>> fulls(
-        1, std::vector<char>(unit.numel * accBytes));
+        1, std::vector<char>(unit.numel * storedBytes));
     for (const ParamSpec *p : byUnit[u]) {
       const TensorInfo *t = params->find(p->name);
       if (!t)
@@ -187,10 +196,11 @@ void Checkpointer::load(const std::string &path) {
       if (t->shape != p->shape)
         throw UsageError("the checkpoint's parameter '" + p->name +
                          "' has another shape than the model's");
-      readTensor(*params, *t, acc,
-                 fulls[0].data() + p->offsetInUnit * accBytes);
+      readTensor(*params, *t, stored,
+                 fulls[0].data() + p->offsetInUnit * storedBytes);
       if (int64_t at = firstNonFinite(
-              acc, fulls[0].data() + p->offsetInUnit * accBytes, t->numel());
+              stored, fulls[0].data() + p->offsetInUnit * storedBytes,
+              t->numel());
           at >= 0)
         throw UsageError("the checkpoint '" + path +
                          "' is not usable: "

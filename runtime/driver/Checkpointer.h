@@ -44,6 +44,9 @@ private:
   /// The optimizer-state tensors of `unit`: name and arena offset.
   std::vector<std::pair<std::string, int64_t>>
   optimizerTensors(const UnitSpec &unit) const;
+  /// The type a unit's parameters are kept (and saved) in: the master's
+  /// acc type, or the compute type of a frozen unit, which has no master.
+  DType storedType(const UnitSpec &unit) const;
   /// The full contents of the unit buffers at the shard offsets `offsets`,
   /// gathered from every rank of this process.
   std::vector<std::vector<char>>

@@ -328,6 +328,13 @@ std::vector<StepCase> stepCases() {
     if (std::string(model) != "tinylm-f32")
       cases.push_back({model, "flat_adamw", 2});
   }
+  // Frozen parameters and LoRA adapters (the reference's loraLinear, only
+  // the adapters trainable); three LoRA steps, since B = 0 leaves A's
+  // gradient zero in the first.
+  for (const char *model : {"tinylm-f64", "tinylm-f32"}) {
+    cases.push_back({model, "frozen_sgd", 2});
+    cases.push_back({model, "lora_momentum", 3});
+  }
   return cases;
 }
 

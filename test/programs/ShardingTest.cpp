@@ -115,6 +115,7 @@ INSTANTIATE_TEST_SUITE_P(
                       ShardCase{"mlp-f32", "flat_adamw"},
                       ShardCase{"tinylm-f32", "flat_sgd"},
                       ShardCase{"tinylm-f32", "flat_momentum"},
+                      ShardCase{"tinylm-f32", "lora_momentum"},
                       ShardCase{"tinylm-f32", "flat_adamw"}),
     [](const ::testing::TestParamInfo<ShardCase> &info) {
       return caseName(info.param.model, info.param.recipe);

@@ -12,6 +12,9 @@
 
 #include "reference/Model.h"
 
+#include <string>
+#include <vector>
+
 namespace dpc::reference {
 
 /// Inputs "x" [features] and "label"; fc1.w (+fc1.b) -> layer_norm (ln.g,
@@ -22,6 +25,12 @@ struct TinyLmShape {
   int64_t vocab = 16, tokens = 8, width = 16, blocks = 1, heads = 4,
           kvHeads = 2, ffn = 24;
   double eps = 1e-5, theta = 10000.0;
+  /// peft LoRA on the block linears named here ("wq", "wv", ...): each
+  /// becomes loraLinear with adapters <weight>.lora_A and <weight>.lora_B
+  /// of rank loraRank, scaled by loraScaling; its base weight is frozen.
+  std::vector<std::string> loraTargets;
+  int64_t loraRank = 0;
+  double loraScaling = 1.0;
 };
 
 /// Inputs "tok" and "tgt" (-1 ignored, mean per sample); emb -> blocks of
