@@ -27,6 +27,41 @@ def Specialize : Pass<"dp-specialize", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::shard::ShardDialect"];
 }
 
+def LoRA : Pass<"dp-lora", "mlir::ModuleOp"> {
+  let summary = "Add low-rank adapters (LoRA) to the recipe's targeted linears";
+  let description = [{
+    With `lora = #dp.lora<rank = r, alpha = a, targets = [...]>` in the
+    recipe, rewrites every `dp.linear` whose weight's module matches a target
+    (the Hugging Face module from `hf.name`, or the parameter name; the whole
+    name or a suffix after a `.`) into the frozen base plus
+    (a / r) (x A^T) B^T, as peft does: `@W.lora_A` (r x in, U(-1/sqrt(in),
+    1/sqrt(in))) and `@W.lora_B` (out x r, zero) are new trainable
+    parameters with their peft tensor names in `peft.name`; the scaling is a
+    frozen r x r `@W.lora_scale` = (a / r) I between them (none when
+    a = r). Fails, at the recipe, when a target matches no linear or r
+    exceeds a targeted layer's width. Runs before dp-freeze, which freezes
+    every parameter but the adapters.
+  }];
+  let statistics = [
+    Statistic<"numAdapters", "adapters", "Linear layers given an adapter">,
+  ];
+}
+
+def Freeze : Pass<"dp-freeze", "mlir::ModuleOp"> {
+  let summary = "Mark the parameters the recipe does not train as frozen";
+  let description = [{
+    Sets `trainable = false` on every parameter the recipe freezes: those
+    matching a `freeze` pattern, those matching no `train` pattern when
+    `train` is given, and with `lora`, all but the adapters and the `train`
+    matches. Fails, at the recipe, when a pattern matches no parameter or no
+    parameter is left to train. A frozen parameter gets no gradient,
+    per-sample norm, reduce-scatter, optimizer state, master copy or noise.
+  }];
+  let statistics = [
+    Statistic<"numFrozen", "frozen", "Parameters the recipe froze">,
+  ];
+}
+
 def Backward : Pass<"dp-backward", "mlir::ModuleOp"> {
   let summary = "Derive the training step: forward, backward and weight gradients";
   let description = [{

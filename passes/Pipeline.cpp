@@ -15,6 +15,8 @@ void dpc::buildCompilePipeline(OpPassManager &pm,
   specialize.ranks = options.ranks;
   specialize.recipe = options.recipe;
   pm.addPass(createSpecialize(specialize));
+  pm.addPass(createLoRA());
+  pm.addPass(createFreeze());
   pm.addPass(createBackward());
   ClipPlanOptions clip;
   clip.shareGram = options.shareGram;
@@ -34,7 +36,7 @@ void dpc::registerPipelines() {
   PassPipelineRegistration<CompileOptions>(
       "dp-compile",
       "Compile a model and recipe to a planned dprt program: dp-specialize, "
-      "dp-backward, dp-clip-plan, dp-fuse-norms, dp-shard, "
+      "dp-lora, dp-freeze, dp-backward, dp-clip-plan, dp-fuse-norms, dp-shard, "
       "dp-lower-to-runtime, "
       "dprt-schedule, dprt-plan-memory",
       buildCompilePipeline);

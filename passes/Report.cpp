@@ -14,6 +14,7 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -282,13 +283,21 @@ void ReportPass::runOnOperation() {
   std::map<std::string, int64_t> globals;
   for (rt::GlobalOp global : program.getBody().getOps<rt::GlobalOp>()) {
     StringRef name = global.getSymName();
-    std::string kind = name.ends_with(".params")   ? "parameters"
-                       : name.ends_with(".master") ? "master"
-                       : name.ends_with(".grad")   ? "gradients"
-                       : name.contains(".opt")     ? "optimizer"
-                                                   : "inputs";
+    // Frozen units (dp-freeze) hold only their compute-type shard.
+    std::string kind = name.ends_with(".frozen.params") ? "frozen parameters"
+                       : name.ends_with(".params")      ? "parameters"
+                       : name.ends_with(".master")      ? "master"
+                       : name.ends_with(".grad")        ? "gradients"
+                       : name.contains(".opt")          ? "optimizer"
+                                                        : "inputs";
     globals[kind] += global.getBytes();
   }
+  // Elements of the trainable parameters (the ones DP releases) and of the
+  // frozen ones.
+  int64_t trainableElems = 0, frozenElems = 0;
+  for (ParamOp param : getParams(model))
+    (param.getTrainable() ? trainableElems : frozenElems) +=
+        param.getNumElements();
   int64_t tokens = 1;
   for (BlockArgument input : model.getForward().getInputs())
     if (tensorOf(input).getRank() >= 2 &&
@@ -315,8 +324,11 @@ void ReportPass::runOnOperation() {
                              {"weight_grad_flops", row.gradFlops}});
     }
     llvm::json::Object memory{{"arena_bytes", arena}, {"peak_bytes", peak}};
-    for (auto &[kind, bytes] : globals)
-      memory[kind + "_bytes"] = bytes;
+    for (auto &[kind, bytes] : globals) {
+      std::string key = kind + "_bytes";
+      std::replace(key.begin(), key.end(), ' ', '_');
+      memory[key] = bytes;
+    }
     llvm::json::Object report{
         {"model", model.getSymName()},
         {"recipe", recipe.getSymName()},
@@ -327,6 +339,8 @@ void ReportPass::runOnOperation() {
         {"tokens", tokens},
         {"compute_type", llvm::formatv("{0}", compute).str()},
         {"private", !dpOff},
+        {"trainable_elements", trainableElems},
+        {"frozen_elements", frozenElems},
         {"params", std::move(params)},
         {"per_physical_batch",
          llvm::json::Object{
@@ -363,7 +377,11 @@ void ReportPass::runOnOperation() {
   if (dpOff)
     os << "DP off: no clipping and no noise; the program is NOT "
           "differentially private\n";
-  os << "\n";
+  os << "parameters: " << trainableElems << " trainable ("
+     << mib(double(trainableElems) * double(bytesOf(compute))) << " MiB), "
+     << frozenElems << " frozen ("
+     << mib(double(frozenElems) * double(bytesOf(compute))) << " MiB) in "
+     << compute << "\n\n";
   size_t nameWidth = 9, shapeWidth = 5, methodWidth = 11;
   for (const std::string &name : order) {
     nameWidth = std::max(nameWidth, rows[name].name.size());

@@ -41,7 +41,11 @@ SmallVector<UnitLayout> dpc::planUnits(ModelOp model, FSDPAttr policy,
         size_t dot = name.find('.');
         unit = dot == StringRef::npos ? "root" : name.substr(0, dot).str();
       }
+      // Frozen parameters form units of their own, which hold no gradient,
+      // master copy or optimizer state.
       std::string key = "unit." + unit;
+      if (!param.getTrainable())
+        key += kFrozenUnitSuffix.str();
       auto [it, inserted] = indexOf.try_emplace(key, members.size());
       if (inserted)
         members.push_back({key, {}});
@@ -53,6 +57,7 @@ SmallVector<UnitLayout> dpc::planUnits(ModelOp model, FSDPAttr policy,
   for (auto &[name, params] : members) {
     UnitLayout unit;
     unit.name = name;
+    unit.frozen = !params.front().getTrainable();
     int64_t offset = 0;
     for (ParamOp param : params) {
       offset = alignUp(offset, kUnitAlignment);

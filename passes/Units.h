@@ -22,19 +22,24 @@ namespace dpc {
 /// is aligned for vector loads and GEMMs.
 constexpr int64_t kUnitAlignment = 64;
 
+/// The frozen parameters of a unit form the unit of this name plus suffix.
+constexpr llvm::StringLiteral kFrozenUnitSuffix = ".frozen";
+
 struct UnitLayout {
   std::string name;
   llvm::SmallVector<dp::ParamOp> params;
   llvm::SmallVector<int64_t> offsets; ///< element offset of each parameter
   int64_t numel = 0;                  ///< end of the last parameter
   int64_t shard = 0;                  ///< elements per rank
+  bool frozen = false; ///< every parameter frozen (the unit's are alike)
 };
 
 /// Groups the parameters of `model` into units following `policy`
 /// (block: the name prefix before the first '.', parameters without a dot
 /// form the unit "root"; layer: the parameters one layer reads; a
-/// parameter's `unit` attribute wins), in the order the forward pass first
-/// reads them, and lays each unit out for `ranks` ranks.
+/// parameter's `unit` attribute wins; the frozen parameters of unit U form
+/// the unit U.frozen), in the order the forward pass first reads them, and
+/// lays each unit out for `ranks` ranks.
 llvm::SmallVector<UnitLayout> planUnits(dp::ModelOp model, dp::FSDPAttr policy,
                                         int64_t ranks);
 

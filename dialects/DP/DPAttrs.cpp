@@ -267,3 +267,20 @@ void DPDialect::registerAttributes() {
 #include "DP/DPAttrs.cpp.inc"
       >();
 }
+
+LogicalResult LoRAAttr::verify(EmitErrorFn emitError, int64_t rank,
+                               APFloat alpha, ArrayAttr targets) {
+  if (rank <= 0)
+    return emitError() << "lora rank must be > 0, got " << rank;
+  if (failed(checkFloat(emitError, "lora alpha", alpha, kPositive)))
+    return failure();
+  if (targets.empty())
+    return emitError() << "lora targets must name at least one module";
+  for (Attribute target : targets) {
+    auto name = dyn_cast<StringAttr>(target);
+    if (!name || name.getValue().empty())
+      return emitError() << "lora targets must be non-empty strings, got "
+                         << target;
+  }
+  return success();
+}

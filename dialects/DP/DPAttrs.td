@@ -100,6 +100,16 @@ def DP_OnesInitAttr : DP_Attr<"OnesInit", "ones"> {
   let summary = "initialize to 1 (norm scales)";
 }
 
+def DP_DiagonalInitAttr : DP_Attr<"DiagonalInit", "diagonal"> {
+  let summary = "a square matrix with `value` on the diagonal, 0 elsewhere";
+  let description = [{
+    Example: `init = #dp.diagonal<2.0>` (the frozen scaling alpha / r that
+    dp-lora puts between a LoRA adapter's A and B).
+  }];
+  let parameters = (ins DP_F64Param<"the diagonal's value">:$value);
+  let assemblyFormat = "`<` $value `>`";
+}
+
 //===----------------------------------------------------------------------===//
 // Rotary embedding
 //===----------------------------------------------------------------------===//
@@ -281,6 +291,31 @@ def DP_FSDPAttr : DP_Attr<"FSDP", "fsdp"> {
       DP_DefaultBoolParam<"true", "free gathered parameters after forward">:$reshard_after_forward,
       DP_DefaultI64Param<"1", "all-gather prefetch depth">:$prefetch);
   let assemblyFormat = "(`<` struct($unit, $reshard_after_forward, $prefetch)^ `>`)?";
+  let genVerifyDecl = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Adapters and frozen parameters
+//===----------------------------------------------------------------------===//
+
+def DP_LoRAAttr : DP_Attr<"LoRA", "lora"> {
+  let summary = "low-rank adapters on targeted linear layers (LoRA)";
+  let description = [{
+    `#dp.lora<rank = 8, alpha = 16.0, targets = ["q_proj", "v_proj"]>`:
+    dp-lora rewrites every `dp.linear` whose weight's module matches a
+    target into y = x W^T (+ b) + (alpha / rank) (x A^T) B^T, as peft's
+    LoRA does, with A `rank x in` drawn from U(-1/sqrt(in), 1/sqrt(in))
+    (peft's kaiming-uniform with a = sqrt(5)) and B `out x rank` zero. A
+    target names a module: the Hugging Face module of the weight (its
+    `hf.name` without `.weight`, e.g. `model.layers.0.self_attn.q_proj`),
+    or the parameter's name without `hf.name`; it matches the whole name
+    or a suffix after a `.`, and may hold `*` and `?` wildcards. Only the
+    adapters train unless the recipe's `train` names more parameters.
+  }];
+  let parameters = (ins AttrParameter<"int64_t", "rank r of the adapters">:$rank,
+                        DP_F64Param<"lora_alpha: the adapters are scaled by alpha / r">:$alpha,
+                        "::mlir::ArrayAttr":$targets);
+  let assemblyFormat = "`<` struct($rank, $alpha, $targets) `>`";
   let genVerifyDecl = 1;
 }
 

@@ -11,6 +11,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/CheckedArithmetic.h"
+#include "llvm/Support/GlobPattern.h"
 
 #include <cfloat>
 #include <limits>
@@ -237,11 +238,15 @@ LogicalResult ParamOp::verify() {
            << " takes " << formatBytes(*bytes)
            << ", more than the 1 TiB that no device holds";
   if (std::optional<Attribute> init = getInit()) {
-    if (!isa<NormalInitAttr, UniformInitAttr, ZerosInitAttr, OnesInitAttr>(
-            *init))
-      return emitOpError("init must be #dp.normal, #dp.uniform, #dp.zeros or "
-                         "#dp.ones, got ")
+    if (!isa<NormalInitAttr, UniformInitAttr, ZerosInitAttr, OnesInitAttr,
+             DiagonalInitAttr>(*init))
+      return emitOpError("init must be #dp.normal, #dp.uniform, #dp.zeros, "
+                         "#dp.ones or #dp.diagonal, got ")
              << *init;
+    if (isa<DiagonalInitAttr>(*init) &&
+        (type.getRank() != 2 || type.getDimSize(0) != type.getDimSize(1)))
+      return emitOpError("#dp.diagonal initializes a square matrix, not ")
+             << type;
   }
   if (std::optional<StringRef> unit = getUnit(); unit && unit->empty())
     return emitOpError("unit name must not be empty");
@@ -669,6 +674,9 @@ void RecipeOp::print(OpAsmPrinter &p) {
   field("grid", getGridAttr());
   if (getSeed() != 0)
     field("seed", getSeedAttr());
+  field("train", getTrainAttr());
+  field("freeze", getFreezeAttr());
+  field("lora", getLoraAttr());
   for (NamedAttribute extra : (*this)->getDiscardableAttrs())
     field(extra.getName().getValue(), extra.getValue());
   p.decreaseIndent();
@@ -681,9 +689,32 @@ LogicalResult RecipeOp::verify() {
     return emitOpError("unknown recipe field '")
            << field.getName().getValue()
            << "'; the fields are clip, noise, sampling, optimizer, steps, "
-              "precision, shard, grid and seed";
+              "precision, shard, grid, seed, train, freeze and lora";
   if (getSeedAttr().getInt() < 0)
     return emitOpError("seed must be >= 0");
+  if (getTrainAttr() && getFreezeAttr())
+    return emitOpError("gives both train and freeze; name the parameters "
+                       "that train or those that do not, not both");
+  for (auto [key, patterns] :
+       {std::pair(StringRef("train"), getTrainAttr()),
+        std::pair(StringRef("freeze"), getFreezeAttr())}) {
+    if (!patterns)
+      continue;
+    if (patterns.empty())
+      return emitOpError() << key << " must list at least one pattern";
+    for (Attribute pattern : patterns) {
+      StringRef text = cast<StringAttr>(pattern).getValue();
+      if (text.empty())
+        return emitOpError() << key << " has an empty pattern";
+      if (llvm::Expected<llvm::GlobPattern> glob =
+              llvm::GlobPattern::create(text);
+          !glob) {
+        std::string message = llvm::toString(glob.takeError());
+        return emitOpError()
+               << key << " pattern '" << text << "' is not a glob: " << message;
+      }
+    }
+  }
   if (int64_t steps = getStepsAttr().getInt(); steps > kMaxExactCount)
     return emitOpError("steps = ")
            << steps << " is above 2^53, the largest count the accountant "

@@ -348,6 +348,15 @@ def DP_RecipeOp : DP_Op<"recipe", [Symbol,
     `precision` defaults to the model's float type for both compute and
     master, `shard` to `#dp.fsdp`, `grid` to a single rank. Fields that are
     not listed here are rejected.
+
+    Which parameters train (dp-freeze): `train = ["*.lora_*", "b0.*"]`
+    trains only the parameters whose names match one of the glob patterns
+    (`*`, `?`, `[...]`), `freeze = ["emb", "*.n1"]` trains all but those;
+    a recipe gives at most one of the two. `lora = #dp.lora<...>` adds
+    low-rank adapters (dp-lora) and freezes every other parameter unless
+    `train` names it. A frozen parameter has no gradient, no per-sample
+    norm, no optimizer state and no noise, and is stored only in the
+    compute type.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, FlatSymbolRefAttr:$model,
                        DP_ClipAttr:$clip,
@@ -358,7 +367,10 @@ def DP_RecipeOp : DP_Op<"recipe", [Symbol,
                        OptionalAttr<DP_PrecisionAttr>:$precision,
                        OptionalAttr<DP_FSDPAttr>:$shard,
                        OptionalAttr<FlatSymbolRefAttr>:$grid,
-                       DefaultValuedAttr<I64Attr, "0">:$seed);
+                       DefaultValuedAttr<I64Attr, "0">:$seed,
+                       OptionalAttr<StrArrayAttr>:$train,
+                       OptionalAttr<StrArrayAttr>:$freeze,
+                       OptionalAttr<DP_LoRAAttr>:$lora);
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;
   let extraClassDeclaration = [{

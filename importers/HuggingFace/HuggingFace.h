@@ -30,6 +30,14 @@ struct ImportOptions {
   int64_t batch = 8;
   /// "bf16", "f32" or "f64"; by default the checkpoint's torch_dtype.
   std::optional<std::string> dtype;
+  /// LoRA adapters written into the recipe (#dp.lora): rank, lora_alpha and
+  /// the Hugging Face module names they target (peft's target_modules).
+  struct LoRA {
+    int64_t rank = 0;
+    double alpha = 0;
+    std::vector<std::string> targets;
+  };
+  std::optional<LoRA> lora;
 };
 
 /// What the importer could not honour or understand: one message a problem,

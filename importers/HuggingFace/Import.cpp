@@ -11,6 +11,8 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
+#include <cmath>
 #include <functional>
 
 using namespace mlir;
@@ -123,8 +125,61 @@ Type readElementType(ConfigReader &config, const ImportOptions &options,
   return nullptr;
 }
 
-void addRecipe(ModuleOp module, dp::ModelOp model, Type element,
-               int64_t batch) {
+/// The recipe's #dp.lora, or null. Every target must name the module of a
+/// linear layer's weight (the last components of its hf.name before
+/// `.weight`), and the rank must fit each targeted weight; otherwise an error
+/// naming the option goes to `errors`.
+dp::LoRAAttr loraAttr(dp::ModelOp model,
+                      const std::optional<ImportOptions::LoRA> &lora,
+                      ImportErrors &errors) {
+  if (!lora)
+    return nullptr;
+  MLIRContext *ctx = model.getContext();
+  if (lora->rank <= 0)
+    errors.push_back("--lora: the rank must be a positive integer, not " +
+                     std::to_string(lora->rank));
+  if (!(lora->alpha > 0) || !std::isfinite(lora->alpha))
+    errors.push_back("--lora: alpha must be a positive number, not " +
+                     llvm::formatv("{0}", lora->alpha).str());
+  if (lora->targets.empty())
+    errors.push_back("--lora-targets: name at least one module");
+  SmallVector<Attribute> targets;
+  for (const std::string &target : lora->targets) {
+    targets.push_back(StringAttr::get(ctx, target));
+    bool found = false;
+    model.getForward().walk([&](dp::LinearOp linear) {
+      auto weight = SymbolTable::lookupNearestSymbolFrom<dp::ParamOp>(
+          model, linear.getWeightAttr());
+      auto hfName = weight->getAttrOfType<StringAttr>("hf.name");
+      if (!hfName)
+        return;
+      StringRef module = hfName.getValue();
+      module.consume_back(".weight");
+      if (module != target && !module.ends_with("." + target))
+        return;
+      found = true;
+      int64_t width = std::min(weight.getTensorType().getDimSize(0),
+                               weight.getTensorType().getDimSize(1));
+      if (lora->rank > width)
+        errors.push_back(llvm::formatv("--lora: rank {0} is above the width "
+                                       "{1} of {2}",
+                                       lora->rank, width, module)
+                             .str());
+    });
+    if (!found)
+      errors.push_back("--lora-targets: '" + target +
+                       "' is no linear module of this model (Llama: q_proj, "
+                       "k_proj, v_proj, o_proj, gate_proj, up_proj, "
+                       "down_proj; GPT-2: c_attn, c_proj, c_fc)");
+  }
+  if (!errors.empty())
+    return nullptr;
+  return dp::LoRAAttr::get(ctx, lora->rank, APFloat(lora->alpha),
+                           ArrayAttr::get(ctx, targets));
+}
+
+void addRecipe(ModuleOp module, dp::ModelOp model, Type element, int64_t batch,
+               dp::LoRAAttr lora) {
   MLIRContext *ctx = module.getContext();
   OpBuilder builder(ctx);
   builder.setInsertionPointToEnd(module.getBody());
@@ -142,7 +197,8 @@ void addRecipe(ModuleOp module, dp::ModelOp model, Type element,
       dp::PrecisionAttr::get(ctx, element, master),
       dp::FSDPAttr::get(ctx, dp::ShardUnit::block,
                         /*reshard_after_forward=*/true, /*prefetch=*/1),
-      FlatSymbolRefAttr::get(ctx, "ranks"), builder.getI64IntegerAttr(0));
+      FlatSymbolRefAttr::get(ctx, "ranks"), builder.getI64IntegerAttr(0),
+      /*train=*/ArrayAttr(), /*freeze=*/ArrayAttr(), lora);
 }
 
 } // namespace
@@ -252,7 +308,10 @@ OwningOpRef<ModuleOp> dpc::hf::importConfig(MLIRContext &context,
   model->setAttr("width", builder.getI64IntegerAttr(family->width()));
   model->setAttr("blocks", builder.getI64IntegerAttr(family->blocks()));
   model->setAttr("hf.architecture", builder.getStringAttr(architecture->name));
-  addRecipe(*module, model, element, options.batch);
+  dp::LoRAAttr lora = loraAttr(model, options.lora, errors);
+  if (!errors.empty())
+    return nullptr;
+  addRecipe(*module, model, element, options.batch, lora);
   if (failed(verify(*module))) {
     errors.push_back("internal error: the imported model does not verify");
     return nullptr;

@@ -123,6 +123,11 @@ LogicalResult ProgramLowering::collect() {
              << " replicas, but the recipe's grid is " << context.replicas
              << " x " << context.shards << " (replicas x shards)";
     info.globalBase = globalBase;
+    info.frozen = llvm::none_of(unit.getParams(), [&](Attribute ref) {
+      return SymbolTable::lookupNearestSymbolFrom<ParamOp>(
+                 model, cast<FlatSymbolRefAttr>(ref))
+          .getTrainable();
+    });
     std::optional<int64_t> next =
         llvm::checkedAdd<int64_t>(globalBase, unit.getNumel());
     if (!next)
@@ -161,6 +166,10 @@ void ProgramLowering::declareGlobals() {
   for (UnitInfo &unit : context.units) {
     std::string name = unit.op.getSymName().str();
     unit.paramShard = context.addGlobal(name + ".params", dt, {unit.shard});
+    if (unit.frozen) {
+      unit.master = unit.paramShard;
+      continue;
+    }
     unit.master = dt == acc
                       ? unit.paramShard
                       : context.addGlobal(name + ".master", acc, {unit.shard});

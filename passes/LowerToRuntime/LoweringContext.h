@@ -67,6 +67,9 @@ struct UnitInfo {
   /// shard (the parameter shard itself when the types agree), gradient shard
   /// and the optimizer's state buffers (empty when it keeps fewer).
   std::string paramShard, master, grad, state1, state2;
+  /// Every parameter frozen (dp-freeze): only the compute-type shard exists
+  /// (master names it too); grad and the states are empty.
+  bool frozen = false;
 };
 
 /// Where a parameter lies: its unit and element offset in the unit.

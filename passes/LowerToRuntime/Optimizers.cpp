@@ -88,7 +88,12 @@ void dpc::lowering::buildInit(LoweringContext &context) {
   for (UnitInfo &unit : context.units) {
     int64_t shardBytes =
         context.checkedBytes(unit.master, {unit.shard, ::dprt::sizeOf(acc)});
-    Value master = context.global(unit.master);
+    // A frozen unit of a bf16 model has no acc-type master: its values are
+    // drawn into a temporary and rounded once, as a master's would be.
+    bool direct = !unit.frozen || context.dt == acc;
+    Value master = direct ? context.global(unit.master)
+                          : context.alloc(unit.op.getSymName().str() + ".init",
+                                          acc, {unit.shard});
     CallArgs zeroMaster = context.args();
     zeroMaster.buffer(master).i64(shardBytes);
     context.call("zero", zeroMaster);
@@ -108,12 +113,27 @@ void dpc::lowering::buildInit(LoweringContext &context) {
         args.i64(unit.globalBase + offset)
             .f64(uniform.getBound().convertToDouble());
         context.call("init_uniform_range", args);
+      } else if (auto diagonal = dyn_cast<DiagonalInitAttr>(init)) {
+        // Zero, then each of the n diagonal elements (i, i) at i (n + 1).
+        args.f64(0.0);
+        context.call("fill_range", args);
+        int64_t n = param.getTensorType().getDimSize(0);
+        for (int64_t i = 0; i < n; ++i) {
+          CallArgs one = context.args();
+          one.dtype(acc)
+              .buffer(master)
+              .i64(unit.shard)
+              .i64(offset + i * (n + 1))
+              .i64(1)
+              .f64(diagonal.getValue().convertToDouble());
+          context.call("fill_range", one);
+        }
       } else {
         args.f64(isa<OnesInitAttr>(init) ? 1.0 : 0.0);
         context.call("fill_range", args);
       }
     }
-    if (unit.master != unit.paramShard) {
+    if (!direct || unit.master != unit.paramShard) {
       CallArgs cast = context.args();
       cast.dtype(acc)
           .buffer(master)
@@ -122,6 +142,8 @@ void dpc::lowering::buildInit(LoweringContext &context) {
           .i64(unit.shard);
       context.call("cast", cast);
     }
+    if (unit.frozen)
+      continue;
     SmallVector<StringRef, 3> zeroed{unit.grad};
     llvm::append_range(zeroed, statesOf(unit));
     for (StringRef state : zeroed) {
@@ -154,6 +176,8 @@ void dpc::lowering::buildApply(LoweringContext &context) {
       if (hasTrainable(context, unit))
         allReduceGradient(context, unit.index);
   for (UnitInfo &unit : context.units) {
+    if (unit.frozen)
+      continue;
     // Trainable parameters that lie next to each other (alignment gaps
     // between them included) form one range: one call each.
     SmallVector<std::pair<int64_t, int64_t>> ranges;

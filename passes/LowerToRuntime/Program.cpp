@@ -172,7 +172,7 @@ LogicalResult dpc::lowering::buildDescribe(LoweringContext &context) {
         .i64(unit.shard)
         .buffer(context.global(unit.paramShard))
         .buffer(context.global(unit.master))
-        .buffer(context.global(unit.grad));
+        .bufferOrNull(unit.frozen ? Value() : context.global(unit.grad));
     // A state the optimizer does not keep has offset -1.
     for (const std::string *state : {&unit.state1, &unit.state2})
       u.bufferOrNull(state->empty() ? Value() : context.global(*state));

@@ -342,6 +342,17 @@ void describe_unit(ProgramSpec *spec, const char *name, int64_t numel,
   const int64_t accBytes = shardElems * sizeOf(accOf(spec->compute));
   requireBuffer(spec, fn, what + " parameter shard", paramShard,
                 shardElems * sizeOf(spec->compute));
+  if (gradShard == -1) {
+    // Frozen parameters: the compute-type shard is all there is.
+    DPRT_REQUIRE(masterShard == paramShard && optState1 == -1 &&
+                     optState2 == -1,
+                 spec, fn,
+                 what << " has no gradient shard (frozen) but a master copy "
+                         "or optimizer state");
+    spec->units.push_back(UnitSpec{name, numel, shardElems, paramShard,
+                                   masterShard, gradShard, -1, -1});
+    return;
+  }
   requireBuffer(spec, fn, what + " master shard", masterShard, accBytes);
   requireBuffer(spec, fn, what + " gradient shard", gradShard, accBytes);
   if (optState1 != -1)

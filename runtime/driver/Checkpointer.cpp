@@ -48,6 +48,9 @@ struct ShardCopy {
   int64_t begin = 0;
   int64_t count = 0;
   int64_t arenaOffset = 0;
+  /// The arena holds these elements in the compute type (a frozen unit's
+  /// values), not in the acc type the checkpoint stores.
+  bool toCompute = false;
 };
 
 } // namespace
@@ -76,6 +79,18 @@ std::string Checkpointer::save(const std::string &dir,
     return std::make_pair(lo, std::min(lo + unit.shardElems, unit.numel));
   };
 
+  // A frozen unit (LoRA's base) has its values and no optimizer state.
+  auto statesOf = [&](const UnitSpec &unit) -> size_t {
+    return unit.frozen() ? 1 : states.size();
+  };
+  // Bytes per element of a unit's state in the arena: a frozen unit keeps
+  // its values only in the compute type (no master), and is saved in the
+  // acc type like every other state (exact: f32 and f64 hold every bf16).
+  const int64_t computeBytes = sizeOf(spec_.compute);
+  auto arenaBytesOf = [&](const UnitSpec &unit) {
+    return unit.frozen() ? computeBytes : accBytes;
+  };
+
   // One rank's shard file: per unit with elements on this rank, each state
   // as "<unit>.<state>", streamed from the arena through a staging buffer.
   auto writeShard = [&](Rank &rank, const std::string &path) {
@@ -93,22 +108,32 @@ std::string Checkpointer::save(const std::string &dir,
         continue;
       metadata["range:" + unit.name] =
           std::to_string(lo) + ":" + std::to_string(hi);
-      for (const std::string &s : states)
-        tensors.push_back({shardTensorName(unit.name, s), acc, {hi - lo}});
+      for (size_t s = 0; s < statesOf(unit); ++s)
+        tensors.push_back(
+            {shardTensorName(unit.name, states[s]), acc, {hi - lo}});
     }
     SafetensorsWriter writer(path, tensors, metadata);
     if (shardFault(rank.rank))
       throw std::runtime_error("cannot write '" + path + "': test fault");
-    std::vector<char> staging;
+    std::vector<char> staging, raw;
     for (const UnitSpec &unit : spec_.units) {
       const auto [lo, hi] = rangeOf(unit, rank.rank);
-      for (size_t s = 0; s < states.size(); ++s)
+      const int64_t elemBytes = arenaBytesOf(unit);
+      for (size_t s = 0; s < statesOf(unit); ++s)
         for (int64_t done = 0; done < hi - lo;) {
           const int64_t n = std::min(hi - lo - done, kStagingBytes / accBytes);
           staging.resize(static_cast<size_t>(n * accBytes));
-          copyFromArena(&rank, staging.data(),
-                        stateShard(unit, static_cast<int>(s)) + done * accBytes,
-                        n * accBytes);
+          const int64_t from =
+              stateShard(unit, static_cast<int>(s)) + done * elemBytes;
+          if (elemBytes == accBytes) {
+            copyFromArena(&rank, staging.data(), from, n * accBytes);
+          } else {
+            raw.resize(static_cast<size_t>(n * elemBytes));
+            copyFromArena(&rank, raw.data(), from, n * elemBytes);
+            for (int64_t i = 0; i < n; ++i)
+              storeAs(acc, loadAs(spec_.compute, raw.data() + i * elemBytes),
+                      staging.data() + i * accBytes);
+          }
           // A checkpoint of NaN weights would only spread the damage.
           for (int64_t i = 0; i < n; ++i)
             if (!std::isfinite(loadAs(acc, staging.data() + i * accBytes)))
@@ -136,7 +161,8 @@ std::string Checkpointer::save(const std::string &dir,
     m.states = states;
     m.hfSources = hfSourcesJson(spec_.params);
     for (const UnitSpec &unit : spec_.units)
-      m.units.push_back({unit.name, unit.numel, unit.shardElems});
+      m.units.push_back(
+          {unit.name, unit.numel, unit.shardElems, unit.frozen()});
     for (const ParamSpec &p : spec_.params)
       m.params.push_back(
           {p.name, p.shape, p.unit, p.offsetInUnit, p.trainable});
@@ -312,10 +338,14 @@ std::vector<std::string> Checkpointer::load(const std::string &path,
       if (lo == hi)
         continue;
       const int32_t same = sameLayout(u);
-      for (size_t s = 0; s < fromState.size(); ++s) {
+      // A frozen unit has its values only, in the compute type.
+      const bool frozen = unit.frozen();
+      const int64_t elemBytes = frozen ? sizeOf(spec_.compute) : accBytes;
+      const size_t unitStates = frozen ? 1 : fromState.size();
+      for (size_t s = 0; s < unitStates; ++s) {
         const int64_t shard = stateShard(unit, static_cast<int>(s));
         if (same >= 0 && checkpoint.holds(same, fromState[s], lo, hi)) {
-          add(i, {same, fromState[s], lo, hi - lo, shard});
+          add(i, {same, fromState[s], lo, hi - lo, shard, frozen});
           continue;
         }
         // Another layout: parameter by parameter, wherever the checkpoint
@@ -328,7 +358,7 @@ std::vector<std::string> Checkpointer::load(const std::string &path,
           const int64_t b = std::min(hi, p.offsetInUnit + c.numel());
           if (a < b)
             add(i, {c.unit, fromState[s], c.offset + (a - p.offsetInUnit),
-                    b - a, shard + (a - lo) * accBytes});
+                    b - a, shard + (a - lo) * elemBytes, frozen});
         }
       }
     }
@@ -357,10 +387,11 @@ std::vector<std::string> Checkpointer::load(const std::string &path,
       for (int64_t done = 0; done < c.count;) {
         const int64_t n = std::min(c.count - done, kStagingBytes / accBytes);
         staging.resize(static_cast<size_t>(n * accBytes));
+        const DType to = c.toCompute ? spec_.compute : acc;
         checkpoint.read(c.unit, c.state, c.begin + done, c.begin + done + n,
-                        acc, staging.data());
-        copyToArena(&rank, c.arenaOffset + done * accBytes, staging.data(),
-                    n * accBytes);
+                        to, staging.data());
+        copyToArena(&rank, c.arenaOffset + done * sizeOf(to), staging.data(),
+                    n * sizeOf(to));
         done += n;
       }
     // Compute-type copies of the master weights (bf16 models) follow them.

@@ -151,7 +151,8 @@ std::string toJson(const CheckpointManifest &m) {
   for (size_t i = 0; i < m.units.size(); ++i)
     os << (i ? "," : "") << "\n    {\"name\": " << jsonString(m.units[i].name)
        << ", \"numel\": " << m.units[i].numel
-       << ", \"shard_elems\": " << m.units[i].shardElems << "}";
+       << ", \"shard_elems\": " << m.units[i].shardElems
+       << (m.units[i].frozen ? ", \"frozen\": true" : "") << "}";
   os << "\n  ],\n  \"params\": [";
   for (size_t i = 0; i < m.params.size(); ++i) {
     const ManifestParam &p = m.params[i];
@@ -226,6 +227,8 @@ CheckpointManifest manifestFromJson(const std::string &text,
         throw JsonError("unit '" + u.name + "' is listed twice or unnamed");
       u.numel = wholeIn(unit, "numel", 0, kMaxJsonInteger);
       u.shardElems = wholeIn(unit, "shard_elems", 0, kMaxJsonInteger);
+      if (const JsonValue *frozen = unit.find("frozen"))
+        u.frozen = frozen->boolean();
       unitIndex[u.name] = static_cast<int32_t>(m.units.size());
       m.units.push_back(u);
     }
@@ -475,7 +478,9 @@ void ShardedCheckpoint::Impl::openV2(const CheckpointState &state) {
     for (const ManifestRange &r : shard.ranges) {
       if (r.begin == r.end)
         continue;
-      for (size_t s = 0; s < manifest.states.size(); ++s) {
+      const size_t states =
+          manifest.units[r.unit].frozen ? 1 : manifest.states.size();
+      for (size_t s = 0; s < states; ++s) {
         const std::string tensor =
             shardTensorName(manifest.units[r.unit].name, manifest.states[s]);
         f.expected.push_back({tensor, {r.end - r.begin}});

@@ -43,6 +43,9 @@ struct ManifestUnit {
   std::string name;
   int64_t numel = 0;      ///< real elements of the unit's flat buffer
   int64_t shardElems = 0; ///< elements per rank in the grid that saved it
+  /// Frozen parameters only (LoRA's base model): the shards hold its
+  /// "master" state (the values, in the manifest's dtype) and no other.
+  bool frozen = false;
 };
 
 struct ManifestParam {

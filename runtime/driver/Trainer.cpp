@@ -226,7 +226,8 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
     // every rank takes (or skips) the update alike.
     double verdict[2] = {sums[0], 0}; // loss sum, ranks with a bad gradient
     for (const UnitSpec &unit : spec_.units)
-      if (!allFinite(&rank, acc, unit.gradShard, unit.shardElems))
+      if (!unit.frozen() &&
+          !allFinite(&rank, acc, unit.gradShard, unit.shardElems))
         verdict[1] = 1;
     rank.comm->allReduceHost(verdict, 2);
     const bool lossFinite = std::isfinite(verdict[0]);
@@ -238,7 +239,8 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
       // No noise, no optimizer step: the gradients are dropped as dp_apply
       // would have zeroed them after using them.
       for (const UnitSpec &unit : spec_.units)
-        zero(&rank, rank.arena + unit.gradShard, unit.shardElems * accBytes);
+        if (!unit.frozen())
+          zero(&rank, rank.arena + unit.gradShard, unit.shardElems * accBytes);
     }
     if (i == 0) {
       nonFinite.loss = !lossFinite;

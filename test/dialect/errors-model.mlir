@@ -21,7 +21,7 @@ dp.model @m {
 
 // An initializer must be one of the dp initializers.
 dp.model @m {
-  // expected-error @+1 {{init must be #dp.normal, #dp.uniform, #dp.zeros or #dp.ones, got 1.000000e+00 : f32}}
+  // expected-error @+1 {{init must be #dp.normal, #dp.uniform, #dp.zeros, #dp.ones or #dp.diagonal, got 1.000000e+00 : f32}}
   dp.param @w : tensor<4x8xf32> {init = 1.0 : f32}
 }
 
@@ -389,4 +389,12 @@ dp.model @m {
     %l = dp.mse %h, %t : tensor<1048576x1048576x1x1x4xf32> -> tensor<1048576xf32>
     dp.return %l : tensor<1048576xf32>
   }
+}
+
+// -----
+
+// #dp.diagonal initializes square matrices only.
+dp.model @m {
+  // expected-error @+1 {{#dp.diagonal initializes a square matrix, not 'tensor<4x8xf32>'}}
+  dp.param @w : tensor<4x8xf32> {init = #dp.diagonal<1.0>}
 }

@@ -880,3 +880,75 @@ dp.recipe @r for @m {
   optimizer = #dp.sgd<lr = 0.1>,
   steps = 10
 }
+
+// -----
+
+// A LoRA rank must be positive.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<?x8xf32>, %y: tensor<?xi32>) -> tensor<?xf32> {
+    %h = dp.linear @w(%x) : tensor<?x8xf32> -> tensor<?x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<?x4xf32>, tensor<?xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>, noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>, optimizer = #dp.sgd<lr = 0.1>, steps = 10,
+  // expected-error @+1 {{lora rank must be > 0, got 0}}
+  lora = #dp.lora<rank = 0, alpha = 8.0, targets = ["w"]>
+}
+
+// -----
+
+// A LoRA alpha must be positive.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<?x8xf32>, %y: tensor<?xi32>) -> tensor<?xf32> {
+    %h = dp.linear @w(%x) : tensor<?x8xf32> -> tensor<?x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<?x4xf32>, tensor<?xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>, noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>, optimizer = #dp.sgd<lr = 0.1>, steps = 10,
+  // expected-error @+1 {{lora alpha must be > 0, got -1}}
+  lora = #dp.lora<rank = 2, alpha = -1.0, targets = ["w"]>
+}
+
+// -----
+
+// LoRA needs a target.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<?x8xf32>, %y: tensor<?xi32>) -> tensor<?xf32> {
+    %h = dp.linear @w(%x) : tensor<?x8xf32> -> tensor<?x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<?x4xf32>, tensor<?xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>, noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>, optimizer = #dp.sgd<lr = 0.1>, steps = 10,
+  // expected-error @+1 {{lora targets must name at least one module}}
+  lora = #dp.lora<rank = 2, alpha = 2.0, targets = []>
+}
+
+// -----
+
+// Targets are strings.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<?x8xf32>, %y: tensor<?xi32>) -> tensor<?xf32> {
+    %h = dp.linear @w(%x) : tensor<?x8xf32> -> tensor<?x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<?x4xf32>, tensor<?xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>, noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>, optimizer = #dp.sgd<lr = 0.1>, steps = 10,
+  // expected-error @+1 {{lora targets must be non-empty strings, got 3 : i64}}
+  lora = #dp.lora<rank = 2, alpha = 2.0, targets = [3]>
+}

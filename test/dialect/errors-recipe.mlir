@@ -24,7 +24,7 @@ dp.model @m {
     dp.return %l : tensor<?xf32>
   }
 }
-// expected-error @+1 {{unknown recipe field 'batch_size'; the fields are clip, noise, sampling, optimizer, steps, precision, shard, grid and seed}}
+// expected-error @+1 {{unknown recipe field 'batch_size'; the fields are clip, noise, sampling, optimizer, steps, precision, shard, grid, seed, train, freeze and lora}}
 dp.recipe @r for @m {
   clip = #dp.clip<flat, max_norm = 1.0>, noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
   sampling = #dp.poisson<rate = 0.01, physical_batch = 4>, optimizer = #dp.sgd<lr = 0.1>,
@@ -293,4 +293,58 @@ dp.recipe @r for @m {
   clip = #dp.clip<flat, max_norm = 1.0>, noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
   sampling = #dp.poisson<rate = 0.01, physical_batch = 4>, optimizer = #dp.sgd<lr = 0.1>,
   steps = 10, grid = @g
+}
+
+// -----
+
+// train and freeze together are ambiguous.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<?x8xf32>, %y: tensor<?xi32>) -> tensor<?xf32> {
+    %h = dp.linear @w(%x) : tensor<?x8xf32> -> tensor<?x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<?x4xf32>, tensor<?xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+// expected-error @+1 {{'dp.recipe' op gives both train and freeze; name the parameters that train or those that do not, not both}}
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>, noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>, optimizer = #dp.sgd<lr = 0.1>, steps = 10,
+  train = ["w"], freeze = ["w"]
+}
+
+// -----
+
+// An empty pattern list.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<?x8xf32>, %y: tensor<?xi32>) -> tensor<?xf32> {
+    %h = dp.linear @w(%x) : tensor<?x8xf32> -> tensor<?x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<?x4xf32>, tensor<?xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+// expected-error @+1 {{'dp.recipe' op freeze must list at least one pattern}}
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>, noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>, optimizer = #dp.sgd<lr = 0.1>, steps = 10,
+  freeze = []
+}
+
+// -----
+
+// A pattern that is not a glob.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<?x8xf32>, %y: tensor<?xi32>) -> tensor<?xf32> {
+    %h = dp.linear @w(%x) : tensor<?x8xf32> -> tensor<?x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<?x4xf32>, tensor<?xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+// expected-error @+1 {{'dp.recipe' op train pattern 'w[' is not a glob: invalid glob pattern, unmatched '['}}
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>, noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>, optimizer = #dp.sgd<lr = 0.1>, steps = 10,
+  train = ["w["]
 }

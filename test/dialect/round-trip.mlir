@@ -168,3 +168,40 @@ dp.model @hf {
     dp.return %l : tensor<?xf32>
   }
 }
+
+// Which parameters train, LoRA, and the diagonal initializer of the LoRA
+// scaling.
+// CHECK-LABEL: dp.model @adapted
+// CHECK: dp.param @s : tensor<3x3xf64> {init = #dp.diagonal<2.5>, trainable = false}
+dp.model @adapted {
+  dp.param @w : tensor<3x5xf64>
+  dp.param @s : tensor<3x3xf64> {init = #dp.diagonal<2.5>, trainable = false}
+  dp.forward(%x: tensor<16x5xf64>, %y: tensor<16x3xf64>) -> tensor<16xf64> {
+    %p = dp.linear @w(%x) : tensor<16x5xf64> -> tensor<16x3xf64>
+    %q = dp.linear @s(%p) : tensor<16x3xf64> -> tensor<16x3xf64>
+    %l = dp.mse %q, %y : tensor<16x3xf64> -> tensor<16xf64>
+    dp.return %l : tensor<16xf64>
+  }
+}
+// CHECK-LABEL: dp.recipe @lora for @adapted {
+// CHECK:         train = ["w*", "b?.n[12]"],
+// CHECK-NEXT:    lora = #dp.lora<rank = 2, alpha = 4.0, targets = ["w"]>
+dp.recipe @lora for @adapted {
+  clip = #dp.clip<flat, max_norm = 1.0>,
+  noise = #dp.noise<sigma = 0.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<expected_batch = 128, physical_batch = 16>,
+  optimizer = #dp.sgd<lr = 1.0>,
+  steps = 1,
+  lora = #dp.lora<rank = 2, alpha = 4, targets = ["w"]>,
+  train = ["w*", "b?.n[12]"]
+}
+// CHECK-LABEL: dp.recipe @frozen for @adapted {
+// CHECK:         freeze = ["s"]
+dp.recipe @frozen for @adapted {
+  clip = #dp.clip<flat, max_norm = 1.0>,
+  noise = #dp.noise<sigma = 0.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<expected_batch = 128, physical_batch = 16>,
+  optimizer = #dp.sgd<lr = 1.0>,
+  steps = 1,
+  freeze = ["s"]
+}

@@ -3,8 +3,9 @@
 // CUDA: "describe_program"({{.*}}) {args = ["m", "cuda", 1 : i32,
 
 // Units under the block policy: fc1.w and fc1.b form @unit.fc1 (numel 144:
-// 128 + 16 after aligning fc1.b to 64), the dot-less @fixed forms the root,
-// fc2.w its own. AdamW keeps two states per unit.
+// 128 + 16 after aligning fc1.b to 64), the dot-less frozen @fixed forms
+// @unit.root.frozen (its compute shard only: no gradient, no AdamW state),
+// fc2.w its own. AdamW keeps two states per trained unit.
 dp.model @m {
   dp.param @fc1.w : tensor<16x8xf32> {init = #dp.normal<0.5>}
   dp.param @fc1.b : tensor<16xf32>
@@ -32,7 +33,9 @@ dp.recipe @r for @m {
 // CHECK-DAG: dprt.global @loss {bytes = 8 : i64}
 // CHECK-DAG: dprt.global @unit.fc1.params {bytes = 768 : i64}
 // CHECK-DAG: dprt.global @unit.fc1.opt2 {bytes = 768 : i64}
-// CHECK-DAG: dprt.global @unit.root.params {bytes = 256 : i64}
+// CHECK-DAG: dprt.global @unit.root.frozen.params {bytes = 256 : i64}
+// CHECK-NOT: dprt.global @unit.root.frozen.grad
+// CHECK-NOT: dprt.global @unit.root.frozen.opt
 
 // Initializers are keyed by the global element index: fc1.w at 0, fc1.b at
 // 128, @fixed at 144 (after the 144 elements of unit fc1), fc2.w at 208.
@@ -82,5 +85,7 @@ dp.recipe @r for @m {
 // CHECK: "describe_optimizer"() {args = [#dprt.optimizer<AdamW>, 1.000000e-02
 // CHECK: "describe_input"({{.*}}) {args = ["input0", #dprt.input_role<Features>, 0 : index, 8, 0, 0]}
 // CHECK: "describe_input"({{.*}}) {args = ["input1", #dprt.input_role<Label>, 0 : index, 0, 0, 0]}
+// A frozen unit: its parameter shard is its "master"; no gradient, no state.
+// CHECK: "describe_unit"(%{{.*}}, %{{.*}}) {args = ["unit.root.frozen", 64, 64, 0 : index, 1 : index, #dprt.null, #dprt.null, #dprt.null]}
 // CHECK: "describe_param"() {args = ["fc1.w", 0 : i32, 0, 0, true, 16, 8, 0, 0, "", false, -1, -1]}
 // CHECK: "describe_param"() {args = ["fixed", 1 : i32, 0, 144, false, 4, 16, 0, 0, "", false, -1, -1]}

@@ -219,6 +219,22 @@ double numberAfter(const std::string &text, const std::string &key) {
   return std::stod(m[1]);
 }
 
+/// The strings of `key = ["a", "b"]` in the recipe, empty without the key.
+std::vector<std::string> stringsAfter(const std::string &text,
+                                      const std::string &key) {
+  std::smatch m;
+  if (!std::regex_search(text, m,
+                         std::regex("\\b" + key + " = \\[([^\\]]*)\\]")))
+    return {};
+  std::vector<std::string> out;
+  const std::string list = m[1];
+  std::regex item("\"([^\"]*)\"");
+  for (auto it = std::sregex_iterator(list.begin(), list.end(), item);
+       it != std::sregex_iterator(); ++it)
+    out.push_back((*it)[1]);
+  return out;
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -671,11 +687,66 @@ int64_t modelTokens(const ProgramId &id) {
   return id.isLanguageModel() ? tinyLmShape(id).tokens : 1;
 }
 
+TrainedParams readTrainedParams(const ProgramId &id) {
+  const std::string text = recipeText(id);
+  TrainedParams t;
+  t.freeze = stringsAfter(text, "freeze");
+  if (text.find("lora = #dp.lora<") != std::string::npos) {
+    t.loraRank = static_cast<int64_t>(numberAfter(text, "rank"));
+    t.loraScaling = numberAfter(text, "alpha") / double(t.loraRank);
+    t.loraTargets = stringsAfter(text, "targets");
+  }
+  return t;
+}
+
 ref::Model referenceModel(const ProgramId &id, const Tensors &params) {
+  const TrainedParams trained = readTrainedParams(id);
+  ref::TinyLmShape shape = tinyLmShape(id);
+  shape.loraTargets = trained.loraTargets;
+  shape.loraRank = trained.loraRank;
+  shape.loraScaling = trained.loraScaling;
   ref::Model m = id.isLanguageModel()
-                     ? ref::tinyLm(tinyLmShape(id))
+                     ? ref::tinyLm(shape)
                      : mlp(id.isF64() ? dprt::Activation::GeluErf
                                       : dprt::Activation::GeluTanh);
+  // What dp-freeze does: with LoRA only the adapters train; a freeze
+  // pattern (a name, or a prefix ending in '*') freezes what it matches.
+  for (const std::string &name : m.paramNames()) {
+    const bool adapter =
+        name.size() > 7 && (name.compare(name.size() - 7, 7, ".lora_A") == 0 ||
+                            name.compare(name.size() - 7, 7, ".lora_B") == 0);
+    bool frozen = !trained.loraTargets.empty() && !adapter;
+    for (const std::string &pattern : trained.freeze)
+      frozen = frozen || (pattern.back() == '*'
+                              ? name.compare(0, pattern.size() - 1, pattern, 0,
+                                             pattern.size() - 1) == 0
+                              : name == pattern);
+    if (frozen)
+      m.setTrainable(name, false);
+  }
+  // The program's frozen scaling alpha / r between A and B is no parameter
+  // of the reference, whose loraLinear scales by it: it must be s I.
+  Tensors checked = params;
+  for (auto it = checked.begin(); it != checked.end();) {
+    const std::string &name = it->first;
+    if (name.size() < 11 ||
+        name.compare(name.size() - 11, 11, ".lora_scale") != 0) {
+      ++it;
+      continue;
+    }
+    const int64_t r = trained.loraRank;
+    for (int64_t i = 0; i < r * r; ++i)
+      if (it->second.size() != size_t(r * r) ||
+          it->second[i] != (i % (r + 1) == 0 ? trained.loraScaling : 0.0))
+        fail(id.name() + ": " + name + " is not " +
+             std::to_string(trained.loraScaling) + " I");
+    it = checked.erase(it);
+  }
+  return fillReferenceModel(id, std::move(m), checked);
+}
+
+ref::Model fillReferenceModel(const ProgramId &id, ref::Model m,
+                              const Tensors &params) {
   if (params.size() != m.paramNames().size())
     fail(id.name() + ": the checkpoint has " + std::to_string(params.size()) +
          " tensors, the reference model " +

@@ -159,6 +159,19 @@ std::vector<double> metricLosses(const std::string &path);
 /// The reference model of a program's model file, with its parameters set
 /// from `params` (every tensor must exist with the model's size).
 reference::Model referenceModel(const ProgramId &id, const Tensors &params);
+/// `m` with the values of `params`, which must hold exactly its parameters.
+reference::Model fillReferenceModel(const ProgramId &id, reference::Model m,
+                                    const Tensors &params);
+
+/// What the recipe trains, read from the model file: its `freeze`
+/// patterns and its LoRA adapters (rank, alpha / rank, targets).
+struct TrainedParams {
+  std::vector<std::string> freeze;
+  std::vector<std::string> loraTargets;
+  int64_t loraRank = 0;
+  double loraScaling = 1.0;
+};
+TrainedParams readTrainedParams(const ProgramId &id);
 
 /// Positions per sample of the model (1 for classifiers).
 int64_t modelTokens(const ProgramId &id);

@@ -343,6 +343,13 @@ std::vector<StepCase> stepCases() {
   for (const char *model : {"tinylm-hf-f64", "tinylm-hf-f32"})
     for (const char *recipe : {"flat_sgd", "per_layer_sgd", "automatic_sgd"})
       cases.push_back({model, recipe, 1});
+  // Frozen parameters and LoRA adapters (the reference's loraLinear, only
+  // the adapters trainable); three LoRA steps, since B = 0 leaves A's
+  // gradient zero in the first.
+  for (const char *model : {"tinylm-f64", "tinylm-f32"}) {
+    cases.push_back({model, "frozen_sgd", 2});
+    cases.push_back({model, "lora_momentum", 3});
+  }
   return cases;
 }
 

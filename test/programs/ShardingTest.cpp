@@ -123,6 +123,7 @@ INSTANTIATE_TEST_SUITE_P(
                       ShardCase{"mlp-f32", "flat_adamw"},
                       ShardCase{"tinylm-f32", "flat_sgd"},
                       ShardCase{"tinylm-f32", "flat_momentum"},
+                      ShardCase{"tinylm-f32", "lora_momentum"},
                       ShardCase{"tinylm-f32", "flat_adamw"},
                       // The tied table is gathered for the embedding and
                       // again, in the same unit, for the head.

@@ -13,6 +13,8 @@
 #include "reference/Model.h"
 
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace dpc::reference {
 
@@ -30,6 +32,12 @@ struct TinyLmShape {
   int64_t positions = 0;
   bool tied = false;
   std::optional<Llama3RopeScaling> llama3;
+  /// peft LoRA on the block linears named here ("wq", "wv", ...): each
+  /// becomes loraLinear with adapters <weight>.lora_A and <weight>.lora_B
+  /// of rank loraRank, scaled by loraScaling; its base weight is frozen.
+  std::vector<std::string> loraTargets;
+  int64_t loraRank = 0;
+  double loraScaling = 1.0;
 };
 
 /// Inputs "tok" and "tgt" (-1 ignored, mean per sample); emb -> blocks of

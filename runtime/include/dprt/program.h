@@ -96,9 +96,13 @@ struct UnitSpec {
   int64_t shardElems;  ///< elements each rank owns (padded numel / shards)
   int64_t paramShard;  ///< arena offset of this rank's shard, compute type
   int64_t masterShard; ///< acc-type master shard (== paramShard if same)
-  int64_t gradShard;   ///< acc-type accumulated gradient shard
+  int64_t gradShard;   ///< acc-type accumulated gradient shard, or -1
   int64_t optState1;   ///< momentum / Adam m, or -1
   int64_t optState2;   ///< Adam v, or -1
+
+  /// A unit of frozen parameters has no gradient, master copy or optimizer
+  /// state: masterShard == paramShard, in the compute type.
+  bool frozen() const { return gradShard < 0; }
 };
 
 struct RecipeSpec {

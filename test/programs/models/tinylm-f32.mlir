@@ -171,3 +171,32 @@ dp.recipe @hybrid_adamw for @tinylm {
   shard = #dp.fsdp<unit = block>,
   grid = @hybrid
 }
+
+// LoRA (peft's: rank 4, scaling alpha / r = 2) on q, v and down; only the
+// adapters train, through the frozen base model. Their per-sample norms are
+// smaller (0.7 to 3 here), hence a smaller clipping bound.
+dp.recipe @lora_momentum for @tinylm {
+  clip = #dp.clip<flat, max_norm = 1.0>,
+  noise = #dp.noise<sigma = 0.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<expected_batch = 12, physical_batch = 4>,
+  optimizer = #dp.momentum<lr = 0.5, momentum = 0.9, nesterov = false, weight_decay = 0.01>,
+  steps = 5,
+  lora = #dp.lora<rank = 4, alpha = 8.0, targets = ["wq", "wv", "down"]>,
+  precision = #dp.precision<compute = f32, master = f32>,
+  shard = #dp.fsdp<unit = block>,
+  grid = @ranks
+}
+
+// The embedding, the second block and the final norm frozen: gradients
+// pass through frozen layers to the first block.
+dp.recipe @frozen_sgd for @tinylm {
+  clip = #dp.clip<flat, max_norm = 6.0>,
+  noise = #dp.noise<sigma = 0.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<expected_batch = 12, physical_batch = 4>,
+  optimizer = #dp.sgd<lr = 0.5, weight_decay = 0.0>,
+  steps = 5,
+  freeze = ["emb", "b1.*", "norm"],
+  precision = #dp.precision<compute = f32, master = f32>,
+  shard = #dp.fsdp<unit = block>,
+  grid = @ranks
+}
