@@ -610,6 +610,7 @@ void RecipeOp::print(OpAsmPrinter &p) {
   field("noise", getNoiseAttr());
   field("sampling", getSamplingAttr());
   field("optimizer", getOptimizerAttr());
+  field("schedule", getScheduleAttr());
   field("steps", getStepsAttr());
   field("precision", getPrecisionAttr());
   field("shard", getShardAttr());
@@ -627,14 +628,19 @@ LogicalResult RecipeOp::verify() {
   for (NamedAttribute field : (*this)->getDiscardableAttrs())
     return emitOpError("unknown recipe field '")
            << field.getName().getValue()
-           << "'; the fields are clip, noise, sampling, optimizer, steps, "
-              "precision, shard, grid and seed";
+           << "'; the fields are clip, noise, sampling, optimizer, "
+              "schedule, steps, precision, shard, grid and seed";
   if (getSeedAttr().getInt() < 0)
     return emitOpError("seed must be >= 0");
   if (int64_t steps = getStepsAttr().getInt(); steps > kMaxExactCount)
     return emitOpError("steps = ")
            << steps << " is above 2^53, the largest count the accountant "
            << "holds exactly";
+  if (std::optional<ScheduleAttr> schedule = getSchedule();
+      schedule && schedule->getWarmup() > getSteps())
+    return emitOpError("schedule warms up over ")
+           << schedule->getWarmup() << " steps, more than the recipe's "
+           << getSteps() << ": the learning rate would never reach its peak";
   return success();
 }
 

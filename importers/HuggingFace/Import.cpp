@@ -142,7 +142,8 @@ void addRecipe(ModuleOp module, dp::ModelOp model, Type element,
       dp::PrecisionAttr::get(ctx, element, master),
       dp::FSDPAttr::get(ctx, dp::ShardUnit::block,
                         /*reshard_after_forward=*/true, /*prefetch=*/1),
-      FlatSymbolRefAttr::get(ctx, "ranks"), builder.getI64IntegerAttr(0));
+      FlatSymbolRefAttr::get(ctx, "ranks"), builder.getI64IntegerAttr(0),
+      /*schedule=*/dp::ScheduleAttr());
 }
 
 } // namespace

@@ -25,10 +25,13 @@ struct PrivacyReport {
   int64_t steps = 0;
   double delta = 0;
   double epsilon = 0;
-  /// The RDP order at which epsilon is attained.
+  /// The RDP order at which epsilon is attained (RDP accountant).
   double rdpOrder = 0;
+  /// The loss grid spacing of the PLD accountant (0 for RDP).
+  double pldInterval = 0;
   /// "poisson" or "shuffle".
   std::string sampler = "poisson";
+  /// "rdp" or "pld" (accountantName).
   std::string accountant = "rdp";
   /// "philox" or "chacha20".
   std::string noiseGenerator = "philox";
@@ -56,8 +59,8 @@ std::string jsonString(const std::string &value);
 
 /// The report as one JSON object on one line, keys:
 /// accountant, sampler, noise_generator, noise_multiplier, max_grad_norm,
-/// sampling_rate, steps, delta, epsilon, rdp_order, and note (only when the
-/// sampler is not Poisson).
+/// sampling_rate, steps, delta, epsilon, rdp_order, pld_interval (only for
+/// the PLD accountant) and note (only when the sampler is not Poisson).
 std::string toJson(const PrivacyReport &report);
 
 /// The report as an indented block of text, ending with a newline.

@@ -536,17 +536,22 @@ std::string latestCheckpoint(const std::string &dir) {
   return dir + "/" + name;
 }
 
-std::vector<double> metricLosses(const std::string &path) {
+std::vector<double> metricValues(const std::string &path,
+                                 const std::string &key) {
   std::istringstream lines(dpctest::readFile(path));
-  std::vector<double> losses;
+  std::vector<double> values;
   std::string line;
   while (std::getline(lines, line)) {
     if (line.empty())
       continue;
-    const Json &loss = parseJson(line).at("loss");
-    losses.push_back(loss.kind == Json::Number ? loss.number : std::nan(""));
+    const Json &value = parseJson(line).at(key);
+    values.push_back(value.kind == Json::Number ? value.number : std::nan(""));
   }
-  return losses;
+  return values;
+}
+
+std::vector<double> metricLosses(const std::string &path) {
+  return metricValues(path, "loss");
 }
 
 //===----------------------------------------------------------------------===//

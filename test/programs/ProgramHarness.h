@@ -140,6 +140,9 @@ std::string latestCheckpoint(const std::string &dir);
 
 /// The "loss" of each line of a --metrics file (NaN for null).
 std::vector<double> metricLosses(const std::string &path);
+/// The number `key` of each line of a --metrics file (NaN for null).
+std::vector<double> metricValues(const std::string &path,
+                                 const std::string &key);
 
 //===----------------------------------------------------------------------===//
 // The reference models of models/*.mlir
