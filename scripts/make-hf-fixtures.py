@@ -32,7 +32,8 @@ import shutil
 import safetensors
 import torch
 import transformers
-from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig,
+from transformers import (AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel,
+                          LlamaConfig,
                           LlamaForCausalLM, MistralConfig, MistralForCausalLM,
                           Qwen2Config, Qwen2ForCausalLM)
 
@@ -73,21 +74,27 @@ def write(root, name, model, seq, seed, dtype=torch.float32, shard=None):
     model.eval()
     # The checkpoint's values are what the reference sees: a bf16 checkpoint
     # is rounded first.
-    model = model.to(dtype).to(torch.float32)
+    model = model.to(dtype)
+    kwargs = {"max_shard_size": shard} if shard else {}
+    model.save_pretrained(out, **kwargs)
     gen = torch.Generator().manual_seed(seed + 1)
     tokens = torch.randint(0, VOCAB, (SEQUENCES, seq + 1), generator=gen)
+    # The losses of the folder as transformers loads it, in each precision:
+    # converting the in-memory model instead would also round its rotary
+    # frequencies (a buffer, not a weight) to the storage type.
+    def loaded_loss(compute):
+        loaded = AutoModelForCausalLM.from_pretrained(out, dtype=compute)
+        loaded.eval()
+        return per_sequence_loss(loaded, tokens, compute)
     reference = {
         "seq": seq,
         "tokens": tokens.tolist(),
-        "loss_f32": per_sequence_loss(model, tokens, torch.float32),
-        "loss_f64": per_sequence_loss(model, tokens, torch.float64),
+        "loss_f32": loaded_loss(torch.float32),
+        "loss_f64": loaded_loss(torch.float64),
         "made_with": {"transformers": transformers.__version__,
                       "torch": torch.__version__.split("+")[0],
                       "safetensors": safetensors.__version__},
     }
-    model = model.to(dtype)
-    kwargs = {"max_shard_size": shard} if shard else {}
-    model.save_pretrained(out, **kwargs)
     with open(os.path.join(out, "reference.json"), "w") as f:
         json.dump(reference, f, indent=1)
         f.write("\n")

@@ -151,14 +151,14 @@ LogicalResult ClipAttr::verify(EmitErrorFn emitError, ClipMode mode,
 }
 
 LogicalResult NoiseAttr::verify(EmitErrorFn emitError, APFloat sigma,
-                                APFloat delta, NoiseGenerator) {
+                                APFloat delta, NoiseGenerator, Accountant) {
   if (failed(checkFloat(emitError, "sigma", sigma, kNonNegative)))
     return failure();
   return checkFloat(emitError, "delta", delta, kDelta);
 }
 
 LogicalResult TargetAttr::verify(EmitErrorFn emitError, APFloat epsilon,
-                                 APFloat delta, NoiseGenerator) {
+                                 APFloat delta, NoiseGenerator, Accountant) {
   if (failed(checkFloat(emitError, "epsilon", epsilon, kPositive)))
     return failure();
   return checkFloat(emitError, "delta", delta, kDelta);
@@ -232,6 +232,25 @@ LogicalResult RopeLlama3Attr::verify(EmitErrorFn emitError, APFloat factor,
   if (originalMaxPositions < 1)
     return emitError() << "original_max_position_embeddings must be >= 1, got "
                        << originalMaxPositions;
+  return success();
+}
+
+LogicalResult ScheduleAttr::verify(EmitErrorFn emitError, int64_t warmup,
+                                   LrDecay decay, APFloat minLrRatio) {
+  if (warmup < 0)
+    return emitError() << "warmup must be >= 0 steps, got " << warmup;
+  if (warmup > kMaxExactCount)
+    return emitError() << "warmup = " << warmup
+                       << " is above 2^53, the largest step count the "
+                          "driver holds exactly";
+  if (failed(checkFloat(emitError, "min_lr_ratio", minLrRatio,
+                        FloatRange::between(0.0, false, 1.0, false))))
+    return failure();
+  if (decay == LrDecay::constant && !minLrRatio.isZero())
+    return emitError() << "min_lr_ratio = "
+                       << formatF64(minLrRatio.convertToDouble())
+                       << " has no effect with decay = constant; give decay "
+                          "= linear or cosine";
   return success();
 }
 

@@ -47,6 +47,23 @@ def DP_NoiseGenerator : I32EnumAttr<"NoiseGenerator",
   let genSpecializedAttr = 0;
 }
 
+def DP_Accountant : I32EnumAttr<"Accountant",
+    "how the privacy loss of the steps is accounted", [
+    I32EnumAttrCase<"pld", 0>,      // privacy loss distributions (tighter)
+    I32EnumAttrCase<"rdp", 1>]> {   // Renyi DP
+  let cppNamespace = "::dpc::dp";
+  let genSpecializedAttr = 0;
+}
+
+def DP_LrDecay : I32EnumAttr<"LrDecay",
+    "how the learning rate decays after its warmup", [
+    I32EnumAttrCase<"constant", 0>,
+    I32EnumAttrCase<"linear", 1>,
+    I32EnumAttrCase<"cosine", 2>]> {
+  let cppNamespace = "::dpc::dp";
+  let genSpecializedAttr = 0;
+}
+
 def DP_ShardUnit : I32EnumAttr<"ShardUnit", "granularity of FSDP units", [
     I32EnumAttrCase<"block", 0>,
     I32EnumAttrCase<"layer", 1>]> {
@@ -169,13 +186,24 @@ def DP_NoiseAttr : DP_Attr<"Noise", "noise"> {
     added once to the sum of the clipped gradients. `delta` is the delta at
     which epsilon is reported. `generator = secure` draws the noise from a
     ChaCha20-based generator instead of Philox. `sigma = 0` turns noise off
-    (no privacy; reported as such).
+    (no privacy; reported as such). `accountant = pld` (the default) or
+    `rdp` says how epsilon is accounted (docs/privacy.md).
   }];
   let parameters = (ins DP_F64Param<"noise multiplier">:$sigma,
                         DP_F64Param<"delta of the reported epsilon">:$delta,
                         DefaultValuedParameter<"::dpc::dp::NoiseGenerator",
-                          "::dpc::dp::NoiseGenerator::fast", "noise generator">:$generator);
-  let assemblyFormat = "`<` struct($sigma, $delta, $generator) `>`";
+                          "::dpc::dp::NoiseGenerator::fast", "noise generator">:$generator,
+                        DefaultValuedParameter<"::dpc::dp::Accountant",
+                          "::dpc::dp::Accountant::pld", "privacy accountant">:$accountant);
+  let assemblyFormat =
+      "`<` struct($sigma, $delta, $generator, $accountant) `>`";
+  // The accountant defaults to PLD, as in the assembly format.
+  let builders = [
+    AttrBuilder<(ins "::llvm::APFloat":$sigma, "::llvm::APFloat":$delta,
+                     "::dpc::dp::NoiseGenerator":$generator), [{
+      return $_get($_ctxt, sigma, delta, generator, ::dpc::dp::Accountant::pld);
+    }]>
+  ];
   let genVerifyDecl = 1;
 }
 
@@ -192,15 +220,28 @@ def DP_NoNoiseAttr : DP_Attr<"NoNoise", "none"> {
 def DP_TargetAttr : DP_Attr<"Target", "target"> {
   let summary = "Gaussian noise calibrated to a privacy budget";
   let description = [{
-    `#dp.target<epsilon = 8.0, delta = 1.0e-5>`: the noise multiplier is the
-    smallest one for which the accountant reports at most epsilon after the
-    recipe's steps at its sampling rate.
+    `#dp.target<epsilon = 8.0, delta = 1.0e-5, accountant = pld>`: the
+    noise multiplier is the smallest one for which the accountant reports
+    at most epsilon after the run's steps at its sampling rate. The
+    accountant, `pld` (privacy loss distributions, the default: the
+    tightest epsilon, so the least noise) or `rdp` (Renyi DP), also checks
+    the budget and reports epsilon (docs/privacy.md).
   }];
   let parameters = (ins DP_F64Param<"target epsilon">:$epsilon,
                         DP_F64Param<"target delta">:$delta,
                         DefaultValuedParameter<"::dpc::dp::NoiseGenerator",
-                          "::dpc::dp::NoiseGenerator::fast", "noise generator">:$generator);
-  let assemblyFormat = "`<` struct($epsilon, $delta, $generator) `>`";
+                          "::dpc::dp::NoiseGenerator::fast", "noise generator">:$generator,
+                        DefaultValuedParameter<"::dpc::dp::Accountant",
+                          "::dpc::dp::Accountant::pld", "privacy accountant">:$accountant);
+  let assemblyFormat =
+      "`<` struct($epsilon, $delta, $generator, $accountant) `>`";
+  // The accountant defaults to PLD, as in the assembly format.
+  let builders = [
+    AttrBuilder<(ins "::llvm::APFloat":$epsilon, "::llvm::APFloat":$delta,
+                     "::dpc::dp::NoiseGenerator":$generator), [{
+      return $_get($_ctxt, epsilon, delta, generator, ::dpc::dp::Accountant::pld);
+    }]>
+  ];
   let genVerifyDecl = 1;
 }
 
@@ -259,6 +300,27 @@ def DP_AdamWAttr : DP_Attr<"AdamW", "adamw"> {
                         DP_DefaultF64Param<"1.0e-8", "denominator epsilon">:$eps,
                         DP_DefaultF64Param<"0.0", "decoupled weight decay">:$weight_decay);
   let assemblyFormat = "`<` struct($lr, $beta1, $beta2, $eps, $weight_decay) `>`";
+  let genVerifyDecl = 1;
+}
+
+def DP_ScheduleAttr : DP_Attr<"Schedule", "schedule"> {
+  let summary = "the learning-rate schedule";
+  let description = [{
+    `#dp.schedule<warmup = 100, decay = cosine, min_lr_ratio = 0.1>`: the
+    optimizer's learning rate times a factor that rises linearly over the
+    first `warmup` steps (step s <= warmup: s / warmup), then decays to
+    `min_lr_ratio` at the run's last step: `cosine` (r + (1 - r)(1 +
+    cos(pi p)) / 2 at progress p from 0 to 1), `linear` (r + (1 - r)(1 -
+    p)) or `constant` (1, the default; `min_lr_ratio` must then stay 0).
+    The training program's --warmup, --decay and --min-lr-ratio override
+    it; docs/training-program.md gives the formula.
+  }];
+  let parameters = (ins
+      DP_DefaultI64Param<"0", "warmup steps">:$warmup,
+      DefaultValuedParameter<"::dpc::dp::LrDecay", "::dpc::dp::LrDecay::constant",
+                             "decay after the warmup">:$decay,
+      DP_DefaultF64Param<"0.0", "final learning rate over the peak one">:$min_lr_ratio);
+  let assemblyFormat = "`<` struct($warmup, $decay, $min_lr_ratio) `>`";
   let genVerifyDecl = 1;
 }
 

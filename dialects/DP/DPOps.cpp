@@ -668,6 +668,7 @@ void RecipeOp::print(OpAsmPrinter &p) {
   field("noise", getNoiseAttr());
   field("sampling", getSamplingAttr());
   field("optimizer", getOptimizerAttr());
+  field("schedule", getScheduleAttr());
   field("steps", getStepsAttr());
   field("precision", getPrecisionAttr());
   field("shard", getShardAttr());
@@ -688,8 +689,9 @@ LogicalResult RecipeOp::verify() {
   for (NamedAttribute field : (*this)->getDiscardableAttrs())
     return emitOpError("unknown recipe field '")
            << field.getName().getValue()
-           << "'; the fields are clip, noise, sampling, optimizer, steps, "
-              "precision, shard, grid, seed, train, freeze and lora";
+           << "'; the fields are clip, noise, sampling, optimizer, "
+              "schedule, steps, precision, shard, grid, seed, train, freeze "
+              "and lora";
   if (getSeedAttr().getInt() < 0)
     return emitOpError("seed must be >= 0");
   if (getTrainAttr() && getFreezeAttr())
@@ -734,6 +736,11 @@ LogicalResult RecipeOp::verify() {
                        "not differentially private and the per-sample norms "
                        "buy nothing; use clip = #dp.clip<none> with noise = "
                        "#dp.none for training without DP, or add noise");
+  if (std::optional<ScheduleAttr> schedule = getSchedule();
+      schedule && schedule->getWarmup() > getSteps())
+    return emitOpError("schedule warms up over ")
+           << schedule->getWarmup() << " steps, more than the recipe's "
+           << getSteps() << ": the learning rate would never reach its peak";
   return success();
 }
 

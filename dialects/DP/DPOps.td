@@ -340,14 +340,19 @@ def DP_RecipeOp : DP_Op<"recipe", [Symbol,
       noise = #dp.target<epsilon = 8.0, delta = 1.0e-5>,
       sampling = #dp.poisson<expected_batch = 256, physical_batch = 32>,
       optimizer = #dp.adamw<lr = 1.0e-3, weight_decay = 0.0>,
+      schedule = #dp.schedule<warmup = 100, decay = cosine, min_lr_ratio = 0.1>,
       steps = 2000,
       precision = #dp.precision<compute = bf16, master = f32>,
       shard = #dp.fsdp<unit = block>, grid = @ranks, seed = 0
     }
     ```
-    `precision` defaults to the model's float type for both compute and
-    master, `shard` to `#dp.fsdp`, `grid` to a single rank. Fields that are
-    not listed here are rejected.
+    `schedule` defaults to a constant learning rate, `precision` to the
+    model's float type for both compute and master, `shard` to `#dp.fsdp`,
+    `grid` to a single rank. Fields that are not listed here are rejected.
+    The clipping bound, the sampling rate or expected batch, the noise, the
+    learning rate, the weight decay, the schedule, the steps, the seed and
+    the accountant are the training program's defaults: its command line
+    overrides them without recompiling (docs/training-program.md).
 
     Which parameters train (dp-freeze): `train = ["*.lora_*", "b0.*"]`
     trains only the parameters whose names match one of the glob patterns
@@ -370,7 +375,10 @@ def DP_RecipeOp : DP_Op<"recipe", [Symbol,
                        DefaultValuedAttr<I64Attr, "0">:$seed,
                        OptionalAttr<StrArrayAttr>:$train,
                        OptionalAttr<StrArrayAttr>:$freeze,
-                       OptionalAttr<DP_LoRAAttr>:$lora);
+                       OptionalAttr<DP_LoRAAttr>:$lora,
+                       // Last, so that builders may leave it out; printed
+                       // after the optimizer.
+                       OptionalAttr<DP_ScheduleAttr>:$schedule);
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;
   let extraClassDeclaration = [{

@@ -198,7 +198,8 @@ void addRecipe(ModuleOp module, dp::ModelOp model, Type element, int64_t batch,
       dp::FSDPAttr::get(ctx, dp::ShardUnit::block,
                         /*reshard_after_forward=*/true, /*prefetch=*/1),
       FlatSymbolRefAttr::get(ctx, "ranks"), builder.getI64IntegerAttr(0),
-      /*train=*/ArrayAttr(), /*freeze=*/ArrayAttr(), lora);
+      /*train=*/ArrayAttr(), /*freeze=*/ArrayAttr(), lora,
+      /*schedule=*/dp::ScheduleAttr());
 }
 
 } // namespace

@@ -1,6 +1,9 @@
 //===- Clipping.cpp - Per-sample clip factors -----------------------------===//
 //
-// dp.clip_factor to clip_factors (runtime/cpu/Clipping.cpp).
+// dp.clip_factor to clip_factors (runtime/cpu/Clipping.cpp). The kernel
+// reads the run's clipping bound C from the StepState and is given the
+// factor's share of it, so that --clip moves every bound alike (per-layer
+// clipping's C_l = C / sqrt(L) included) without recompiling.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,7 +40,8 @@ LogicalResult lowerClipFactor(ClipFactorOp c, LoweringContext &context) {
       .buffer(factors)
       .i64(context.batch)
       .attr(clipModeAttr(c.getMode(), context.getContext()))
-      .f64(c.getMaxNorm().convertToDouble())
+      .f64(c.getMaxNorm().convertToDouble() /
+           context.recipe.getClip().getMaxNorm().convertToDouble())
       .f64(c.getGamma().convertToDouble())
       .f64(c.getRelErr().convertToDouble());
   context.call("clip_factors", a);

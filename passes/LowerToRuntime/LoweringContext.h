@@ -85,7 +85,9 @@ struct OptimizerSpec {
   rt::OptimizerKind kind = rt::OptimizerKind::SGD;
   /// Acc-type state buffers per unit (momentum; Adam's m and v).
   int64_t numStates = 0;
-  /// The unit-range update kernel, and its arguments after the range.
+  /// The unit-range update kernel, and its arguments after the range (the
+  /// compiled ones: the learning rate and the weight decay come from the
+  /// StepState).
   llvm::StringRef updateKernel;
   llvm::SmallVector<mlir::Attribute> updateHyperparameters;
   /// What dp_describe records (0 where the optimizer has no such value).

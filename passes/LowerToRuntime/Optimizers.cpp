@@ -6,6 +6,8 @@
 // optimizer step on the trainable ranges of each shard, then the compute
 // copy of the master shard; on a hybrid grid first the sum of the gradient
 // shards over the replicas), on the kernels of runtime/cpu/Optimizers.cpp,
+// which read the learning rate and the weight decay from the StepState (the
+// recipe's values are only dp_describe's defaults),
 // runtime/cpu/services/Random.cpp and their unit-range forms in
 // runtime/common/ShardRanges.cpp.
 //
@@ -36,7 +38,6 @@ FailureOr<OptimizerSpec> dpc::lowering::getOptimizerSpec(RecipeOp recipe) {
             spec.lr = sgd.getLr().convertToDouble();
             spec.weightDecay = sgd.getWeightDecay().convertToDouble();
             spec.updateKernel = "sgd_update_range";
-            spec.updateHyperparameters = {f64(spec.lr), f64(spec.weightDecay)};
             return true;
           })
           .Case([&](MomentumAttr momentum) {
@@ -47,9 +48,8 @@ FailureOr<OptimizerSpec> dpc::lowering::getOptimizerSpec(RecipeOp recipe) {
             spec.nesterov = momentum.getNesterov();
             spec.weightDecay = momentum.getWeightDecay().convertToDouble();
             spec.updateKernel = "momentum_update_range";
-            spec.updateHyperparameters = {f64(spec.lr), f64(spec.momentum),
-                                          BoolAttr::get(context, spec.nesterov),
-                                          f64(spec.weightDecay)};
+            spec.updateHyperparameters = {
+                f64(spec.momentum), BoolAttr::get(context, spec.nesterov)};
             return true;
           })
           .Case([&](AdamWAttr adamw) {
@@ -61,9 +61,8 @@ FailureOr<OptimizerSpec> dpc::lowering::getOptimizerSpec(RecipeOp recipe) {
             spec.eps = adamw.getEps().convertToDouble();
             spec.weightDecay = adamw.getWeightDecay().convertToDouble();
             spec.updateKernel = "adamw_update_range";
-            spec.updateHyperparameters = {f64(spec.lr), f64(spec.beta1),
-                                          f64(spec.beta2), f64(spec.eps),
-                                          f64(spec.weightDecay)};
+            spec.updateHyperparameters = {f64(spec.beta1), f64(spec.beta2),
+                                          f64(spec.eps)};
             return true;
           })
           .Default([](Attribute) { return false; });

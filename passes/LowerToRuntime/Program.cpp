@@ -28,12 +28,14 @@ void describeRecipe(LoweringContext &context) {
       .f64(clip.getMaxNorm().convertToDouble())
       .f64(clip.getGamma().convertToDouble());
   NoiseGenerator generator = NoiseGenerator::fast;
+  Accountant accountant = Accountant::pld;
   if (auto noise = dyn_cast<NoiseAttr>(recipe.getNoise())) {
     r.flag(false)
         .f64(noise.getSigma().convertToDouble())
         .f64(0.0)
         .f64(noise.getDelta().convertToDouble());
     generator = noise.getGenerator();
+    accountant = noise.getAccountant();
   } else if (isa<NoNoiseAttr>(recipe.getNoise())) {
     // No noise: no target, no sigma and no delta to state a guarantee at.
     r.flag(false).f64(0.0).f64(0.0).f64(0.0);
@@ -44,6 +46,7 @@ void describeRecipe(LoweringContext &context) {
         .f64(target.getEpsilon().convertToDouble())
         .f64(target.getDelta().convertToDouble());
     generator = target.getGenerator();
+    accountant = target.getAccountant();
   }
   rt::NoiseGeneratorKind kind =
       isa<NoNoiseAttr>(recipe.getNoise())   ? rt::NoiseGeneratorKind::None
@@ -74,6 +77,19 @@ void describeRecipe(LoweringContext &context) {
       .f64(optimizer.eps)
       .f64(optimizer.weightDecay);
   context.call("describe_optimizer", o);
+
+  // The runtime reads the decay and the accountant by the dp enums' names.
+  CallArgs schedule = context.args();
+  if (std::optional<ScheduleAttr> s = recipe.getSchedule())
+    schedule.i64(s->getWarmup())
+        .string(stringifyLrDecay(s->getDecay()))
+        .f64(s->getMinLrRatio().convertToDouble());
+  else
+    schedule.i64(0).string(stringifyLrDecay(LrDecay::constant)).f64(0.0);
+  context.call("describe_schedule", schedule);
+  CallArgs account = context.args();
+  account.string(stringifyAccountant(accountant));
+  context.call("describe_accountant", account);
 }
 
 /// What a forward input holds, from how the forward pass reads it.

@@ -282,6 +282,31 @@ void describe_optimizer(ProgramSpec *spec, OptimizerKind kind, double lr,
   r.weightDecay = weightDecay;
 }
 
+void describe_schedule(ProgramSpec *spec, int64_t warmup, const char *decay,
+                       double minLrRatio) {
+  const char *fn = "describe_schedule";
+  requireProgram(spec, fn);
+  RecipeSpec &r = spec->recipe;
+  DPRT_REQUIRE(warmup >= 0, spec, fn,
+               "the warmup must be >= 0 steps, got " << warmup);
+  const std::string name = decay ? decay : "";
+  DPRT_REQUIRE(parseLrDecay(name, r.decay), spec, fn,
+               "unknown decay '" << name << "' (constant, linear or cosine)");
+  DPRT_REQUIRE(std::isfinite(minLrRatio) && minLrRatio >= 0 && minLrRatio <= 1,
+               spec, fn, "min_lr_ratio must be in [0, 1], got " << minLrRatio);
+  r.warmup = warmup;
+  r.minLrRatio = minLrRatio;
+}
+
+void describe_accountant(ProgramSpec *spec, const char *accountant) {
+  const char *fn = "describe_accountant";
+  requireProgram(spec, fn);
+  const std::string name = accountant ? accountant : "";
+  DPRT_REQUIRE(name == "pld" || name == "rdp", spec, fn,
+               "unknown accountant '" << name << "' (pld or rdp)");
+  spec->recipe.accountant = name;
+}
+
 void describe_input(ProgramSpec *spec, const char *name, InputRole role,
                     int64_t offset, int64_t dim0, int64_t dim1, int64_t dim2) {
   const char *fn = "describe_input";

@@ -96,34 +96,31 @@ void add_noise_range(Rank *rank, DType acc, void *gradShard, int64_t shardElems,
 }
 
 void sgd_update_range(Rank *rank, DType acc, void *master, const void *grad,
-                      int64_t shardElems, int64_t begin, int64_t count,
-                      double lr, double weightDecay) {
+                      int64_t shardElems, int64_t begin, int64_t count) {
   OwnedPart p;
   if (ownedPart(rank, "sgd_update_range", shardElems, begin, count, p))
     sgd_update(rank, acc, at(master, p.local, acc), at(grad, p.local, acc),
-               p.count, lr, weightDecay);
+               p.count);
 }
 
 void momentum_update_range(Rank *rank, DType acc, void *master, void *velocity,
                            const void *grad, int64_t shardElems, int64_t begin,
-                           int64_t count, double lr, double momentum,
-                           bool nesterov, double weightDecay) {
+                           int64_t count, double momentum, bool nesterov) {
   OwnedPart p;
   if (ownedPart(rank, "momentum_update_range", shardElems, begin, count, p))
     momentum_update(rank, acc, at(master, p.local, acc),
                     at(velocity, p.local, acc), at(grad, p.local, acc), p.count,
-                    lr, momentum, nesterov, weightDecay);
+                    momentum, nesterov);
 }
 
 void adamw_update_range(Rank *rank, DType acc, void *master, void *m, void *v,
                         const void *grad, int64_t shardElems, int64_t begin,
-                        int64_t count, double lr, double beta1, double beta2,
-                        double eps, double weightDecay) {
+                        int64_t count, double beta1, double beta2, double eps) {
   OwnedPart p;
   if (ownedPart(rank, "adamw_update_range", shardElems, begin, count, p))
     adamw_update(rank, acc, at(master, p.local, acc), at(m, p.local, acc),
-                 at(v, p.local, acc), at(grad, p.local, acc), p.count, lr,
-                 beta1, beta2, eps, weightDecay);
+                 at(v, p.local, acc), at(grad, p.local, acc), p.count, beta1,
+                 beta2, eps);
 }
 
 } // namespace dprt::DPRT_SHARD_RANGES_BACKEND

@@ -6,9 +6,11 @@
 
 namespace dprt::cpu {
 
-void clip_factors(Rank *, DType acc, const void *n2, const void *mask, void *c,
-                  int64_t batch, ClipMode mode, double maxNorm, double gamma,
-                  double relErr) {
+void clip_factors(Rank *rank, DType acc, const void *n2, const void *mask,
+                  void *c, int64_t batch, ClipMode mode, double clipShare,
+                  double gamma, double relErr) {
+  // The run's C (StepState::clipNorm) times this factor's share of it.
+  const double maxNorm = stepState(rank).clipNorm * clipShare;
   dispatchAcc(acc, [&](auto tag) {
     using A = decltype(tag);
     auto *n2a = static_cast<const A *>(n2);

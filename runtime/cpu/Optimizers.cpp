@@ -1,9 +1,10 @@
 //===- Optimizers.cpp - Optimizer steps on parameter shards on the CPU ----===//
 //
 // Master weights, gradients and optimizer state are acc buffers; each
-// element is updated in f64 and rounded once. gradScale (1 / B_expected),
-// lrScale and the step count come from the StepState in the arena, as on the
-// GPU, so that a captured step stays valid.
+// element is updated in f64 and rounded once. The learning rate, its
+// schedule factor lrScale, the weight decay, gradScale (1 / B_expected) and
+// the step count come from the StepState in the arena, as on the GPU, so
+// that the run sets them and a captured step stays valid.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,9 +15,9 @@
 namespace dprt::cpu {
 
 void sgd_update(Rank *rank, DType acc, void *master, const void *grad,
-                int64_t n, double lr, double weightDecay) {
+                int64_t n) {
   const StepState &st = stepState(rank);
-  double step = lr * st.lrScale;
+  const double step = st.lr * st.lrScale, weightDecay = st.weightDecay;
   dispatchAcc(acc, [&](auto tag) {
     using A = decltype(tag);
     auto *w = static_cast<A *>(master);
@@ -29,10 +30,10 @@ void sgd_update(Rank *rank, DType acc, void *master, const void *grad,
 }
 
 void momentum_update(Rank *rank, DType acc, void *master, void *velocity,
-                     const void *grad, int64_t n, double lr, double momentum,
-                     bool nesterov, double weightDecay) {
+                     const void *grad, int64_t n, double momentum,
+                     bool nesterov) {
   const StepState &st = stepState(rank);
-  double step = lr * st.lrScale;
+  const double step = st.lr * st.lrScale, weightDecay = st.weightDecay;
   dispatchAcc(acc, [&](auto tag) {
     using A = decltype(tag);
     auto *w = static_cast<A *>(master);
@@ -49,10 +50,10 @@ void momentum_update(Rank *rank, DType acc, void *master, void *velocity,
 }
 
 void adamw_update(Rank *rank, DType acc, void *master, void *m, void *v,
-                  const void *grad, int64_t n, double lr, double beta1,
-                  double beta2, double eps, double weightDecay) {
+                  const void *grad, int64_t n, double beta1, double beta2,
+                  double eps) {
   const StepState &st = stepState(rank);
-  double step = lr * st.lrScale;
+  const double step = st.lr * st.lrScale, weightDecay = st.weightDecay;
   // Bias corrections 1 - beta^t, t = StepState::step (from 1).
   double t = double(st.step);
   double c1 = 1.0 - std::pow(beta1, t);

@@ -2,10 +2,12 @@
 //
 // Master weights, gradients and optimizer state are f32; each element is
 // updated in f64 (like the CPU backend) and rounded once, which costs nothing
-// in these memory-bound loops. gradScale, lrScale and the step count are read
-// from the StepState in the arena by the kernels themselves, on the device,
-// so that a captured graph stays valid when the driver uploads a new state
-// between steps. Each block reads them once, into shared memory.
+// in these memory-bound loops. The learning rate, its schedule factor
+// lrScale, the weight decay, gradScale and the step count (and the clip
+// factors' bound C) are read from the StepState in the arena by the kernels
+// themselves, on the device, so that the run sets them without recompiling
+// and a captured graph stays valid when the driver uploads a new state
+// between steps. Each optimizer block reads them once, into shared memory.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,19 +36,19 @@ __device__ __forceinline__ void forEachVector(int64_t n, const F &f) {
       f(std::integral_constant<int, 1>{}, i);
 }
 
-/// The step's scalars: lr * lrScale, gradScale and the AdamW bias
-/// corrections 1 - beta^t.
+/// The step's scalars: lr * lrScale, the weight decay, gradScale and the
+/// AdamW bias corrections 1 - beta^t.
 struct StepScalars {
-  double step, gradScale, c1, c2;
+  double step, weightDecay, gradScale, c1, c2;
 };
 
 __device__ __forceinline__ StepScalars loadScalars(const StepState *state,
-                                                   double lr, double beta1,
-                                                   double beta2) {
+                                                   double beta1, double beta2) {
   __shared__ StepScalars shared;
   if (threadIdx.x == 0) {
     double t = double(state->step);
-    shared.step = lr * state->lrScale;
+    shared.step = state->lr * state->lrScale;
+    shared.weightDecay = state->weightDecay;
     shared.gradScale = state->gradScale;
     shared.c1 = 1.0 - pow(beta1, t);
     shared.c2 = 1.0 - pow(beta2, t);
@@ -57,9 +59,8 @@ __device__ __forceinline__ StepScalars loadScalars(const StepState *state,
 
 template <int V>
 __global__ void sgdKernel(float *master, const float *grad, int64_t n,
-                          double lr, double weightDecay,
                           const StepState *state) {
-  const StepScalars s = loadScalars(state, lr, 0.0, 0.0);
+  const StepScalars s = loadScalars(state, 0.0, 0.0);
   forEachVector<V>(n, [&](auto width, int64_t i) {
     constexpr int W = decltype(width)::value;
     float w[W], g[W];
@@ -68,7 +69,7 @@ __global__ void sgdKernel(float *master, const float *grad, int64_t n,
 #pragma unroll
     for (int k = 0; k < W; ++k) {
       double gi = double(g[k]) * s.gradScale;
-      w[k] = float(double(w[k]) - s.step * (gi + weightDecay * double(w[k])));
+      w[k] = float(double(w[k]) - s.step * (gi + s.weightDecay * double(w[k])));
     }
     storeVec<W>(master + i, w);
   });
@@ -76,10 +77,9 @@ __global__ void sgdKernel(float *master, const float *grad, int64_t n,
 
 template <int V>
 __global__ void momentumKernel(float *master, float *velocity,
-                               const float *grad, int64_t n, double lr,
-                               double momentum, bool nesterov,
-                               double weightDecay, const StepState *state) {
-  const StepScalars s = loadScalars(state, lr, 0.0, 0.0);
+                               const float *grad, int64_t n, double momentum,
+                               bool nesterov, const StepState *state) {
+  const StepScalars s = loadScalars(state, 0.0, 0.0);
   forEachVector<V>(n, [&](auto width, int64_t i) {
     constexpr int W = decltype(width)::value;
     float w[W], vel[W], g[W];
@@ -92,7 +92,7 @@ __global__ void momentumKernel(float *master, float *velocity,
       double v = momentum * double(vel[k]) + gi;
       vel[k] = float(v);
       double d = nesterov ? gi + momentum * v : v;
-      w[k] = float(double(w[k]) - s.step * (d + weightDecay * double(w[k])));
+      w[k] = float(double(w[k]) - s.step * (d + s.weightDecay * double(w[k])));
     }
     storeVec<W>(velocity + i, vel);
     storeVec<W>(master + i, w);
@@ -101,10 +101,9 @@ __global__ void momentumKernel(float *master, float *velocity,
 
 template <int V>
 __global__ void adamwKernel(float *master, float *m, float *v,
-                            const float *grad, int64_t n, double lr,
-                            double beta1, double beta2, double eps,
-                            double weightDecay, const StepState *state) {
-  const StepScalars s = loadScalars(state, lr, beta1, beta2);
+                            const float *grad, int64_t n, double beta1,
+                            double beta2, double eps, const StepState *state) {
+  const StepScalars s = loadScalars(state, beta1, beta2);
   forEachVector<V>(n, [&](auto width, int64_t i) {
     constexpr int W = decltype(width)::value;
     float w[W], mv[W], vv[W], g[W];
@@ -120,7 +119,7 @@ __global__ void adamwKernel(float *master, float *m, float *v,
       mv[k] = float(mi);
       vv[k] = float(vi);
       double u = (mi / s.c1) / (sqrt(vi / s.c2) + eps);
-      w[k] = float(double(w[k]) - s.step * (u + weightDecay * double(w[k])));
+      w[k] = float(double(w[k]) - s.step * (u + s.weightDecay * double(w[k])));
     }
     storeVec<W>(m + i, mv);
     storeVec<W>(v + i, vv);
@@ -129,8 +128,11 @@ __global__ void adamwKernel(float *master, float *m, float *v,
 }
 
 __global__ void clipFactorsKernel(const float *n2, const float *mask, float *c,
-                                  int64_t batch, ClipMode mode, double maxNorm,
-                                  double gamma, double relErr) {
+                                  int64_t batch, ClipMode mode,
+                                  double clipShare, double gamma, double relErr,
+                                  const StepState *state) {
+  // The run's C times this factor's share of it.
+  const double maxNorm = state->clipNorm * clipShare;
   for (int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; b < batch;
        b += int64_t(gridDim.x) * blockDim.x) {
     const double sq = n2[b];
@@ -163,7 +165,7 @@ bool vectorizable(std::initializer_list<const void *> ptrs) {
 } // namespace
 
 void clip_factors(Rank *rank, DType acc, const void *n2, const void *mask,
-                  void *c, int64_t batch, ClipMode mode, double maxNorm,
+                  void *c, int64_t batch, ClipMode mode, double clipShare,
                   double gamma, double relErr) {
   requireAcc(acc, "clip_factors");
   if (batch <= 0)
@@ -171,12 +173,13 @@ void clip_factors(Rank *rank, DType acc, const void *n2, const void *mask,
   clipFactorsKernel<<<gridFor(rank, batch, kThreads), kThreads, 0,
                       computeStream(rank)>>>(
       static_cast<const float *>(n2), static_cast<const float *>(mask),
-      static_cast<float *>(c), batch, mode, maxNorm, gamma, relErr);
+      static_cast<float *>(c), batch, mode, clipShare, gamma, relErr,
+      deviceStepState(rank));
   checkLaunch("clip_factors");
 }
 
 void sgd_update(Rank *rank, DType acc, void *master, const void *grad,
-                int64_t n, double lr, double weightDecay) {
+                int64_t n) {
   requireAcc(acc, "sgd_update");
   if (n <= 0)
     return;
@@ -186,16 +189,16 @@ void sgd_update(Rank *rank, DType acc, void *master, const void *grad,
   cudaStream_t stream = computeStream(rank);
   if (vectorizable({master, grad}))
     sgdKernel<4><<<gridFor(rank, n / 4, kThreads), kThreads, 0, stream>>>(
-        w, g, n, lr, weightDecay, state);
+        w, g, n, state);
   else
-    sgdKernel<1><<<gridFor(rank, n, kThreads), kThreads, 0, stream>>>(
-        w, g, n, lr, weightDecay, state);
+    sgdKernel<1>
+        <<<gridFor(rank, n, kThreads), kThreads, 0, stream>>>(w, g, n, state);
   checkLaunch("sgd_update");
 }
 
 void momentum_update(Rank *rank, DType acc, void *master, void *velocity,
-                     const void *grad, int64_t n, double lr, double momentum,
-                     bool nesterov, double weightDecay) {
+                     const void *grad, int64_t n, double momentum,
+                     bool nesterov) {
   requireAcc(acc, "momentum_update");
   if (n <= 0)
     return;
@@ -206,16 +209,16 @@ void momentum_update(Rank *rank, DType acc, void *master, void *velocity,
   cudaStream_t stream = computeStream(rank);
   if (vectorizable({master, velocity, grad}))
     momentumKernel<4><<<gridFor(rank, n / 4, kThreads), kThreads, 0, stream>>>(
-        w, vel, g, n, lr, momentum, nesterov, weightDecay, state);
+        w, vel, g, n, momentum, nesterov, state);
   else
     momentumKernel<1><<<gridFor(rank, n, kThreads), kThreads, 0, stream>>>(
-        w, vel, g, n, lr, momentum, nesterov, weightDecay, state);
+        w, vel, g, n, momentum, nesterov, state);
   checkLaunch("momentum_update");
 }
 
 void adamw_update(Rank *rank, DType acc, void *master, void *m, void *v,
-                  const void *grad, int64_t n, double lr, double beta1,
-                  double beta2, double eps, double weightDecay) {
+                  const void *grad, int64_t n, double beta1, double beta2,
+                  double eps) {
   requireAcc(acc, "adamw_update");
   if (n <= 0)
     return;
@@ -227,10 +230,10 @@ void adamw_update(Rank *rank, DType acc, void *master, void *m, void *v,
   cudaStream_t stream = computeStream(rank);
   if (vectorizable({master, m, v, grad}))
     adamwKernel<4><<<gridFor(rank, n / 4, kThreads), kThreads, 0, stream>>>(
-        w, mf, vf, g, n, lr, beta1, beta2, eps, weightDecay, state);
+        w, mf, vf, g, n, beta1, beta2, eps, state);
   else
     adamwKernel<1><<<gridFor(rank, n, kThreads), kThreads, 0, stream>>>(
-        w, mf, vf, g, n, lr, beta1, beta2, eps, weightDecay, state);
+        w, mf, vf, g, n, beta1, beta2, eps, state);
   checkLaunch("adamw_update");
 }
 

@@ -134,7 +134,8 @@ std::string toJson(const CheckpointState &s) {
      << ", \"delta\": " << jsonNumber(s.delta) << ", \"target_epsilon\": "
      << (s.targetEpsilon > 0 ? jsonNumber(s.targetEpsilon) : "null")
      << ", \"epsilon\": " << jsonNumber(s.epsilon) << "},\n"
-     << "  \"accountant\": {\"kind\": \"rdp\", \"segments\": [";
+     << "  \"accountant\": {\"kind\": " << jsonString(s.accountant)
+     << ", \"segments\": [";
   for (size_t i = 0; i < s.segments.size(); ++i)
     os << (i ? ", " : "") << "{\"q\": " << jsonNumber(s.segments[i].q)
        << ", \"sigma\": " << jsonNumber(s.segments[i].sigma)
@@ -147,7 +148,13 @@ std::string toJson(const CheckpointState &s) {
      << ", \"beta1\": " << jsonNumber(s.beta1)
      << ", \"beta2\": " << jsonNumber(s.beta2)
      << ", \"eps\": " << jsonNumber(s.eps)
-     << ", \"weight_decay\": " << jsonNumber(s.weightDecay) << "}";
+     << ", \"weight_decay\": " << jsonNumber(s.weightDecay) << "},\n"
+     << "  \"schedule\": {\"warmup\": " << s.warmup
+     << ", \"decay\": " << jsonString(s.decay)
+     << ", \"min_lr_ratio\": " << jsonNumber(s.minLrRatio)
+     << ", \"horizon\": " << s.lrHorizon << "}";
+  if (!s.tokenizer.empty())
+    os << ",\n  \"data\": {\"tokenizer\": " << jsonString(s.tokenizer) << "}";
   if (!s.files.empty()) {
     os << ",\n  \"files\": {";
     for (size_t i = 0; i < s.files.size(); ++i)
@@ -199,6 +206,9 @@ CheckpointState checkpointStateFromJson(const std::string &text,
     const JsonValue &privacy = root.at("privacy");
     s.sigma = numberIn(privacy, "sigma", 0, HUGE_VAL);
     s.maxNorm = numberIn(privacy, "max_grad_norm", 0, HUGE_VAL);
+    // 0 only for a run without DP (no clipping, no noise generator).
+    if (!std::isfinite(s.maxNorm) || (!(s.maxNorm > 0) && s.generator != "none"))
+      throw JsonError("\"max_grad_norm\" must be finite and > 0");
     s.delta = numberIn(privacy, "delta", 0, 1);
     const JsonValue &target = privacy.at("target_epsilon");
     s.targetEpsilon =
@@ -208,8 +218,11 @@ CheckpointState checkpointStateFromJson(const std::string &text,
     // The history is replayed one step at a time on resume: its length is
     // bounded by the step before anything is composed.
     int64_t history = 0;
-    for (const JsonValue &segment :
-         root.at("accountant").at("segments").array()) {
+    const JsonValue &accountant = root.at("accountant");
+    s.accountant = accountant.at("kind").string();
+    if (!privacy::parseAccountantKind(s.accountant))
+      throw JsonError("unknown accountant '" + s.accountant + "'");
+    for (const JsonValue &segment : accountant.at("segments").array()) {
       s.segments.push_back({numberIn(segment, "q", 0, 1),
                             numberIn(segment, "sigma", 0, HUGE_VAL),
                             integerIn(segment, "steps", 0, s.step - history)});
@@ -224,6 +237,22 @@ CheckpointState checkpointStateFromJson(const std::string &text,
     s.beta2 = opt.at("beta2").number();
     s.eps = opt.at("eps").number();
     s.weightDecay = opt.at("weight_decay").number();
+    if (!(s.lr >= 0) || !std::isfinite(s.lr) || !(s.weightDecay >= 0) ||
+        !std::isfinite(s.weightDecay))
+      throw JsonError("the optimizer's lr and weight_decay must be finite "
+                      "and >= 0");
+    // Absent in checkpoints written before schedules: constant.
+    if (const JsonValue *schedule = root.find("schedule")) {
+      s.warmup = integerIn(*schedule, "warmup", 0, kMaxSteps);
+      s.decay = schedule->at("decay").string();
+      LrDecay decay;
+      if (!parseLrDecay(s.decay, decay))
+        throw JsonError("unknown decay '" + s.decay + "'");
+      s.minLrRatio = numberIn(*schedule, "min_lr_ratio", 0, 1);
+      s.lrHorizon = integerIn(*schedule, "horizon", 0, kMaxSteps);
+    }
+    if (const JsonValue *data = root.find("data"))
+      s.tokenizer = data->at("tokenizer").string();
     if (const JsonValue *files = root.find("files"))
       for (const auto &[name, file] : files->object()) {
         if (name.empty() || name.find('/') != std::string::npos ||
@@ -534,13 +563,12 @@ void checkResumable(const ProgramSpec &spec, const CheckpointState &s,
     throw UsageError("the checkpoint '" + path + "' was trained in " +
                      s.compute + ", this program computes in " +
                      nameOf(spec.compute));
-  if (s.optimizer != optimizerName(r.optimizer) || s.lr != r.lr ||
-      s.momentum != r.momentum || s.nesterov != r.nesterov ||
-      s.beta1 != r.beta1 || s.beta2 != r.beta2 || s.eps != r.eps ||
-      s.weightDecay != r.weightDecay || s.maxNorm != r.maxNorm)
+  if (s.optimizer != optimizerName(r.optimizer) || s.momentum != r.momentum ||
+      s.nesterov != r.nesterov || s.beta1 != r.beta1 || s.beta2 != r.beta2 ||
+      s.eps != r.eps)
     throw UsageError("the checkpoint '" + path +
-                     "' was written by a program with another optimizer or "
-                     "clipping bound; resume with the program that wrote it");
+                     "' was written by a program with another optimizer; "
+                     "resume with the program that wrote it");
 }
 
 namespace {

@@ -66,14 +66,27 @@ struct CheckpointState {
   int64_t datasetRecords = 0;
   uint64_t datasetFingerprint = 0;
   double sigma = 0;
-  double maxNorm = 0;
+  double maxNorm = 0; ///< the run's clipping bound C
   double delta = 0;
   double targetEpsilon = 0; ///< 0: no target (sigma was given)
   double epsilon = 0;       ///< spent so far
+  /// "pld" or "rdp"; checkpoints written before the choice hold "rdp".
+  std::string accountant = "rdp";
   std::vector<privacy::SampledGaussianSegment> segments;
   std::string optimizer; ///< "sgd", "momentum", "adamw"
+  /// lr and weightDecay are the run's (the flags', else the recipe's); the
+  /// others are compiled into the program.
   double lr = 0, momentum = 0, beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0;
   bool nesterov = false;
+  /// The learning-rate schedule (Schedule.h); a checkpoint written before
+  /// schedules has none: constant.
+  int64_t warmup = 0;
+  std::string decay = "constant";
+  double minLrRatio = 0;
+  int64_t lrHorizon = 0; ///< 0: none recorded
+  /// The token file's tokenizer folder (its metadata), for --generate after
+  /// a resume; empty for other data.
+  std::string tokenizer;
   /// manifest.json (version 1: the tensor files); empty in version-1
   /// checkpoints written before checksums.
   std::vector<CheckpointFile> files;
@@ -83,11 +96,14 @@ struct CheckpointState {
 const char *optimizerName(OptimizerKind kind);
 
 /// The program's part of a checkpoint's state: model, backend, compute type,
-/// ranks and the recipe's optimizer.
+/// ranks and the recipe's optimizer (whose learning rate and weight decay
+/// the run's replace: saveHyperparameters in Schedule.h).
 void describeProgram(const ProgramSpec &spec, CheckpointState &state);
 
 /// Throws UsageError naming `path` unless the checkpoint was written by a
-/// program with this model, compute type, optimizer and clipping bound.
+/// program with this model, compute type and optimizer (kind and compiled
+/// constants: momentum, Nesterov, betas, eps). The learning rate, weight
+/// decay and clipping bound are the run's, not the program's.
 void checkResumable(const ProgramSpec &spec, const CheckpointState &state,
                     const std::string &path);
 

@@ -129,6 +129,32 @@ std::vector<std::string> splitCsv(const std::string &line) {
   }
 }
 
+/// Whether `path` starts like a safetensors file: an 8-byte little-endian
+/// header length below the file's size, then the header's '{'. A text or
+/// .tok file cannot: its first 8 bytes, read as a length, far exceed any
+/// file.
+bool looksLikeSafetensors(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  unsigned char head[9];
+  if (!in.read(reinterpret_cast<char *>(head), sizeof(head)))
+    return false;
+  uint64_t length = 0;
+  for (int i = 7; i >= 0; --i)
+    length = length << 8 | head[i];
+  in.seekg(0, std::ios::end);
+  const auto size = static_cast<uint64_t>(in.tellg());
+  return head[8] == '{' && length <= size - 8;
+}
+
+/// "record R" and, when the file records it, where it came from.
+std::string recordName(const TokenFile &file, int64_t record) {
+  std::string name = "record " + std::to_string(record);
+  const std::string source = file.source(record);
+  if (!source.empty())
+    name += " (" + source + ")";
+  return name;
+}
+
 [[noreturn]] void lineError(const std::string &path, int64_t line,
                             const std::string &what) {
   throw UsageError(path + ":" + std::to_string(line) + ": " + what);
@@ -174,7 +200,8 @@ DataLayout DataLayout::of(const ProgramSpec &spec) {
 std::string DataLayout::describe() const {
   std::ostringstream os;
   if (languageModel)
-    os << "text or .tok records of up to " << tokens << " tokens";
+    os << "token-file, text or .tok records of up to " << tokens + 1
+       << " tokens";
   else if (label)
     os << "CSV rows of " << features << " features, then a class label";
   else
@@ -183,7 +210,75 @@ std::string DataLayout::describe() const {
   return os.str();
 }
 
-Dataset Dataset::load(const std::string &path, const DataLayout &layout) {
+Dataset Dataset::loadTokenFile(const std::string &path,
+                               const DataLayout &layout, bool truncate) {
+  Dataset d;
+  d.layout_ = layout;
+  d.kind_ = "token-file records";
+  try {
+    d.tokenFile_ = std::make_shared<const TokenFile>(path);
+  } catch (const TokenFileError &e) {
+    throw UsageError(e.what());
+  }
+  const TokenFile &file = *d.tokenFile_;
+  if (!layout.languageModel)
+    throw UsageError(path +
+                     ": a token file is data for a language model, "
+                     "but this program reads " +
+                     layout.describe());
+  // Ids are checked against the file's vocabulary as they are read; that
+  // vocabulary must fit the model's embedding.
+  if (layout.vocab > 0 && file.vocab() > layout.vocab)
+    throw UsageError(path + ": the token file's vocabulary of " +
+                     std::to_string(file.vocab()) +
+                     " ids (metadata vocab_size) is larger than the model's "
+                     "vocabulary of " +
+                     std::to_string(layout.vocab) +
+                     "; tokenize with this model's tokenizer (dpc-prepare "
+                     "--vocab-size " +
+                     std::to_string(layout.vocab) + ")");
+  if (file.vocab() > kInt32Limit)
+    throw UsageError(path + ": the token file's vocabulary of " +
+                     std::to_string(file.vocab()) +
+                     " ids does not fit the model's int32 token inputs");
+  // A record is one privacy unit and one sample: never split, never packed.
+  // One longer than the T + 1 tokens a sample holds is an error, or with
+  // --truncate trains on its first T + 1 tokens.
+  const int64_t capacity = layout.tokens + 1;
+  if (file.maxLength() > capacity) {
+    for (int64_t r = 0; r < file.records(); ++r) {
+      if (file.length(r) <= capacity)
+        continue;
+      if (!truncate)
+        throw UsageError(
+            path + ": " + recordName(file, r) + " has " +
+            std::to_string(file.length(r)) +
+            " tokens but a sample of this model holds at most " +
+            std::to_string(capacity) + " (" + std::to_string(layout.tokens) +
+            " inputs, each with its next token); a record is never split "
+            "(it is the privacy unit): pass --truncate to train on its "
+            "first " +
+            std::to_string(capacity) + " tokens, or prepare shorter records");
+      ++d.truncated_;
+    }
+  }
+  d.overflow_ = truncate ? Overflow::Truncate : Overflow::Error;
+  d.records_ = file.records();
+  Fingerprint fp;
+  fp.add('f');
+  fp.add(file.fingerprint());
+  fp.add(d.records_);
+  d.fingerprint_ = fp.hash;
+  return d;
+}
+
+Dataset Dataset::load(const std::string &path, const DataLayout &layout,
+                      bool truncate) {
+  if (looksLikeSafetensors(path))
+    return loadTokenFile(path, layout, truncate);
+  if (truncate)
+    throw UsageError("--truncate is for token files (dpc-prepare), and '" +
+                     path + "' is not one");
   Dataset d;
   d.layout_ = layout;
   const std::string text = readFile(path);
@@ -328,12 +423,18 @@ Dataset Dataset::load(const std::string &path, const DataLayout &layout) {
 }
 
 std::string Dataset::describe() const {
-  return std::to_string(records_) + " " + kind_;
+  std::string text = std::to_string(records_) + " " + kind_;
+  if (truncated_ > 0)
+    text += " (" + std::to_string(truncated_) + " truncated to " +
+            std::to_string(layout_.tokens + 1) + " tokens by --truncate)";
+  return text;
 }
 
 int64_t Dataset::tokensOf(int64_t record) const {
   if (!layout_.languageModel)
     return 1;
+  if (tokenFile_)
+    return tokenFile_->lossTargets(record, layout_.tokens, overflow_);
   return begin_[record + 1] - begin_[record] - 1;
 }
 
@@ -343,6 +444,26 @@ void Dataset::writeRow(const InputSpec &input, int64_t record,
   case InputRole::Tokens:
   case InputRole::NextTokens: {
     auto *out = static_cast<int32_t *>(row);
+    if (tokenFile_) {
+      // fillSample writes inputs and targets together; the other half goes
+      // to scratch.
+      std::vector<int32_t> other(layout_.tokens);
+      const bool inputs = input.role == InputRole::Tokens;
+      if (record < 0) {
+        for (int64_t t = 0; t < layout_.tokens; ++t)
+          out[t] = inputs ? 0 : -1;
+        return;
+      }
+      try {
+        tokenFile_->fillSample(record, layout_.tokens,
+                               inputs ? out : other.data(),
+                               inputs ? other.data() : out, overflow_);
+      } catch (const TokenFileError &e) {
+        throw UsageError(std::string(e.what()) + " (in " +
+                         recordName(*tokenFile_, record) + ")");
+      }
+      return;
+    }
     const int64_t shift = input.role == InputRole::NextTokens ? 1 : 0;
     const int32_t pad = input.role == InputRole::NextTokens ? -1 : 0;
     int64_t n = 0;

@@ -2,12 +2,18 @@
 //-*-===//
 //
 // The program's input roles say what the data is:
-//  - Tokens + NextTokens (a language model): a text file, one record per
-//    line, byte-level tokens: input = '\n' then the line's bytes, targets =
-//    the bytes then '\n'; or a `.tok` file, one record per line of
-//    space-separated token ids: input = ids[0..n-2], targets = ids[1..n-1].
-//    Either way a record is a sequence s, input = s[0..n-2] and target =
-//    s[1..n-1], padded with token 0 and target -1 (ignored).
+//  - Tokens + NextTokens (a language model): a token file of dpc-prepare
+//    (TokenFile.h, recognized by its safetensors header whatever its name),
+//    memory-mapped: input = tokens[0..n-2], targets = tokens[1..n-1] where
+//    the loss mask is 1, else -1; a record is the privacy unit whatever its
+//    length: one longer than T + 1 tokens is an error naming it, or with
+//    --truncate trains on its first T + 1 (never split, never packed with
+//    another); or a text file, one record per line, byte-level tokens:
+//    input = '\n' then the line's bytes, targets = the bytes then '\n'; or
+//    a `.tok` file, one record per line of space-separated token ids: input
+//    = ids[0..n-2], targets = ids[1..n-1]. Either way a record is a sequence
+//    s, input = s[0..n-2] and target = s[1..n-1], padded with token 0 and
+//    target -1 (ignored).
 //  - Features + Label: CSV rows of features then an integer class.
 //  - Features + Target: CSV rows of features then the regression targets.
 // Blank lines are skipped; a CSV file may start with a header line (a line
@@ -19,10 +25,12 @@
 #define DPRT_DRIVER_DATASET_H
 
 #include "Options.h"
+#include "TokenFile.h"
 
 #include "dprt/program.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -47,9 +55,17 @@ struct DataLayout {
 
 class Dataset {
 public:
-  /// Reads `path` for `layout`; throws UsageError naming the file and line
-  /// of the first problem.
-  static Dataset load(const std::string &path, const DataLayout &layout);
+  /// Reads `path` for `layout` (a token file is mapped, not read); throws
+  /// UsageError naming the file and line (or record) of the first problem.
+  /// `truncate` (--truncate): a token-file record longer than T + 1 tokens
+  /// trains on its first T + 1 instead of being an error.
+  static Dataset load(const std::string &path, const DataLayout &layout,
+                      bool truncate = false);
+
+  /// The token file, when the data is one (else null).
+  const TokenFile *tokenFile() const { return tokenFile_.get(); }
+  /// Token-file records longer than T + 1 tokens (cut with --truncate).
+  int64_t truncatedRecords() const { return truncated_; }
 
   int64_t size() const { return records_; }
   /// FNV-1a of the records' content: a resumed run checks that it trains on
@@ -64,14 +80,23 @@ public:
   int64_t tokensOf(int64_t record) const;
 
   /// Writes row `record` (or padding, record = -1) of `input` to `row`, which
-  /// holds one sample of the input (int32 or the compute type).
+  /// holds one sample of the input (int32 or the compute type). For a token
+  /// file it reads only that record's tokens and mask bytes (checking them);
+  /// a bad one is a UsageError naming the file and byte.
   void writeRow(const InputSpec &input, int64_t record, void *row) const;
 
 private:
+  static Dataset loadTokenFile(const std::string &path,
+                               const DataLayout &layout, bool truncate);
+
   DataLayout layout_;
   int64_t records_ = 0;
   uint64_t fingerprint_ = 0;
   std::string kind_;
+  // A token file: records are read from the mapping when sampled.
+  std::shared_ptr<const TokenFile> tokenFile_;
+  Overflow overflow_ = Overflow::Error;
+  int64_t truncated_ = 0;
   // Sequences (language models): record i is ids_[begin_[i] .. begin_[i+1]).
   std::vector<int32_t> ids_;
   std::vector<int64_t> begin_;

@@ -71,6 +71,16 @@ double parseReal(const std::string &flag, const std::string &text) {
   return value;
 }
 
+/// A finite number that must be > 0 (`positive`) or >= 0.
+double parseNonNegative(const std::string &flag, const std::string &text,
+                        bool positive) {
+  const double value = parseReal(flag, text);
+  if (positive ? !(value > 0) : !(value >= 0))
+    throw UsageError("option " + flag + " must be " +
+                     (positive ? "> 0" : ">= 0") + ", got " + text);
+  return value;
+}
+
 uint64_t parseSeed(const std::string &text) {
   errno = 0;
   char *end = nullptr;
@@ -137,6 +147,53 @@ Options parseOptions(int argc, const char *const *argv) {
         throw UsageError("option --delta must be in (0, 1)");
     } else if (flag == "--seed") {
       o.seed = parseSeed(takeValue());
+    } else if (flag == "--lr") {
+      o.lr = parseNonNegative(flag, takeValue(), true);
+    } else if (flag == "--weight-decay") {
+      o.weightDecay = parseNonNegative(flag, takeValue(), false);
+    } else if (flag == "--clip") {
+      o.clip = parseNonNegative(flag, takeValue(), true);
+    } else if (flag == "--expected-batch") {
+      o.expectedBatch = parseInteger(flag, takeValue(), 1, kMaxExpectedBatch);
+    } else if (flag == "--sample-rate") {
+      const std::string text = takeValue();
+      o.sampleRate = parseNonNegative(flag, text, true);
+      if (*o.sampleRate > 1)
+        throw UsageError("option --sample-rate is a probability in (0, 1], "
+                         "got " +
+                         text);
+    } else if (flag == "--warmup") {
+      o.warmup = parseInteger(flag, takeValue(), 0, kMaxSteps);
+    } else if (flag == "--decay") {
+      const std::string name = takeValue();
+      LrDecay decay;
+      if (!parseLrDecay(name, decay))
+        throw UsageError("option --decay must be cosine, linear or constant, "
+                         "got '" +
+                         name + "'");
+      o.decay = decay;
+    } else if (flag == "--min-lr-ratio") {
+      const std::string text = takeValue();
+      o.minLrRatio = parseNonNegative(flag, text, false);
+      if (*o.minLrRatio > 1)
+        throw UsageError("option --min-lr-ratio is the final learning rate "
+                         "over the peak one, in [0, 1], got " +
+                         text);
+    } else if (flag == "--accountant") {
+      const std::string name = takeValue();
+      o.accountant = privacy::parseAccountantKind(name);
+      if (!o.accountant)
+        throw UsageError("option --accountant must be pld or rdp, got '" +
+                         name + "'");
+    } else if (flag == "--truncate") {
+      noValue();
+      o.truncate = true;
+    } else if (flag == "--prompt") {
+      o.prompt = takeValue();
+    } else if (flag == "--tokenizer") {
+      o.tokenizer = takeValue();
+      if (o.tokenizer.empty())
+        throw UsageError("option --tokenizer needs a folder");
     } else if (flag == "--noise-key") {
       o.noiseKey = takeValue();
       if (o.noiseKey.empty())
@@ -222,6 +279,12 @@ Options parseOptions(int argc, const char *const *argv) {
                      "--export DIR; give --export");
   if (o.evalEvery > 0 && o.evalData.empty())
     throw UsageError("--eval-every needs --eval-data FILE");
+  if (o.expectedBatch && o.sampleRate)
+    throw UsageError("give the sampling rate as --expected-batch or as "
+                     "--sample-rate, not both");
+  if ((o.prompt || !o.tokenizer.empty()) && o.generate == 0)
+    throw UsageError(std::string(o.prompt ? "--prompt" : "--tokenizer") +
+                     " is for --generate N");
   return o;
 }
 
@@ -264,6 +327,13 @@ void checkOptions(const Options &o, const ProgramSpec &spec) {
                      "program's recipe uses the philox generator, keyed by "
                      "--seed: the key file would be ignored; compile the "
                      "recipe with generator = secure for a secret key");
+  if ((o.expectedBatch || o.sampleRate) &&
+      spec.recipe.sampling != SamplingKind::Poisson)
+    throw UsageError(
+        std::string(o.expectedBatch ? "--expected-batch" : "--sample-rate") +
+        " sets the rate of Poisson sampling, but this program's "
+        "recipe draws shuffled batches of " +
+        std::to_string(spec.recipe.shuffleBatch) + " records");
   int64_t steps = o.steps ? *o.steps : spec.recipe.steps;
   if (o.data.empty() && steps > 0 && o.resume.empty())
     throw UsageError("--data FILE is required to train (or pass --steps 0)");
@@ -273,6 +343,35 @@ void checkOptions(const Options &o, const ProgramSpec &spec) {
   if (!o.evalData.empty() && spec.lossOffset < 0)
     throw UsageError("--eval-data: the program has no per-sample loss to "
                      "evaluate");
+}
+
+/// The --help block of the run-time hyperparameters (Schedule.h,
+/// PrivacySession.h), with the recipe's values as the defaults.
+static std::string hyperparameterUsage(const RecipeSpec &r) {
+  std::ostringstream os;
+  os << "hyperparameters (override the recipe's without recompiling)\n"
+     << "  --lr X             learning rate (default " << r.lr << ")\n"
+     << "  --weight-decay X   decoupled weight decay (default " << r.weightDecay
+     << ")\n"
+     << "  --clip C           clipping bound C (default " << r.maxNorm << ")\n";
+  if (r.sampling == SamplingKind::Poisson) {
+    os << "  --expected-batch B Poisson sampling at q = B / records (default ";
+    if (r.rate > 0)
+      os << "q = " << r.rate << ")\n";
+    else
+      os << r.expectedBatch << ")\n";
+    os << "  --sample-rate Q    ... or at q = Q\n";
+  }
+  os << "                     (C and q change the privacy guarantee: sigma\n"
+     << "                     is recalibrated for a target epsilon; a resumed\n"
+     << "                     run keeps its checkpoint's)\n"
+     << "  --warmup N         steps of linear warmup (default " << r.warmup
+     << ")\n"
+     << "  --decay D          cosine, linear or constant after the warmup\n"
+     << "                     (default " << nameOf(r.decay) << ")\n"
+     << "  --min-lr-ratio R   the decay ends at R * lr at the last step\n"
+     << "                     (default " << r.minLrRatio << ")\n";
+  return os.str();
 }
 
 std::string usageText(const std::string &program, const ProgramSpec &spec) {
@@ -295,10 +394,14 @@ std::string usageText(const std::string &program, const ProgramSpec &spec) {
      << ".\n"
      << "\n"
      << "data\n"
-     << "  --data FILE        training records, one per line: text (bytes),\n"
+     << "  --data FILE        training records: a token file of dpc-prepare\n"
+     << "                     (docs/data.md), or one per line: text (bytes),\n"
      << "                     a .tok file of token ids, or CSV (features,\n"
      << "                     then the label or the regression targets);\n"
      << "                     required unless --steps 0\n"
+     << "  --truncate         token files: train on the first T + 1 tokens of\n"
+     << "                     a longer record (default: such a record is an\n"
+     << "                     error; records are never split)\n"
      << "training\n"
      << "  --steps N          optimizer steps in all (default " << r.steps
      << ")\n"
@@ -315,6 +418,8 @@ std::string usageText(const std::string &program, const ProgramSpec &spec) {
      << "                     ChaCha20 noise and sampler, 64 hex digits;\n"
      << "                     default: fresh from the operating system\n"
      << "                     (saved in checkpoints)\n"
+     << "  --accountant A     pld or rdp (default: the recipe's, "
+     << (r.accountant.empty() ? "pld" : r.accountant) << ")\n"
      << "  --no-budget-stop   keep training when the next step would exceed\n"
      << "                     the target epsilon (default: stop)\n"
      << "  --skip-nonfinite-steps\n"
@@ -322,7 +427,7 @@ std::string usageText(const std::string &program, const ProgramSpec &spec) {
      << "                     takes no update and training goes on (it still\n"
      << "                     counts for epsilon); default: stop with an\n"
      << "                     error before the update\n"
-     << "checkpoints\n"
+     << hyperparameterUsage(r) << "checkpoints\n"
      << "  --save DIR         save a checkpoint into DIR at the end (DIR is\n"
      << "                     locked while the run saves there)\n"
      << "  --save-every K     ... and every K steps\n"
@@ -359,6 +464,10 @@ std::string usageText(const std::string &program, const ProgramSpec &spec) {
      << "                     (exposed_comm_s in the metrics, the report)\n"
      << "  --generate N       after training, sample N lines (language "
         "models)\n"
+     << "  --prompt TEXT      --generate: each line continues TEXT\n"
+     << "  --tokenizer DIR    --generate for a model with a tokenizer: its\n"
+     << "                     folder (default: the token file's tokenizer;\n"
+     << "                     encoded and decoded by dpc-prepare)\n"
      << "  --quiet            no progress output\n"
      << "  --gpus N           CUDA programs: use N GPUs of this machine (must\n"
      << "                     equal the program's ranks)\n"

@@ -5,6 +5,7 @@
 
 #include "dprt/comm.h"
 #include "dprt/program.h"
+#include "privacy/Accountant.h"
 
 #include <cstdint>
 #include <optional>
@@ -23,6 +24,10 @@ public:
 /// The largest --steps: the noise and sampling counters hold the step in 56
 /// bits (dprt/rng.h), beyond which two steps would draw the same noise.
 constexpr int64_t kMaxSteps = (int64_t{1} << 56) - 1;
+
+/// The largest --expected-batch: q = B / records must be exact in a double
+/// (2^53, as the recipe's counts).
+constexpr int64_t kMaxExpectedBatch = int64_t{1} << 53;
 /// The largest --gpus.
 constexpr int64_t kMaxGpus = 1024;
 /// The largest --collective-timeout: a week, in seconds.
@@ -36,6 +41,20 @@ struct Options {
   std::optional<double> delta;
   std::optional<uint64_t> seed;
   std::string noiseKey; ///< file with the secret ChaCha20 key (64 hex digits)
+  /// Hyperparameters that override the recipe's (Schedule.h,
+  /// PrivacySession.h).
+  std::optional<double> lr;
+  std::optional<double> weightDecay;
+  std::optional<double> clip;           ///< C
+  std::optional<int64_t> expectedBatch; ///< Poisson: q = B / records
+  std::optional<double> sampleRate;     ///< Poisson: q
+  std::optional<int64_t> warmup;
+  std::optional<LrDecay> decay;
+  std::optional<double> minLrRatio;
+  std::optional<privacy::AccountantKind> accountant;
+  /// Token files: a record longer than T + 1 tokens trains on its first
+  /// T + 1 instead of being an error.
+  bool truncate = false;
   std::string save;
   int64_t saveEvery = 0; ///< 0: save at the end only
   int64_t keepLast = 0;  ///< 0: keep every checkpoint
@@ -58,6 +77,11 @@ struct Options {
   /// never in between) and after the last.
   std::string evalData;
   int64_t evalEvery = 0;
+  /// --generate: the text each sample continues.
+  std::optional<std::string> prompt;
+  /// --generate for tokenized data: the tokenizer folder (default: the one
+  /// the token file names).
+  std::string tokenizer;
   std::optional<int> gpus;
   /// Seconds a collective may take before the run stops with an error.
   double collectiveTimeout = kDefaultCollectiveTimeoutSeconds;

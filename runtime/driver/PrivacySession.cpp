@@ -11,6 +11,8 @@
 #include <cctype>
 #include <cmath>
 #include <fstream>
+#include <iomanip>
+#include <limits>
 #include <sstream>
 
 namespace dprt::driver {
@@ -20,6 +22,18 @@ namespace {
 /// that calibrateSigma met for all steps at once; the two differ by
 /// rounding, which must not stop a run one step early.
 constexpr double kBudgetSlack = 1e-9;
+
+/// The accountant the recipe names, or the default.
+privacy::AccountantKind recipeAccountant(const RecipeSpec &r) {
+  if (r.accountant.empty())
+    return privacy::kDefaultAccountant;
+  std::optional<privacy::AccountantKind> kind =
+      privacy::parseAccountantKind(r.accountant);
+  if (!kind)
+    throw std::runtime_error("the program names an unknown accountant '" +
+                             r.accountant + "'");
+  return *kind;
+}
 
 /// Reads a 256-bit key written as 64 hexadecimal digits (whitespace
 /// ignored) into four words, first word from the first 16 digits.
@@ -69,15 +83,25 @@ PrivacySession PrivacySession::start(const Options &o, const RecipeSpec &r,
                                      int64_t records, int64_t totalSteps,
                                      bool keyShared) {
   PrivacySession p(r, o.budgetStop);
+  p.accountantKind_ = o.accountant ? *o.accountant : recipeAccountant(r);
+  p.makeAccountant();
+  p.clip_ = o.clip ? *o.clip : r.maxNorm;
   if (r.sampling == SamplingKind::Poisson) {
-    if (r.rate > 0)
+    std::string source = "the recipe's expected batch of " +
+                         std::to_string(r.expectedBatch) + " records";
+    if (o.sampleRate) {
+      p.q_ = *o.sampleRate;
+    } else if (o.expectedBatch) {
+      source = "--expected-batch " + std::to_string(*o.expectedBatch);
+      if (records > 0)
+        p.q_ = static_cast<double>(*o.expectedBatch) / records;
+    } else if (r.rate > 0) {
       p.q_ = r.rate;
-    else if (records > 0)
+    } else if (records > 0) {
       p.q_ = static_cast<double>(r.expectedBatch) / records;
+    }
     if (p.q_ > 1)
-      throw UsageError("the recipe's expected batch of " +
-                       std::to_string(r.expectedBatch) +
-                       " records exceeds the " + std::to_string(records) +
+      throw UsageError(source + " exceeds the " + std::to_string(records) +
                        " records of the data: Poisson sampling needs "
                        "q = batch / records <= 1");
     p.expectedBatch_ = p.q_ * records;
@@ -100,6 +124,7 @@ PrivacySession PrivacySession::start(const Options &o, const RecipeSpec &r,
     p.seed_ = o.seed ? *o.seed : static_cast<uint64_t>(r.seed);
     p.initKey_ = p.seed_;
     noiseKeyWordsFromSeed(p.seed_, p.noiseKey_);
+    p.planAccounting(totalSteps); // no budget: every step is allowed
     return p;
   }
   p.delta_ = o.delta ? *o.delta : r.delta;
@@ -118,8 +143,10 @@ PrivacySession PrivacySession::start(const Options &o, const RecipeSpec &r,
       p.sigma_ = 0;
       p.sigmaSource_ = "not calibrated (no data)";
     } else {
-      privacy::SigmaCalibration c =
-          privacy::calibrateSigma(p.targetEpsilon_, p.delta_, p.q_, steps);
+      // Calibrated for this run's q and steps by its accountant: a flag that
+      // changes either changes sigma.
+      privacy::SigmaCalibration c = privacy::calibrateSigma(
+          p.accountantKind_, p.targetEpsilon_, p.delta_, p.q_, steps);
       if (!c.ok())
         throw UsageError("cannot calibrate sigma for epsilon = " +
                          std::to_string(p.targetEpsilon_) + ": " + c.error);
@@ -127,13 +154,15 @@ PrivacySession PrivacySession::start(const Options &o, const RecipeSpec &r,
       std::ostringstream os;
       os << "calibrated for epsilon = " << p.targetEpsilon_
          << " at delta = " << p.delta_ << " over " << steps
-         << " steps at q = " << p.q_;
+         << " steps at q = " << p.q_ << " by the "
+         << privacy::accountantName(p.accountantKind_) << " accountant";
       p.sigmaSource_ = os.str();
     }
   } else {
     p.sigma_ = r.sigma;
     p.sigmaSource_ = "the recipe's";
   }
+  p.planAccounting(totalSteps);
 
   p.seed_ = o.seed ? *o.seed : static_cast<uint64_t>(r.seed);
   p.initKey_ = p.seed_;
@@ -170,21 +199,47 @@ PrivacySession PrivacySession::resume(const Options &o, const RecipeSpec &r,
     return start(o, r, data ? data->size() : 0, totalSteps, keyShared);
   }
   // Repeating the original command line with --resume is fine; changing
-  // what the privacy guarantee or the random streams depend on is not.
+  // what the privacy guarantee or the random streams depend on is not: the
+  // remaining steps would have another guarantee than the one the run was
+  // started (and possibly calibrated) for.
   auto refuse = [&](const char *flag, const std::string &saved) {
     throw UsageError(std::string(flag) +
                      " cannot change when resuming: the checkpoint's run "
                      "used " +
                      saved + "; start a new run to change it");
   };
+  auto text = [](double value) {
+    std::ostringstream os;
+    os << std::setprecision(17) << value;
+    return os.str();
+  };
   if (o.sigma && *o.sigma != s.sigma)
-    refuse("--sigma", "sigma = " + std::to_string(s.sigma));
+    refuse("--sigma", "sigma = " + text(s.sigma));
   if (o.epsilon && *o.epsilon != s.targetEpsilon)
     refuse("--epsilon", s.targetEpsilon > 0
-                            ? "epsilon = " + std::to_string(s.targetEpsilon)
+                            ? "epsilon = " + text(s.targetEpsilon)
                             : "no target epsilon");
   if (o.delta && *o.delta != s.delta)
-    refuse("--delta", "delta = " + std::to_string(s.delta));
+    refuse("--delta", "delta = " + text(s.delta));
+  if (o.clip && *o.clip != s.maxNorm)
+    refuse("--clip", "C = " + text(s.maxNorm));
+  if (o.sampleRate && *o.sampleRate != s.q)
+    refuse("--sample-rate", "q = " + text(s.q));
+  if (o.expectedBatch &&
+      static_cast<double>(*o.expectedBatch) / s.datasetRecords != s.q)
+    refuse("--expected-batch", "q = " + text(s.q) + " (an expected batch of " +
+                                   text(s.q * s.datasetRecords) + " of its " +
+                                   std::to_string(s.datasetRecords) +
+                                   " records)");
+  const std::optional<privacy::AccountantKind> saved =
+      privacy::parseAccountantKind(s.accountant);
+  if (!saved)
+    throw UsageError("the checkpoint '" + path +
+                     "' names an unknown "
+                     "accountant '" +
+                     s.accountant + "'");
+  if (o.accountant && *o.accountant != *saved)
+    refuse("--accountant", "the " + s.accountant + " accountant");
   if (o.seed && *o.seed != s.seed)
     refuse("--seed", "seed = " + std::to_string(s.seed));
   if (!o.noiseKey.empty()) {
@@ -207,7 +262,10 @@ PrivacySession PrivacySession::resume(const Options &o, const RecipeSpec &r,
                      " records with another content); a resumed run must "
                      "see the same records to sample the same batches");
   PrivacySession p(r, o.budgetStop);
+  p.accountantKind_ = *saved;
+  p.makeAccountant();
   p.q_ = s.q;
+  p.clip_ = s.maxNorm;
   p.sigma_ = s.sigma;
   p.delta_ = s.delta;
   p.targetEpsilon_ = s.targetEpsilon;
@@ -221,17 +279,50 @@ PrivacySession PrivacySession::resume(const Options &o, const RecipeSpec &r,
                          : static_cast<double>(s.shuffleBatch);
   p.sigmaSource_ = "from the checkpoint";
   // Composing the history one step at a time repeats the uninterrupted
-  // run's floating-point additions, so epsilon comes out bit for bit.
+  // run's floating-point additions (RDP), so epsilon comes out bit for bit;
+  // the PLD accountant merges the steps into the same segments.
   for (const privacy::SampledGaussianSegment &segment : s.segments)
     for (int64_t i = 0; i < segment.steps; ++i)
-      p.accountant_.compose(segment.q, segment.sigma, 1);
+      p.accountant_->compose(segment.q, segment.sigma, 1);
   // A run without noise composes nothing: it has no history to check.
-  if (r.addsNoise() && p.accountant_.steps() != s.step)
+  if (r.addsNoise() && p.accountant_->steps() != s.step)
     throw UsageError("the checkpoint '" + path +
                      "' has an accountant history of " +
-                     std::to_string(p.accountant_.steps()) +
+                     std::to_string(p.accountant_->steps()) +
                      " steps for step " + std::to_string(s.step));
+  p.planAccounting(totalSteps);
   return p;
+}
+
+void PrivacySession::makeAccountant() {
+  accountant_ = privacy::makeAccountant(accountantKind_);
+}
+
+void PrivacySession::planAccounting(int64_t totalSteps) {
+  lastStep_ = totalSteps;
+  // PLD: about 100 exact epsilons over the run (see the header).
+  exactEvery_ = accountantKind_ == privacy::AccountantKind::Pld
+                    ? std::max<int64_t>(1, (totalSteps + 99) / 100)
+                    : 1;
+  budgetSteps_ = std::numeric_limits<int64_t>::max();
+  if (targetEpsilon_ <= 0 || !budgetStop_)
+    return;
+  const int64_t done = stepsComposed();
+  auto fits = [&](int64_t steps) {
+    return epsilonAt(steps) <= targetEpsilon_ * (1 + kBudgetSlack);
+  };
+  if (totalSteps <= done || fits(totalSteps)) {
+    budgetSteps_ = std::max(totalSteps, done);
+    return;
+  }
+  // Epsilon grows with the steps: the last step that fits lies in
+  // [done, totalSteps), found in about log2(totalSteps - done) compositions.
+  int64_t fitting = done, over = totalSteps;
+  while (over - fitting > 1) {
+    const int64_t mid = fitting + (over - fitting) / 2;
+    (fits(mid) ? fitting : over) = mid;
+  }
+  budgetSteps_ = fitting;
 }
 
 NoiseKey PrivacySession::samplingKey() const {
@@ -254,34 +345,63 @@ std::vector<int64_t> PrivacySession::sample(int64_t step,
 StepState PrivacySession::stepState(int64_t step) const {
   StepState s{};
   s.step = step;
-  s.noiseStd = sigma_ * recipe_.maxNorm;
+  s.noiseStd = sigma_ * clip_;
+  s.clipNorm = clip_;
   s.gradScale = expectedBatch_ > 0 ? 1.0 / expectedBatch_ : 0.0;
-  s.lrScale = 1.0;
   std::copy(noiseKey_, noiseKey_ + 4, s.noiseKey);
   s.initKey = initKey_;
   s.noiseGenerator = static_cast<int32_t>(recipe_.generator);
   return s;
 }
 
-bool PrivacySession::budgetAllows(double &nextEpsilon) const {
-  if (targetEpsilon_ <= 0 || !budgetStop_)
+bool PrivacySession::budgetAllows(int64_t step, double &nextEpsilon) const {
+  if (step <= budgetSteps_)
     return true;
-  privacy::RdpAccountant next = accountant_;
-  next.compose(q_, sigma_, 1);
-  nextEpsilon = next.epsilon(delta_).epsilon;
-  return nextEpsilon <= targetEpsilon_ * (1 + kBudgetSlack);
+  nextEpsilon = epsilonAt(step);
+  return false;
 }
 
 void PrivacySession::composeStep() {
   if (recipe_.addsNoise())
-    accountant_.compose(q_, sigma_, 1);
+    accountant_->compose(q_, sigma_, 1);
 }
 
 double PrivacySession::epsilon() const {
   // Without noise there is no finite epsilon (written as null in JSON).
   if (!recipe_.addsNoise())
     return HUGE_VAL;
-  return accountant_.epsilon(delta_).epsilon;
+  return accountant_->epsilon(delta_).epsilon;
+}
+
+double PrivacySession::epsilonAt(int64_t steps) const {
+  const int64_t done = stepsComposed();
+  if (steps <= done || !recipe_.addsNoise())
+    return epsilon();
+  std::unique_ptr<privacy::PrivacyAccountant> ahead = accountant_->clone();
+  ahead->compose(q_, sigma_, steps - done);
+  return ahead->epsilon(delta_).epsilon;
+}
+
+double PrivacySession::metricsEpsilon(int64_t step, bool &exact) {
+  if (accountantKind_ == privacy::AccountantKind::Rdp ||
+      !recipe_.addsNoise()) {
+    exact = true;
+    return epsilon();
+  }
+  // The next exact step: a multiple of k, or the last step the run can
+  // take (its total, or the budget's end).
+  const int64_t last = std::max(step, std::min(lastStep_, budgetSteps_));
+  const int64_t next =
+      std::min(last, (step + exactEvery_ - 1) / exactEvery_ * exactEvery_);
+  // Computed once per exact step. Composing ahead gives the same segments,
+  // and so the same bits, as composing the steps one by one: at the exact
+  // step itself the bound computed earlier is epsilon().
+  if (next != boundStep_) {
+    boundStep_ = next;
+    boundEpsilon_ = epsilonAt(next);
+  }
+  exact = next == step;
+  return boundEpsilon_;
 }
 
 void PrivacySession::saveTo(CheckpointState &s) const {
@@ -294,25 +414,28 @@ void PrivacySession::saveTo(CheckpointState &s) const {
   s.shuffleBatch =
       recipe_.sampling == SamplingKind::Shuffle ? recipe_.shuffleBatch : 0;
   s.sigma = sigma_;
-  s.maxNorm = recipe_.maxNorm;
+  s.maxNorm = clip_;
   s.delta = delta_;
   s.targetEpsilon = targetEpsilon_;
   s.epsilon = epsilon();
-  s.segments = accountant_.segments();
+  s.accountant = privacy::accountantName(accountantKind_);
+  s.segments = accountant_->segments();
 }
 
 privacy::PrivacyReport PrivacySession::report(int64_t steps) const {
   privacy::PrivacyReport report;
   report.noiseMultiplier = sigma_;
-  report.maxGradNorm = recipe_.maxNorm;
+  report.maxGradNorm = clip_;
   report.samplingRate = q_;
   report.steps = steps;
   report.delta = delta_;
   report.isPrivate = recipe_.addsNoise();
+  report.accountant = privacy::accountantName(accountantKind_);
   if (report.isPrivate) {
-    privacy::EpsilonAndOrder eps = accountant_.epsilon(delta_);
+    privacy::EpsilonAndOrder eps = accountant_->epsilon(delta_);
     report.epsilon = steps > 0 ? eps.epsilon : 0;
     report.rdpOrder = eps.order;
+    report.pldInterval = eps.interval;
   } else {
     report.epsilon = steps > 0 ? HUGE_VAL : 0;
   }
@@ -330,7 +453,13 @@ std::string PrivacySession::describe() const {
     return os.str();
   }
   os << "q = " << q_ << ", sigma = " << sigma_ << " (" << sigmaSource_
-     << "), C = " << recipe_.maxNorm << ", delta = " << delta_;
+     << "), C = " << clip_ << ", delta = " << delta_ << ", "
+     << privacy::accountantName(accountantKind_) << " accountant";
+  if (targetEpsilon_ > 0 && budgetStop_ &&
+      budgetSteps_ < std::numeric_limits<int64_t>::max() &&
+      budgetSteps_ < lastStep_)
+    os << "; the budget epsilon = " << targetEpsilon_ << " allows "
+       << budgetSteps_ << " of the " << lastStep_ << " steps";
   return os.str();
 }
 

@@ -1,13 +1,25 @@
 //===- PrivacySession.h - The privacy parameters of one run -----*- C++ -*-===//
 //
 // Everything the run's (epsilon, delta) guarantee depends on, in one place:
-// the sampling rate q, the noise multiplier sigma (given, the recipe's, or
-// calibrated for a target epsilon) and where it came from, delta, the target
-// epsilon and the budget check, the seed and the noise key (derived through
-// dprt/keys.h from the seed, or a secret from --noise-key or the operating
-// system) and where it came from, and the RDP accountant. A resumed run
+// the sampling rate q (--sample-rate, --expected-batch or the recipe's), the
+// clipping bound C (--clip or the recipe's), the noise multiplier sigma
+// (given, the recipe's, or calibrated for a target epsilon) and where it
+// came from, delta, the target epsilon and the budget check, the seed and
+// the noise key (derived through dprt/keys.h from the seed, or a secret from
+// --noise-key or the operating system) and where it came from, and the
+// accountant (PLD or RDP: --accountant, else the recipe's). A resumed run
 // restores all of it from the checkpoint, refusing command lines that would
 // change it.
+//
+// Accounting cost: a PLD composition takes 20-170 ms, so nothing composes
+// the whole history every step. The budget is planned once: the number of
+// steps the target epsilon allows (the run's total when sigma was calibrated
+// for it; else found by bisection, about log2(steps) compositions), and the
+// budget check compares the step with it. The per-step epsilon of the
+// metrics is exact at every step with RDP (cheap); with PLD it is exact at
+// every k-th step, k = ceil(total steps / 100), and at the run's last step,
+// and in between it is the epsilon of the next such step: an upper bound,
+// at most 100 compositions per run (metricsEpsilon).
 //
 // The batch sampler and the noise are keyed by the same key by construction:
 // sample() and stepState() both read it through keys.h.
@@ -29,6 +41,7 @@
 #include "privacy/PrivacyReport.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -67,19 +80,32 @@ public:
   /// The key sample() draws with.
   NoiseKey samplingKey() const;
 
-  /// The StepState of `step`: the step, noise std sigma * C, 1 / the
-  /// expected batch, the noise key and generator, the initializer key.
+  /// The StepState of `step`: the step, noise std sigma * C, C, 1 / the
+  /// expected batch, the noise key and generator, the initializer key. The
+  /// learning rate, its factor and the weight decay are left 0 (the
+  /// Trainer's Hyperparameters fill them).
   StepState stepState(int64_t step) const;
 
-  /// Whether one more step keeps epsilon within the target (always, without
-  /// a target or with --no-budget-stop); `nextEpsilon` gets the epsilon it
-  /// would reach.
-  bool budgetAllows(double &nextEpsilon) const;
+  /// Whether `step` keeps epsilon within the target (always, without a
+  /// target or with --no-budget-stop): whether it is at most the steps the
+  /// budget allows, planned when the session began. When it is not,
+  /// `nextEpsilon` gets the epsilon the step would reach.
+  bool budgetAllows(int64_t step, double &nextEpsilon) const;
+  /// The steps the target allows (INT64_MAX without a budget stop).
+  int64_t budgetSteps() const { return budgetSteps_; }
   /// Composes one step of (q, sigma).
   void composeStep();
-  /// Epsilon spent so far at the run's delta.
+  /// Epsilon spent so far at the run's delta, exact.
   double epsilon() const;
-  int64_t stepsComposed() const { return accountant_.steps(); }
+  /// Epsilon after `steps` steps of the run (the history, then (q, sigma)):
+  /// one composition for PLD.
+  double epsilonAt(int64_t steps) const;
+  /// The epsilon the metrics report after `step` (the steps composed so
+  /// far): exact with RDP; with PLD exact when `exact` is set, which it is
+  /// at every k-th step and the last one (see the top of this file), else
+  /// the epsilon of the next such step, an upper bound.
+  double metricsEpsilon(int64_t step, bool &exact);
+  int64_t stepsComposed() const { return accountant_->steps(); }
 
   /// Copies the privacy parameters, keys and accountant history into a
   /// checkpoint's state.
@@ -90,6 +116,11 @@ public:
   std::string describe() const;
 
   double samplingRate() const { return q_; }
+  /// The expected logical batch q * records (Poisson) or the batch.
+  double expectedBatch() const { return expectedBatch_; }
+  /// The clipping bound C of the run.
+  double clipNorm() const { return clip_; }
+  privacy::AccountantKind accountant() const { return accountantKind_; }
   double sigma() const { return sigma_; }
   double delta() const { return delta_; }
   double targetEpsilon() const { return targetEpsilon_; }
@@ -104,10 +135,17 @@ private:
   PrivacySession(const RecipeSpec &recipe, bool budgetStop)
       : recipe_(recipe), budgetStop_(budgetStop) {}
 
+  /// Creates the accountant of accountantKind_.
+  void makeAccountant();
+  /// Plans the budget (budgetSteps_) and the metrics' exact steps for a run
+  /// that ends at `totalSteps`.
+  void planAccounting(int64_t totalSteps);
+
   RecipeSpec recipe_;
   bool budgetStop_ = true;
   double q_ = 0;
   double expectedBatch_ = 0;
+  double clip_ = 0;
   double sigma_ = 0;
   double delta_ = 0;
   double targetEpsilon_ = 0;
@@ -116,7 +154,15 @@ private:
   uint64_t initKey_ = 0;
   uint64_t noiseKey_[4] = {0, 0, 0, 0};
   std::string noiseKeySource_;
-  privacy::RdpAccountant accountant_;
+  privacy::AccountantKind accountantKind_ = privacy::kDefaultAccountant;
+  std::unique_ptr<privacy::PrivacyAccountant> accountant_;
+  int64_t budgetSteps_ = 0;
+  /// Metrics: the run's last step and the spacing of the exact PLD steps;
+  /// the epsilon of the last exact step computed.
+  int64_t lastStep_ = 0;
+  int64_t exactEvery_ = 1;
+  int64_t boundStep_ = -1;
+  double boundEpsilon_ = 0;
 };
 
 } // namespace dprt::driver

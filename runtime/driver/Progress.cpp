@@ -20,8 +20,9 @@ std::string toJsonLine(const StepMetrics &m) {
   os << "{\"step\": " << m.step
      << ", \"loss\": " << (std::isnan(m.loss) ? "null" : jsonNumber(m.loss))
      << ", \"epsilon\": " << jsonNumber(m.epsilon)
-     << ", \"samples\": " << m.samples << ", \"tokens\": " << m.tokens
-     << ", \"micro_steps\": " << m.microSteps
+     << ", \"epsilon_exact\": " << (m.epsilonExact ? "true" : "false")
+     << ", \"lr\": " << jsonNumber(m.lr) << ", \"samples\": " << m.samples
+     << ", \"tokens\": " << m.tokens << ", \"micro_steps\": " << m.microSteps
      << ", \"step_time_s\": " << jsonNumber(m.stepSeconds)
      << ", \"samples_per_s\": " << jsonNumber(m.samples * perSecond)
      << ", \"tokens_per_s\": " << jsonNumber(m.tokens * perSecond)
@@ -89,10 +90,10 @@ void Progress::update(const StepMetrics &m) {
     if ((m.step - firstStep_ + 1) % every_ != 0 && m.step != lastStep_)
       return;
     std::fprintf(stderr,
-                 "step %lld/%lld  loss %s  epsilon %.4g  %.0f samples/s  "
-                 "%.0f tokens/s\n",
+                 "step %lld/%lld  loss %s  lr %.3g  epsilon %.4g  %.0f "
+                 "samples/s  %.0f tokens/s\n",
                  static_cast<long long>(m.step),
-                 static_cast<long long>(lastStep_), loss, m.epsilon, rate,
+                 static_cast<long long>(lastStep_), loss, m.lr, m.epsilon, rate,
                  tokenRate);
     return;
   }

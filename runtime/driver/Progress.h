@@ -22,8 +22,12 @@ struct RankHeartbeat {
 
 struct StepMetrics {
   int64_t step = 0;
-  double loss = 0;     ///< mean over the real samples; NaN if none
-  double epsilon = 0;  ///< spent after this step
+  double loss = 0;    ///< mean over the real samples; NaN if none
+  double epsilon = 0; ///< spent after this step (see epsilonExact)
+  /// Whether `epsilon` is exact, or the epsilon of a later step (an upper
+  /// bound; PrivacySession::metricsEpsilon).
+  bool epsilonExact = true;
+  double lr = 0;       ///< the step's learning rate: lr * the schedule's factor
   int64_t samples = 0; ///< the logical batch
   int64_t tokens = 0;  ///< counted target tokens (samples for CSV)
   int64_t microSteps = 0;

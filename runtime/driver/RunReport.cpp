@@ -16,6 +16,7 @@ void RunReport::addStep(const StepMetrics &m) {
   peakBytes_ = std::max(peakBytes_, m.memoryBytes);
   if (std::isfinite(m.loss))
     lastLoss_ = m.loss;
+  lastLr_ = m.lr;
   if (m.skipped)
     ++skippedSteps_;
   if (!std::isnan(m.exposedCommSeconds))
@@ -25,6 +26,7 @@ void RunReport::addStep(const StepMetrics &m) {
 std::string RunReport::text(const ProgramSpec &spec, int world,
                             const std::string &data, const RunEnding &ending,
                             const PrivacySession &privacy,
+                            const Hyperparameters &h,
                             bool exposedMeasured) const {
   std::ostringstream os;
   os << "training report\n"
@@ -47,6 +49,20 @@ std::string RunReport::text(const ProgramSpec &spec, int world,
        << " samples, " << lastEval_->tokens
        << " tokens; not accounted for in epsilon\n";
   }
+  const RecipeSpec &r = spec.recipe;
+  os << "  optimizer         " << optimizerName(r.optimizer)
+     << ", lr = " << h.lr << ", weight decay = " << h.weightDecay;
+  if (r.optimizer == OptimizerKind::Momentum)
+    os << ", momentum = " << r.momentum << (r.nesterov ? " (Nesterov)" : "");
+  if (r.optimizer == OptimizerKind::AdamW)
+    os << ", beta1 = " << r.beta1 << ", beta2 = " << r.beta2
+       << ", eps = " << r.eps;
+  os << "\n  lr schedule       " << h.schedule.describe();
+  if (!std::isnan(lastLr_))
+    os << "; last step's lr " << lastLr_;
+  os << "\n"
+     << "  batch             expected " << privacy.expectedBatch()
+     << " records a step\n";
   if (skippedSteps_ > 0)
     os << "  skipped steps     " << skippedSteps_
        << " (loss or gradient not finite: no update, counted for epsilon)\n";

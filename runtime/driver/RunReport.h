@@ -15,6 +15,7 @@
 
 #include "PrivacySession.h"
 #include "Progress.h"
+#include "Schedule.h"
 
 #include "dprt/program.h"
 
@@ -43,9 +44,12 @@ public:
   /// The report, lines of "  key   value" under "training report".
   /// `data` describes the data ("" without), `world` is the number of
   /// ranks; the exposed-communication line appears when `exposedMeasured`
-  /// (--trace) and there is more than one rank.
+  /// (--trace) and there is more than one rank. The optimizer and schedule
+  /// lines give the hyperparameters used (the privacy report gives C, q,
+  /// sigma, delta and the accountant).
   std::string text(const ProgramSpec &spec, int world, const std::string &data,
                    const RunEnding &ending, const PrivacySession &privacy,
+                   const Hyperparameters &hyperparameters,
                    bool exposedMeasured) const;
 
 private:
@@ -60,6 +64,7 @@ private:
   int64_t skippedSteps_ = 0;
   double lastLoss_ = std::nan("");
   std::optional<EvalResult> lastEval_;
+  double lastLr_ = std::nan("");
 };
 
 } // namespace dprt::driver

@@ -51,6 +51,21 @@ int32_t sampleToken(const std::vector<double> &logits, double u) {
   return order[k - 1];
 }
 
+/// Control characters (but tab) as \xNN, so that a sample is one line.
+std::string escapeControls(const std::string &text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c < 0x20 && c != '\t') {
+      char escape[8];
+      std::snprintf(escape, sizeof(escape), "\\x%02x", c);
+      out += escape;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 std::string printable(const std::vector<int32_t> &ids) {
   std::string out;
   for (size_t i = 1; i < ids.size(); ++i) { // ids[0] is the start token
@@ -70,20 +85,56 @@ std::string printable(const std::vector<int32_t> &ids) {
 
 } // namespace
 
-void TextGenerator::requireByteLanguageModel(const ProgramSpec &spec) {
+void TextGenerator::requireLanguageModel(const ProgramSpec &spec) {
   if (!DataLayout::of(spec).languageModel || spec.logitsOffset < 0)
     throw UsageError("--generate samples text from a language model; this "
                      "program's model is not one (no token inputs and "
                      "logits)");
+}
+
+void TextGenerator::requireByteLanguageModel(const ProgramSpec &spec) {
+  requireLanguageModel(spec);
   if (spec.classes < 256)
     throw UsageError("--generate samples bytes, but the model's vocabulary "
                      "has only " +
                      std::to_string(spec.classes) + " tokens");
 }
 
-std::vector<std::string> TextGenerator::generate(int64_t lines, uint64_t seed) {
+GenerationStart TextGenerator::start(const ProgramSpec &spec,
+                                     const std::string &prompt,
+                                     const Tokenizer *tokenizer) {
+  GenerationStart g;
+  if (tokenizer) {
+    Tokenizer::Encoded e = tokenizer->encode(prompt);
+    g.ids = e.ids.empty() ? std::vector<int32_t>{e.eos} : e.ids;
+    g.stop = e.eos;
+  } else {
+    g.ids.push_back('\n');
+    for (unsigned char byte : prompt)
+      g.ids.push_back(byte);
+    g.stop = '\n';
+  }
+  if (static_cast<int64_t>(g.ids.size()) >= spec.tokens)
+    throw UsageError("--prompt is " + std::to_string(g.ids.size()) +
+                     " tokens with its start token, and the model reads " +
+                     std::to_string(spec.tokens) +
+                     ": that leaves no position to generate; give at most " +
+                     std::to_string(spec.tokens - 1));
+  for (int32_t id : g.ids)
+    if (id < 0 || id >= spec.classes)
+      throw UsageError("--prompt has the token id " + std::to_string(id) +
+                       ", outside the model's vocabulary [0, " +
+                       std::to_string(spec.classes) + ")");
+  return g;
+}
+
+std::vector<std::string> TextGenerator::generate(int64_t lines, uint64_t seed,
+                                                 const GenerationStart &begin,
+                                                 const Tokenizer *tokenizer) {
   const int64_t batchRows = spec_.physicalBatch, tokens = spec_.tokens;
   const int64_t classes = spec_.classes;
+  const std::vector<int32_t> &start = begin.ids;
+  const int32_t stop = begin.stop;
   const int64_t logitBytes = sizeOf(spec_.compute);
   // The public seed, Philox: the samples are not private, only reproducible.
   const NoiseKey key = NoiseKey::fromSeed(seed);
@@ -92,9 +143,12 @@ std::vector<std::string> TextGenerator::generate(int64_t lines, uint64_t seed) {
   std::vector<std::string> out;
   for (int64_t produced = 0; produced < lines;) {
     const int64_t count = std::min(batchRows, lines - produced);
-    std::vector<std::vector<int32_t>> seqs(count, std::vector<int32_t>{'\n'});
+    std::vector<std::vector<int32_t>> seqs(count, start);
     std::vector<bool> done(count, false);
-    for (int64_t pos = 0; pos < tokens; ++pos) {
+    // Every unfinished line has pos + 1 tokens: the logits at pos draw the
+    // next one.
+    for (int64_t pos = static_cast<int64_t>(start.size()) - 1; pos < tokens;
+         ++pos) {
       if (std::all_of(done.begin(), done.end(), [](bool d) { return d; }))
         break;
       ranks_.run([&](int i) {
@@ -142,7 +196,7 @@ std::vector<std::string> TextGenerator::generate(int64_t lines, uint64_t seed) {
             NoiseGenerator::Philox, key, static_cast<uint64_t>(produced + p),
             static_cast<uint64_t>(pos), kGenerationStream);
         const int32_t next = sampleToken(logits, u);
-        if (next == '\n') {
+        if (next == stop) {
           done[p] = true;
           continue;
         }
@@ -151,8 +205,13 @@ std::vector<std::string> TextGenerator::generate(int64_t lines, uint64_t seed) {
           done[p] = true;
       }
     }
-    for (const auto &seq : seqs)
-      out.push_back(printable(seq));
+    if (tokenizer) {
+      for (const std::string &text : tokenizer->decode(seqs))
+        out.push_back(escapeControls(text));
+    } else {
+      for (const auto &seq : seqs)
+        out.push_back(printable(seq));
+    }
     produced += count;
   }
   return out;

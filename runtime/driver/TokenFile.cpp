@@ -33,11 +33,11 @@ struct TensorSpec {
 
 // In the order dpc-prepare writes them; the reader accepts any order.
 constexpr TensorSpec kTensors[] = {
-    {"offsets", "I64", 8, true},
-    {"users", "I64", 8, false},
-    {"tokens", "U32", 4, true},
+    {"offsets", "I64", 8, true},       {"users", "I64", 8, false},
+    {"source_lines", "I64", 8, false}, {"tokens", "U32", 4, true},
     {"loss_mask", "U8", 1, true},
 };
+enum TensorIndex { kOffsets, kUsers, kSourceLines, kTokens, kLossMask };
 
 bool hostIsLittleEndian() {
   const uint16_t one = 1;
@@ -221,18 +221,19 @@ TokenFile::TokenFile(const std::string &path) : path_(path) {
         fail(8,
              std::string("no tensor '") + kTensors[i].name + "' in the header");
 
-    offsets_ = reinterpret_cast<const int64_t *>(tensorData[0]);
-    ids_ = reinterpret_cast<const uint32_t *>(tensorData[2]);
-    mask_ = reinterpret_cast<const uint8_t *>(tensorData[3]);
-    if (tensorCount[0] == 0)
+    offsets_ = reinterpret_cast<const int64_t *>(tensorData[kOffsets]);
+    ids_ = reinterpret_cast<const uint32_t *>(tensorData[kTokens]);
+    mask_ = reinterpret_cast<const uint8_t *>(tensorData[kLossMask]);
+    if (tensorCount[kOffsets] == 0)
       fail(byteOf(offsets_), "tensor 'offsets' is empty (it has R + 1 "
                              "elements)");
-    records_ = static_cast<int64_t>(tensorCount[0] - 1);
-    tokens_ = static_cast<int64_t>(tensorCount[2]);
-    if (tensorCount[3] != tensorCount[2])
-      fail(byteOf(mask_),
-           "tensor 'loss_mask' has " + std::to_string(tensorCount[3]) +
-               " elements and 'tokens' " + std::to_string(tensorCount[2]));
+    records_ = static_cast<int64_t>(tensorCount[kOffsets] - 1);
+    tokens_ = static_cast<int64_t>(tensorCount[kTokens]);
+    if (tensorCount[kLossMask] != tensorCount[kTokens])
+      fail(byteOf(mask_), "tensor 'loss_mask' has " +
+                              std::to_string(tensorCount[kLossMask]) +
+                              " elements and 'tokens' " +
+                              std::to_string(tensorCount[kTokens]));
     if (records_ == 0)
       fail(byteOf(offsets_), "the file has no records");
 
@@ -257,11 +258,42 @@ TokenFile::TokenFile(const std::string &path) : path_(path) {
                "] = " + std::to_string(offsets_[records_]) + ", not the " +
                std::to_string(tokens_) + " tokens");
 
-    if (tensorData[1]) {
-      userIndex_ = reinterpret_cast<const int64_t *>(tensorData[1]);
-      if (tensorCount[1] != static_cast<uint64_t>(records_))
+    if (tensorData[kSourceLines]) {
+      sourceLines_ =
+          reinterpret_cast<const int64_t *>(tensorData[kSourceLines]);
+      if (tensorCount[kSourceLines] != static_cast<uint64_t>(records_))
+        fail(byteOf(sourceLines_),
+             "tensor 'source_lines' has " +
+                 std::to_string(tensorCount[kSourceLines]) + " elements for " +
+                 std::to_string(records_) + " records");
+      // `sources`: the input files in order with their record counts, as a
+      // JSON array [{"path": ..., "records": n}, ...] summing to R.
+      if (auto it = metadata_.find("sources"); it != metadata_.end()) {
+        int64_t first = 0;
+        try {
+          for (const JsonValue &entry : JsonValue::parse(it->second).array()) {
+            const int64_t count = entry.at("records").integer();
+            if (count < 0 || count > records_ - first)
+              throw JsonError("the record counts exceed the file's records");
+            sources_.emplace_back(first, entry.at("path").string());
+            first += count;
+          }
+        } catch (const JsonError &e) {
+          fail(8, std::string("metadata 'sources' is not a list of input "
+                              "files and their records: ") +
+                      e.what());
+        }
+        if (first != records_)
+          fail(8, "metadata 'sources' counts " + std::to_string(first) +
+                      " records, the file has " + std::to_string(records_));
+      }
+    }
+
+    if (tensorData[kUsers]) {
+      userIndex_ = reinterpret_cast<const int64_t *>(tensorData[kUsers]);
+      if (tensorCount[kUsers] != static_cast<uint64_t>(records_))
         fail(byteOf(userIndex_),
-             "tensor 'users' has " + std::to_string(tensorCount[1]) +
+             "tensor 'users' has " + std::to_string(tensorCount[kUsers]) +
                  " elements for " + std::to_string(records_) + " records");
       for (int64_t r = 0; r < records_; ++r)
         if (userIndex_[r] < 0 || userIndex_[r] >= users_)
@@ -305,10 +337,27 @@ TokenFile &TokenFile::operator=(TokenFile &&other) noexcept {
     fingerprint_ = other.fingerprint_;
     offsets_ = other.offsets_;
     userIndex_ = other.userIndex_;
+    sourceLines_ = other.sourceLines_;
+    sources_ = std::move(other.sources_);
     ids_ = other.ids_;
     mask_ = other.mask_;
   }
   return *this;
+}
+
+std::string TokenFile::source(int64_t record) const {
+  if (!sourceLines_ || record < 0 || record >= records_)
+    return "";
+  const std::string line = std::to_string(sourceLines_[record]);
+  // The last input file whose first record is at or before `record`.
+  auto after = std::upper_bound(
+      sources_.begin(), sources_.end(), record,
+      [](int64_t r, const std::pair<int64_t, std::string> &source) {
+        return r < source.first;
+      });
+  if (after == sources_.begin())
+    return "line " + line;
+  return std::prev(after)->second + ":" + line;
 }
 
 TokenRecord TokenFile::record(int64_t record) const {

@@ -1,10 +1,13 @@
 //===- TokenFile.h - Memory-mapped token files of dpc-prepare ---*- C++ -*-===//
 //
 // A token file (docs/data.md) is a safetensors file written by dpc-prepare:
-//   offsets   I64 [R+1]  record r is tokens[offsets[r] .. offsets[r+1])
-//   users     I64 [R]    dense user index of each record (optional)
-//   tokens    U32 [N]    token ids, below the metadata's vocab_size
-//   loss_mask U8  [N]    1 where the token is a loss target, else 0
+//   offsets      I64 [R+1] record r is tokens[offsets[r] .. offsets[r+1])
+//   users        I64 [R]   dense user index of each record (optional)
+//   source_lines I64 [R]   the line of its input file each record came from
+//                          (optional; the metadata's `sources` names the
+//                          files)
+//   tokens       U32 [N]   token ids, below the metadata's vocab_size
+//   loss_mask    U8  [N]   1 where the token is a loss target, else 0
 // with string metadata: format = "dpc-tokens", format_version = "1",
 // vocab_size, eos_id, records, users, ...
 //
@@ -28,6 +31,8 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace dprt::driver {
 
@@ -88,6 +93,9 @@ public:
   int64_t length(int64_t record) const {
     return offsets_[record + 1] - offsets_[record];
   }
+  /// Where `record` came from, "FILE:LINE" (FILE as given to dpc-prepare),
+  /// or "" in a file that does not record it.
+  std::string source(int64_t record) const;
   /// The user index of `record` in [0, users()), or -1 without users.
   int64_t user(int64_t record) const {
     return userIndex_ ? userIndex_[record] : -1;
@@ -135,6 +143,9 @@ private:
   uint64_t fingerprint_ = 0;
   const int64_t *offsets_ = nullptr;
   const int64_t *userIndex_ = nullptr;
+  const int64_t *sourceLines_ = nullptr;
+  /// The input files in order, each with its first record.
+  std::vector<std::pair<int64_t, std::string>> sources_;
   const uint32_t *ids_ = nullptr;
   const uint8_t *mask_ = nullptr;
 };

@@ -27,7 +27,9 @@
 #include "ProcessRanks.h"
 #include "Progress.h"
 #include "RunReport.h"
+#include "Schedule.h"
 #include "TextGenerator.h"
+#include "Tokenizer.h"
 
 #include "common/FaultReport.h"
 #include "common/Trace.h"
@@ -55,6 +57,12 @@ constexpr int kMicrostepSlot = 0;
 constexpr int kApplySlot = 1;
 
 using Clock = std::chrono::steady_clock;
+
+std::string formatNumber(double value) {
+  std::ostringstream os;
+  os << value;
+  return os.str();
+}
 
 double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -88,6 +96,10 @@ private:
   /// that a path that cannot be written stops the run before it trains.
   void openOutputs(const Launch &launch, bool resumed);
   void loadData();
+  /// The tokenizer folder (--tokenizer, else the token file's, else the
+  /// checkpoint's) and, for --generate, the check that the model can
+  /// generate.
+  void chooseTokenizer(const CheckpointState *resumed);
   void trainStep(int64_t step, StepMetrics &metrics);
   void saveCheckpoint();
   /// --eval-data: evaluates, writes the metrics line, shows and reports it.
@@ -109,6 +121,13 @@ private:
   std::unique_ptr<HfInit> init_;
   int64_t evaluatedStep_ = -1;
   std::optional<PrivacySession> privacy_;
+  /// The learning rate, weight decay and schedule of the run (Schedule.h).
+  Hyperparameters hyper_;
+  /// The model's tokenizer folder ("" for byte-level models), kept in the
+  /// checkpoints for --generate after a resume.
+  std::string tokenizerFolder_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  GenerationStart generationStart_;
   std::unique_ptr<ProcessRanks> ranks_;
   std::unique_ptr<Checkpointer> checkpointer_;
   RunReport report_;
@@ -118,11 +137,9 @@ private:
 };
 
 void Trainer::loadData() {
-  if (o_.generate > 0)
-    TextGenerator::requireByteLanguageModel(spec_);
   if (!o_.data.empty())
     data_ = std::make_unique<Dataset>(
-        Dataset::load(o_.data, DataLayout::of(spec_)));
+        Dataset::load(o_.data, DataLayout::of(spec_), o_.truncate));
   if (!o_.evalData.empty())
     evalData_ = std::make_unique<Dataset>(
         Dataset::load(o_.evalData, DataLayout::of(spec_)));
@@ -151,6 +168,29 @@ HfExportOptions Trainer::exportOptions() const {
   return options;
 }
 
+void Trainer::chooseTokenizer(const CheckpointState *resumed) {
+  tokenizerFolder_ = o_.tokenizer;
+  if (tokenizerFolder_.empty() && data_ && data_->tokenFile()) {
+    const auto &metadata = data_->tokenFile()->metadata();
+    if (auto it = metadata.find("tokenizer"); it != metadata.end())
+      tokenizerFolder_ = it->second;
+  }
+  if (tokenizerFolder_.empty() && resumed)
+    tokenizerFolder_ = resumed->tokenizer;
+  if (o_.generate == 0)
+    return;
+  if (tokenizerFolder_.empty()) {
+    TextGenerator::requireByteLanguageModel(spec_);
+  } else {
+    TextGenerator::requireLanguageModel(spec_);
+    tokenizer_ = std::make_unique<Tokenizer>(tokenizerFolder_);
+  }
+  // Encoded now: a bad prompt or tokenizer folder stops the run before it
+  // trains.
+  generationStart_ =
+      TextGenerator::start(spec_, o_.prompt.value_or(""), tokenizer_.get());
+}
+
 std::string Trainer::dataDescription() const {
   return data_ ? data_->describe() + " from " + o_.data : std::string();
 }
@@ -160,7 +200,10 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
   const privacy::PhysicalBatchPlan plan =
       privacy::planPhysicalBatches(static_cast<int64_t>(batch.size()),
                                    ranks_->launch().world, spec_.physicalBatch);
-  const StepState state = privacy_->stepState(step);
+  StepState state = privacy_->stepState(step);
+  state.lr = hyper_.lr;
+  state.lrScale = hyper_.schedule.factor(step);
+  state.weightDecay = hyper_.weightDecay;
   const DType acc = accOf(spec_.compute);
   const int64_t accBytes = sizeOf(acc);
   StepTotals totals;
@@ -286,7 +329,8 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
   metrics.loss = spec_.lossOffset >= 0 && totals.samples > 0
                      ? totals.loss / totals.samples
                      : std::nan("");
-  metrics.epsilon = privacy_->epsilon();
+  metrics.epsilon = privacy_->metricsEpsilon(step, metrics.epsilonExact);
+  metrics.lr = state.lr * state.lrScale;
   metrics.microSteps = plan.microSteps;
   metrics.stepSeconds = seconds;
   metrics.wallSeconds = secondsSince(start_);
@@ -302,6 +346,8 @@ void Trainer::saveCheckpoint() {
   CheckpointState state;
   describeProgram(spec_, state);
   privacy_->saveTo(state);
+  saveHyperparameters(hyper_, state);
+  state.tokenizer = tokenizerFolder_;
   state.step = step_;
   state.totalSteps = totalSteps_;
   state.nextSamplerStep = step_ + 1;
@@ -370,6 +416,7 @@ int Trainer::run() {
                      ": --steps is the total to train to, so ask for at "
                      "least " +
                      std::to_string(resumed->step));
+  chooseTokenizer(resumed.get());
   totalSteps_ = o_.steps  ? *o_.steps
                 : resumed ? resumed->totalSteps
                           : spec_.recipe.steps;
@@ -383,6 +430,14 @@ int Trainer::run() {
   } else {
     privacy_.emplace(PrivacySession::start(
         o_, spec_.recipe, data_ ? data_->size() : 0, totalSteps_, keyShared));
+  }
+  {
+    std::vector<std::string> notes;
+    hyper_ = resolveHyperparameters(
+        o_, spec_.recipe, totalSteps_,
+        resumed && resumed->step > 0 ? resumed.get() : nullptr, notes);
+    for (const std::string &note : notes)
+      warn(note);
   }
   if (step_ < totalSteps_ && !data_)
     throw UsageError("--data FILE is required to train (step " +
@@ -419,6 +474,9 @@ int Trainer::run() {
       os << ", " << dataDescription();
     log(os.str());
     log(privacy_->describe());
+    log("lr = " + formatNumber(hyper_.lr) +
+        ", weight decay = " + formatNumber(hyper_.weightDecay) +
+        ", schedule: " + hyper_.schedule.describe());
   }
   ranks_->initialize(privacy_->stepState(0), !o_.trace.empty());
   if (resumed) {
@@ -448,7 +506,7 @@ int Trainer::run() {
                    fs::equivalent(o_.save, o_.resume, sameDirectory);
   for (int64_t step = step_ + 1; step <= totalSteps_; ++step) {
     double nextEpsilon = 0;
-    if (!privacy_->budgetAllows(nextEpsilon)) {
+    if (!privacy_->budgetAllows(step, nextEpsilon)) {
       progress.finish();
       std::ostringstream os;
       os << "stopping after step " << step_ << ": step " << step
@@ -488,7 +546,9 @@ int Trainer::run() {
   }
   if (o_.generate > 0) {
     const std::vector<std::string> lines =
-        TextGenerator(spec_, *ranks_).generate(o_.generate, privacy_->seed());
+        TextGenerator(spec_, *ranks_)
+            .generate(o_.generate, privacy_->seed(), generationStart_,
+                      tokenizer_.get());
     if (leader_) {
       for (const std::string &line : lines)
         std::printf("%s\n", line.c_str());
@@ -502,7 +562,7 @@ int Trainer::run() {
     ending.totalSteps = totalSteps_;
     std::fputs(report_
                    .text(spec_, launch.world, dataDescription(), ending,
-                         *privacy_, !o_.trace.empty())
+                         *privacy_, hyper_, !o_.trace.empty())
                    .c_str(),
                stdout);
     std::fflush(stdout);

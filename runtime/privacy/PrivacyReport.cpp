@@ -83,6 +83,8 @@ std::string toJson(const PrivacyReport &report) {
      << ", \"rdp_order\": " << jsonNumber(report.rdpOrder);
   if (!report.isPrivate)
     os << ", \"private\": false";
+  if (report.accountant == "pld")
+    os << ", \"pld_interval\": " << jsonNumber(report.pldInterval);
   if (report.samplerMismatch())
     os << ", \"note\": " << jsonString(shuffleSamplingNote());
   os << "}";
@@ -109,9 +111,13 @@ void printPrivacyReport(std::ostream &os, const PrivacyReport &report) {
      << "  guarantee         (epsilon = " << number(report.epsilon)
      << ", delta = " << number(report.delta)
      << ")-DP, one record (sample) as the privacy unit\n"
-     << "  accountant        " << report.accountant
-     << " (sampled Gaussian, best order " << number(report.rdpOrder) << ")\n"
-     << "  sampler           " << report.sampler
+     << "  accountant        " << report.accountant;
+  if (report.accountant == "pld")
+    os << " (privacy loss distribution of the sampled Gaussian, grid interval "
+       << number(report.pldInterval) << ")\n";
+  else
+    os << " (sampled Gaussian, best order " << number(report.rdpOrder) << ")\n";
+  os << "  sampler           " << report.sampler
      << ", rate q = " << number(report.samplingRate) << "\n"
      << "  steps             " << report.steps << "\n"
      << "  noise multiplier  sigma = " << number(report.noiseMultiplier)

@@ -25,10 +25,13 @@ struct PrivacyReport {
   int64_t steps = 0;
   double delta = 0;
   double epsilon = 0;
-  /// The RDP order at which epsilon is attained.
+  /// The RDP order at which epsilon is attained (RDP accountant).
   double rdpOrder = 0;
+  /// The loss grid spacing of the PLD accountant (0 for RDP).
+  double pldInterval = 0;
   /// "poisson" or "shuffle".
   std::string sampler = "poisson";
+  /// "rdp" or "pld" (accountantName).
   std::string accountant = "rdp";
   /// "philox" or "chacha20" ("none" for a run without noise).
   std::string noiseGenerator = "philox";
@@ -60,8 +63,8 @@ std::string jsonString(const std::string &value);
 /// The report as one JSON object on one line, keys:
 /// accountant, sampler, noise_generator, noise_multiplier, max_grad_norm,
 /// sampling_rate, steps, delta, epsilon (null when infinite), rdp_order,
-/// private (only when false: a run without noise), and note (only when the
-/// sampler is not Poisson).
+/// pld_interval (only for the PLD accountant), private (only when false: a
+/// run without noise), and note (only when the sampler is not Poisson).
 std::string toJson(const PrivacyReport &report);
 
 /// The report as an indented block of text, ending with a newline.

@@ -952,3 +952,130 @@ dp.recipe @r for @m {
   // expected-error @+1 {{lora targets must be non-empty strings, got 3 : i64}}
   lora = #dp.lora<rank = 2, alpha = 2.0, targets = [3]>
 }
+
+// -----
+
+// An unknown accountant.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<?x8xf32>, %y: tensor<?xi32>) -> tensor<?xf32> {
+    %h = dp.linear @w(%x) : tensor<?x8xf32> -> tensor<?x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<?x4xf32>, tensor<?xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>,
+  // expected-error @+2 {{expected one of [pld, rdp] for how the privacy loss of the steps is accounted, got: moments}}
+  // expected-error @+1 {{failed to parse DP_TargetAttr parameter 'accountant'}}
+  noise = #dp.target<epsilon = 3.0, delta = 1.0e-5, accountant = moments>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>,
+  optimizer = #dp.sgd<lr = 0.1>,
+  steps = 10
+}
+
+// -----
+
+// A negative warmup.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<?x8xf32>, %y: tensor<?xi32>) -> tensor<?xf32> {
+    %h = dp.linear @w(%x) : tensor<?x8xf32> -> tensor<?x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<?x4xf32>, tensor<?xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>,
+  noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>,
+  optimizer = #dp.sgd<lr = 0.1>,
+  // expected-error @+1 {{warmup must be >= 0 steps, got -5}}
+  schedule = #dp.schedule<warmup = -5>,
+  steps = 10
+}
+
+// -----
+
+// A final learning-rate ratio above 1.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<?x8xf32>, %y: tensor<?xi32>) -> tensor<?xf32> {
+    %h = dp.linear @w(%x) : tensor<?x8xf32> -> tensor<?x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<?x4xf32>, tensor<?xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>,
+  noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>,
+  optimizer = #dp.sgd<lr = 0.1>,
+  // expected-error @+1 {{min_lr_ratio must lie in [0, 1], got 1.5}}
+  schedule = #dp.schedule<decay = cosine, min_lr_ratio = 1.5>,
+  steps = 10
+}
+
+// -----
+
+// A negative final learning-rate ratio.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<?x8xf32>, %y: tensor<?xi32>) -> tensor<?xf32> {
+    %h = dp.linear @w(%x) : tensor<?x8xf32> -> tensor<?x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<?x4xf32>, tensor<?xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>,
+  noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>,
+  optimizer = #dp.sgd<lr = 0.1>,
+  // expected-error @+1 {{min_lr_ratio must lie in [0, 1], got -0.1}}
+  schedule = #dp.schedule<decay = linear, min_lr_ratio = -0.1>,
+  steps = 10
+}
+
+// -----
+
+// A final ratio without a decay to reach it.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<?x8xf32>, %y: tensor<?xi32>) -> tensor<?xf32> {
+    %h = dp.linear @w(%x) : tensor<?x8xf32> -> tensor<?x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<?x4xf32>, tensor<?xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>,
+  noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>,
+  optimizer = #dp.sgd<lr = 0.1>,
+  // expected-error @+1 {{min_lr_ratio = 0.1 has no effect with decay = constant; give decay = linear or cosine}}
+  schedule = #dp.schedule<warmup = 2, min_lr_ratio = 0.1>,
+  steps = 10
+}
+
+// -----
+
+// An unknown decay.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<?x8xf32>, %y: tensor<?xi32>) -> tensor<?xf32> {
+    %h = dp.linear @w(%x) : tensor<?x8xf32> -> tensor<?x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<?x4xf32>, tensor<?xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>,
+  noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>,
+  optimizer = #dp.sgd<lr = 0.1>,
+  // expected-error @+2 {{expected one of [constant, linear, cosine] for how the learning rate decays after its warmup, got: exponential}}
+  // expected-error @+1 {{failed to parse DP_ScheduleAttr parameter 'decay'}}
+  schedule = #dp.schedule<decay = exponential>,
+  steps = 10
+}

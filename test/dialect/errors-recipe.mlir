@@ -24,7 +24,7 @@ dp.model @m {
     dp.return %l : tensor<?xf32>
   }
 }
-// expected-error @+1 {{unknown recipe field 'batch_size'; the fields are clip, noise, sampling, optimizer, steps, precision, shard, grid, seed, train, freeze and lora}}
+// expected-error @+1 {{unknown recipe field 'batch_size'; the fields are clip, noise, sampling, optimizer, schedule, steps, precision, shard, grid, seed, train, freeze and lora}}
 dp.recipe @r for @m {
   clip = #dp.clip<flat, max_norm = 1.0>, noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
   sampling = #dp.poisson<rate = 0.01, physical_batch = 4>, optimizer = #dp.sgd<lr = 0.1>,
@@ -347,4 +347,22 @@ dp.recipe @r for @m {
   clip = #dp.clip<flat, max_norm = 1.0>, noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
   sampling = #dp.poisson<rate = 0.01, physical_batch = 4>, optimizer = #dp.sgd<lr = 0.1>, steps = 10,
   train = ["w["]
+}
+
+// -----
+
+// A warmup longer than the recipe's run.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<?x8xf32>, %y: tensor<?xi32>) -> tensor<?xf32> {
+    %h = dp.linear @w(%x) : tensor<?x8xf32> -> tensor<?x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<?x4xf32>, tensor<?xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+// expected-error @+1 {{schedule warms up over 20 steps, more than the recipe's 10: the learning rate would never reach its peak}}
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>, noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>, optimizer = #dp.sgd<lr = 0.1>,
+  schedule = #dp.schedule<warmup = 20, decay = cosine>, steps = 10
 }

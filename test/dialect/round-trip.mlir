@@ -73,9 +73,10 @@ dp.model @every_layer attributes {vocab = 32} {
 
 // CHECK-LABEL: dp.recipe @everything for @every_layer {
 // CHECK-NEXT:    clip = #dp.clip<per_layer, max_norm = 0.5>,
-// CHECK-NEXT:    noise = #dp.target<epsilon = 3.0, delta = 1.0e-06, generator = secure>,
+// CHECK-NEXT:    noise = #dp.target<epsilon = 3.0, delta = 1.0e-06, generator = secure, accountant = rdp>,
 // CHECK-NEXT:    sampling = #dp.poisson<rate = 0.015625, physical_batch = 4>,
 // CHECK-NEXT:    optimizer = #dp.adamw<lr = 0.0003, beta1 = 0.8, beta2 = 0.95, eps = 1.0e-06, weight_decay = 0.1>,
+// CHECK-NEXT:    schedule = #dp.schedule<warmup = 10, decay = cosine, min_lr_ratio = 0.1>,
 // CHECK-NEXT:    steps = 100,
 // CHECK-NEXT:    precision = #dp.precision<compute = f32, master = f64>,
 // CHECK-NEXT:    shard = #dp.fsdp<unit = layer, reshard_after_forward = false, prefetch = 2>,
@@ -84,9 +85,10 @@ dp.model @every_layer attributes {vocab = 32} {
 // CHECK-NEXT:  }
 dp.recipe @everything for @every_layer {
   clip = #dp.clip<per_layer, max_norm = 0.5>,
-  noise = #dp.target<epsilon = 3, delta = 1.0e-6, generator = secure>,
+  noise = #dp.target<epsilon = 3, delta = 1.0e-6, generator = secure, accountant = rdp>,
   sampling = #dp.poisson<rate = 0.015625, physical_batch = 4>,
   optimizer = #dp.adamw<lr = 3.0e-4, beta1 = 0.8, beta2 = 0.95, eps = 1.0e-6, weight_decay = 0.1>,
+  schedule = #dp.schedule<warmup = 10, decay = cosine, min_lr_ratio = 0.1>,
   steps = 100,
   precision = #dp.precision<compute = f32, master = f64>,
   shard = #dp.fsdp<unit = layer, reshard_after_forward = false, prefetch = 2>,
@@ -106,33 +108,39 @@ dp.recipe @no_dp for @every_layer {
   steps = 5
 }
 
-// Defaults are elided: sigma with the fast generator, momentum 0.9, block units.
+// Defaults are elided: sigma with the fast generator and the PLD accountant,
+// momentum 0.9, a constant schedule, block units.
 // CHECK-LABEL: dp.recipe @defaults for @every_layer {
 // CHECK-NEXT:    clip = #dp.clip<automatic, max_norm = 1.0>,
 // CHECK-NEXT:    noise = #dp.noise<sigma = 0.8, delta = 1.0e-05>,
 // CHECK-NEXT:    sampling = #dp.shuffle<batch = 64, physical_batch = 4>,
 // CHECK-NEXT:    optimizer = #dp.momentum<lr = 0.1, nesterov = true>,
+// CHECK-NEXT:    schedule = #dp.schedule<>,
 // CHECK-NEXT:    steps = 5,
 // CHECK-NEXT:    shard = #dp.fsdp
 // CHECK-NEXT:  }
 dp.recipe @defaults for @every_layer {
   clip = #dp.clip<automatic, max_norm = 1.0, gamma = 0.01>,
-  noise = #dp.noise<sigma = 0.8, delta = 1.0e-5, generator = fast>,
+  noise = #dp.noise<sigma = 0.8, delta = 1.0e-5, generator = fast, accountant = pld>,
   sampling = #dp.shuffle<batch = 64, physical_batch = 4>,
   optimizer = #dp.momentum<lr = 0.1, momentum = 0.9, nesterov = true>,
+  schedule = #dp.schedule<warmup = 0, decay = constant, min_lr_ratio = 0.0>,
   steps = 5,
   shard = #dp.fsdp<unit = block, reshard_after_forward = true, prefetch = 1>
 }
 
 // CHECK-LABEL: dp.recipe @sgd for @every_layer {
 // CHECK:         clip = #dp.clip<flat, max_norm = 2.0>,
-// CHECK:         sampling = #dp.poisson<expected_batch = 128, physical_batch = 4>,
+// CHECK-NEXT:    noise = #dp.noise<sigma = 0.0, delta = 1.0e-05, accountant = rdp>,
+// CHECK-NEXT:    sampling = #dp.poisson<expected_batch = 128, physical_batch = 4>,
 // CHECK:         optimizer = #dp.sgd<lr = 1.0, weight_decay = 0.5>,
+// CHECK-NEXT:    schedule = #dp.schedule<warmup = 1>,
 dp.recipe @sgd for @every_layer {
   clip = #dp.clip<flat, max_norm = 2>,
-  noise = #dp.noise<sigma = 0.0, delta = 1.0e-5>,
+  noise = #dp.noise<sigma = 0.0, delta = 1.0e-5, accountant = rdp>,
   sampling = #dp.poisson<expected_batch = 128, physical_batch = 4>,
   optimizer = #dp.sgd<lr = 1, weight_decay = 0.5>,
+  schedule = #dp.schedule<warmup = 1>,
   steps = 1
 }
 

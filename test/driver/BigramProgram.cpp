@@ -116,7 +116,7 @@ void dp_apply(Rank *rank) {
   char *a = arena(rank);
   add_noise_range(rank, kCompute, a + kGrad, kShard, 0, kNumel, 0);
   momentum_update_range(rank, kCompute, a + kMaster, a + kVelocity, a + kGrad,
-                        kShard, 0, kNumel, kLr, kMomentum, false, 0.0);
+                        kShard, 0, kNumel, kMomentum, false);
   zero(rank, a + kGrad, kShard * kElem);
 }
 

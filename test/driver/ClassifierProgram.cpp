@@ -212,13 +212,11 @@ void dp_apply(Rank *rank) {
   char *a = arena(rank);
   add_noise_range(rank, kCompute, a + kGradW, kShardW, 0, kNumelW, 0);
   adamw_update_range(rank, kCompute, a + kMasterW, a + kAdamMW, a + kAdamVW,
-                     a + kGradW, kShardW, 0, kNumelW, kLr, kBeta1, kBeta2, kEps,
-                     0.0);
+                     a + kGradW, kShardW, 0, kNumelW, kBeta1, kBeta2, kEps);
   zero(rank, a + kGradW, kShardW * kElem);
   add_noise_range(rank, kCompute, a + kGradB, kShardB, 0, kNumelB, kNumelW);
   adamw_update_range(rank, kCompute, a + kMasterB, a + kAdamMB, a + kAdamVB,
-                     a + kGradB, kShardB, 0, kNumelB, kLr, kBeta1, kBeta2, kEps,
-                     0.0);
+                     a + kGradB, kShardB, 0, kNumelB, kBeta1, kBeta2, kEps);
   zero(rank, a + kGradB, kShardB * kElem);
   poisonWeightIfAsked(rank, a);
 }

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <sys/wait.h>
@@ -31,6 +32,65 @@ void writeFile(const std::string &path, const std::string &content) {
   out << content;
   if (!out)
     throw std::runtime_error("cannot write " + path);
+}
+
+void writeTokenFile(
+    const std::string &path, const std::vector<TokenRecordData> &records,
+    int64_t vocab, int64_t eos,
+    const std::vector<std::pair<std::string, std::string>> &metadata) {
+  std::vector<int64_t> offsets{0};
+  std::vector<uint32_t> ids;
+  std::vector<uint8_t> mask;
+  for (const TokenRecordData &r : records) {
+    if (r.ids.size() != r.mask.size())
+      throw std::runtime_error("a token record's ids and mask differ");
+    ids.insert(ids.end(), r.ids.begin(), r.ids.end());
+    mask.insert(mask.end(), r.mask.begin(), r.mask.end());
+    offsets.push_back(static_cast<int64_t>(ids.size()));
+  }
+  int64_t lossTokens = 0;
+  for (uint8_t m : mask)
+    lossTokens += m;
+  std::map<std::string, std::string> meta{
+      {"format", "dpc-tokens"},
+      {"format_version", "1"},
+      {"vocab_size", std::to_string(vocab)},
+      {"eos_id", std::to_string(eos)},
+      {"records", std::to_string(records.size())},
+      {"tokens", std::to_string(ids.size())},
+      {"loss_tokens", std::to_string(lossTokens)},
+      {"users", "0"}};
+  for (const auto &[key, value] : metadata)
+    meta[key] = value;
+  // Each value is written between quotes as given: the caller escapes it.
+  std::ostringstream header;
+  header << "{\"__metadata__\": {";
+  bool first = true;
+  for (const auto &[key, value] : meta) {
+    header << (first ? "" : ", ") << "\"" << key << "\": \"" << value << "\"";
+    first = false;
+  }
+  header << "}";
+  const uint64_t offsetsBytes = offsets.size() * 8, idsBytes = ids.size() * 4;
+  header << ", \"offsets\": {\"dtype\": \"I64\", \"shape\": [" << offsets.size()
+         << "], \"data_offsets\": [0, " << offsetsBytes
+         << "]}, \"tokens\": {\"dtype\": \"U32\", \"shape\": [" << ids.size()
+         << "], \"data_offsets\": [" << offsetsBytes << ", "
+         << offsetsBytes + idsBytes
+         << "]}, \"loss_mask\": {\"dtype\": \"U8\", \"shape\": [" << mask.size()
+         << "], \"data_offsets\": [" << offsetsBytes + idsBytes << ", "
+         << offsetsBytes + idsBytes + mask.size() << "]}}";
+  std::string json = header.str();
+  json.append((8 - json.size() % 8) % 8, ' ');
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i)
+    bytes[i] = static_cast<char>((uint64_t(json.size()) >> (8 * i)) & 0xff);
+  bytes += json;
+  // The host is little-endian (the reader refuses others as well).
+  bytes.append(reinterpret_cast<const char *>(offsets.data()), offsetsBytes);
+  bytes.append(reinterpret_cast<const char *>(ids.data()), idsBytes);
+  bytes.append(reinterpret_cast<const char *>(mask.data()), mask.size());
+  writeFile(path, bytes);
 }
 
 std::string readFile(const std::string &path) {

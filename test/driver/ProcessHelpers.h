@@ -3,6 +3,7 @@
 #ifndef DPC_TEST_DRIVER_PROCESSHELPERS_H
 #define DPC_TEST_DRIVER_PROCESSHELPERS_H
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,6 +40,21 @@ RunResult runProgram(const std::string &binary,
 
 void writeFile(const std::string &path, const std::string &content);
 std::string readFile(const std::string &path);
+
+/// One record of a token file: its ids and loss mask (equal lengths).
+struct TokenRecordData {
+  std::vector<uint32_t> ids;
+  std::vector<uint8_t> mask;
+};
+
+/// Writes a token file as docs/data.md lays it out (offsets, tokens,
+/// loss_mask, little-endian, the header padded to a multiple of 8), the
+/// way dpc-prepare writes one, without a tokenizer: for tests that need
+/// exact ids and masks. `metadata` adds or replaces header metadata.
+void writeTokenFile(
+    const std::string &path, const std::vector<TokenRecordData> &records,
+    int64_t vocab, int64_t eos,
+    const std::vector<std::pair<std::string, std::string>> &metadata = {});
 
 } // namespace dpctest
 

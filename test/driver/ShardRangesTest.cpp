@@ -75,6 +75,9 @@ StepState makeState() {
   s.noiseStd = 0.75;
   s.gradScale = 0.5;
   s.lrScale = 1.0;
+  s.lr = 0.1;
+  s.weightDecay = 0.01;
+  s.clipNorm = 1.0;
   s.noiseKey[0] = 11;
   s.noiseKey[1] = 22;
   s.initKey = 4242;
@@ -190,33 +193,28 @@ TEST(ShardRanges, OptimizerRangesEqualOneCallOnTheWholeRange) {
       {[&](Rank *rank, Grid &g, int r) {
          cpu::sgd_update_range(rank, DType::F64, g.shards[0][r].data(),
                                g.shards[1][r].data(), g.shardElems, begin,
-                               count, 0.1, 0.01);
+                               count);
        },
        [](Rank *rank, double *w, double *, double *, const double *grad,
-          int64_t n) {
-         cpu::sgd_update(rank, DType::F64, w, grad, n, 0.1, 0.01);
-       }},
+          int64_t n) { cpu::sgd_update(rank, DType::F64, w, grad, n); }},
       {[&](Rank *rank, Grid &g, int r) {
-         cpu::momentum_update_range(rank, DType::F64, g.shards[0][r].data(),
-                                    g.shards[2][r].data(),
-                                    g.shards[1][r].data(), g.shardElems, begin,
-                                    count, 0.1, 0.9, true, 0.0);
+         cpu::momentum_update_range(
+             rank, DType::F64, g.shards[0][r].data(), g.shards[2][r].data(),
+             g.shards[1][r].data(), g.shardElems, begin, count, 0.9, true);
        },
        [](Rank *rank, double *w, double *m, double *, const double *grad,
           int64_t n) {
-         cpu::momentum_update(rank, DType::F64, w, m, grad, n, 0.1, 0.9, true,
-                              0.0);
+         cpu::momentum_update(rank, DType::F64, w, m, grad, n, 0.9, true);
        }},
       {[&](Rank *rank, Grid &g, int r) {
          cpu::adamw_update_range(rank, DType::F64, g.shards[0][r].data(),
                                  g.shards[2][r].data(), g.shards[3][r].data(),
                                  g.shards[1][r].data(), g.shardElems, begin,
-                                 count, 1e-2, 0.9, 0.99, 1e-8, 0.1);
+                                 count, 0.9, 0.99, 1e-8);
        },
        [](Rank *rank, double *w, double *m, double *v, const double *grad,
           int64_t n) {
-         cpu::adamw_update(rank, DType::F64, w, m, v, grad, n, 1e-2, 0.9, 0.99,
-                           1e-8, 0.1);
+         cpu::adamw_update(rank, DType::F64, w, m, v, grad, n, 0.9, 0.99, 1e-8);
        }}};
   for (size_t o = 0; o < optimizers.size(); ++o) {
     Grid reference(1, state);

@@ -116,6 +116,8 @@ void openRank(dprt::Rank &rank, int device, int64_t arenaBytes) {
   rank.hostState.step = 1;
   rank.hostState.gradScale = 1.0;
   rank.hostState.lrScale = 1.0;
+  rank.hostState.lr = 0.1;
+  rank.hostState.clipNorm = 1.0;
   gpu::uploadStepState(&rank);
 }
 

@@ -1115,12 +1115,22 @@ void accChecks(Context &ctx) {
         ctx.compare("out", out, 1e-5);
       });
   }
-  for (ClipMode mode : {ClipMode::Flat, ClipMode::Automatic}) {
+  for (ClipMode mode :
+       {ClipMode::Flat, ClipMode::PerLayer, ClipMode::Automatic}) {
     int64_t batch = 64;
+    // The bound is the StepState's C (not 1, so that a kernel that ignores
+    // it fails) times the call's share of it (1/2 for per-layer).
+    const double share = mode == ClipMode::PerLayer ? 0.5 : 1.0;
     if (ctx.begin("clip_factors", dn,
                   dims({{"B", batch}}, false) +
-                      (mode == ClipMode::Flat ? " flat" : " automatic")))
+                      (mode == ClipMode::Flat       ? " flat C=1.5"
+                       : mode == ClipMode::PerLayer ? " per_layer C=1.5/2"
+                                                    : " automatic C=1.5")))
       ctx.guarded([&] {
+        dprt::StepState state{};
+        state.step = 1;
+        state.clipNorm = 1.5;
+        ctx.setStepState(state);
         Buffer n2(F32, batch), mask(F32, batch), c(F32, batch);
         n2.uniform(ctx.rng, 0, 4);
         n2.set(3, 0.0);
@@ -1132,9 +1142,9 @@ void accChecks(Context &ctx) {
         mask.upload();
         c.poison();
         cpu::clip_factors(ctx.cpu, F32, n2.h(), mask.h(), c.h(), batch, mode,
-                          1.0, 0.01, 1e-3);
+                          share, 0.01, 1e-3);
         gpu::clip_factors(ctx.gpu, F32, n2.d(), mask.d(), c.d(), batch, mode,
-                          1.0, 0.01, 1e-3);
+                          share, 0.01, 1e-3);
         ctx.compare("c", c, 1e-6);
       });
   }
@@ -1145,14 +1155,18 @@ void accChecks(Context &ctx) {
     state.step = 3;
     state.gradScale = 0.25;
     state.lrScale = 0.5;
+    // The run's learning rate and weight decay, read by the kernels from the
+    // StepState.
+    state.lr = 1e-2;
+    state.weightDecay = 0.01;
     if (ctx.begin("sgd_update", dn, shape))
       ctx.guarded([&] {
         ctx.setStepState(state);
         Buffer w(F32, n, mis), g(F32, n);
         w.randn(ctx.rng);
         g.randn(ctx.rng);
-        cpu::sgd_update(ctx.cpu, F32, w.h(), g.h(), n, 1e-2, 0.01);
-        gpu::sgd_update(ctx.gpu, F32, w.d(), g.d(), n, 1e-2, 0.01);
+        cpu::sgd_update(ctx.cpu, F32, w.h(), g.h(), n);
+        gpu::sgd_update(ctx.gpu, F32, w.d(), g.d(), n);
         ctx.compare("master", w, 1e-6);
       });
     for (bool nesterov : {false, true})
@@ -1164,10 +1178,10 @@ void accChecks(Context &ctx) {
           w.randn(ctx.rng);
           vel.randn(ctx.rng, 0.1);
           g.randn(ctx.rng);
-          cpu::momentum_update(ctx.cpu, F32, w.h(), vel.h(), g.h(), n, 1e-2,
-                               0.9, nesterov, 0.01);
-          gpu::momentum_update(ctx.gpu, F32, w.d(), vel.d(), g.d(), n, 1e-2,
-                               0.9, nesterov, 0.01);
+          cpu::momentum_update(ctx.cpu, F32, w.h(), vel.h(), g.h(), n, 0.9,
+                               nesterov);
+          gpu::momentum_update(ctx.gpu, F32, w.d(), vel.d(), g.d(), n, 0.9,
+                               nesterov);
           ctx.compare("master", w, 1e-6);
           ctx.compare("velocity", vel, 1e-6);
         });
@@ -1179,10 +1193,10 @@ void accChecks(Context &ctx) {
         m.randn(ctx.rng, 0.1);
         v.uniform(ctx.rng, 0, 0.01);
         g.randn(ctx.rng);
-        cpu::adamw_update(ctx.cpu, F32, w.h(), m.h(), v.h(), g.h(), n, 1e-2,
-                          0.9, 0.999, 1e-8, 0.01);
-        gpu::adamw_update(ctx.gpu, F32, w.d(), m.d(), v.d(), g.d(), n, 1e-2,
-                          0.9, 0.999, 1e-8, 0.01);
+        cpu::adamw_update(ctx.cpu, F32, w.h(), m.h(), v.h(), g.h(), n, 0.9,
+                          0.999, 1e-8);
+        gpu::adamw_update(ctx.gpu, F32, w.d(), m.d(), v.d(), g.d(), n, 0.9,
+                          0.999, 1e-8);
         ctx.compare("master", w, 1e-6);
         ctx.compare("m", m, 1e-6);
         ctx.compare("v", v, 1e-6);
@@ -1265,15 +1279,23 @@ constexpr int64_t kStepN = 4099;
 constexpr int64_t kSlotBytes = 32768;
 constexpr int64_t kMaster = 1 * kSlotBytes, kM = 2 * kSlotBytes,
                   kV = 3 * kSlotBytes, kGrad = 4 * kSlotBytes,
-                  kCopy = 5 * kSlotBytes, kSum = 6 * kSlotBytes;
+                  kCopy = 5 * kSlotBytes, kSum = 6 * kSlotBytes,
+                  kN2 = 7 * kSlotBytes, kMask = 8 * kSlotBytes,
+                  kClip = 9 * kSlotBytes;
+/// Samples of the captured clip factors.
+constexpr int64_t kClipBatch = 64;
 
-/// AdamW on the compute stream, a copy of the new master on the
-/// communication stream (all_gather of one rank), and a sum of the copies
-/// back on the compute stream, ordered by events.
+/// Clip factors and AdamW on the compute stream, a copy of the new master
+/// on the communication stream (all_gather of one rank), and a sum of the
+/// copies back on the compute stream, ordered by events. The clipping bound,
+/// the learning rate and the weight decay come from the StepState, so each
+/// replay must follow the values of its call.
 void capturedStep(dprt::Rank *r) {
   char *a = dprt::arena(r);
-  gpu::adamw_update(r, F32, a + kMaster, a + kM, a + kV, a + kGrad, kStepN,
-                    1e-2, 0.9, 0.999, 1e-8, 0.01);
+  gpu::clip_factors(r, F32, a + kN2, a + kMask, a + kClip, kClipBatch,
+                    ClipMode::Flat, 1.0, 0.01, 1e-3);
+  gpu::adamw_update(r, F32, a + kMaster, a + kM, a + kV, a + kGrad, kStepN, 0.9,
+                    0.999, 1e-8);
   gpu::record_event(r, 0, 0);
   gpu::wait_event(r, 1, 0);
   gpu::all_gather(r, F32, a + kMaster, a + kCopy, kStepN, 1);
@@ -1285,7 +1307,8 @@ void capturedStep(dprt::Rank *r) {
 } // namespace
 
 void capturedStepCheck(Context &ctx) {
-  if (!ctx.begin("runCaptured", "f32", "adamw+events+copy, 4 calls"))
+  if (!ctx.begin("runCaptured", "f32",
+                 "clip+adamw+events+copy, 4 calls, C/lr/wd per call"))
     return;
   ctx.guarded([&] {
     std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -1301,6 +1324,11 @@ void capturedStepCheck(Context &ctx) {
     gpu::copyToArena(ctx.gpu, kM, m.data(), int64_t(bytes));
     gpu::copyToArena(ctx.gpu, kV, v.data(), int64_t(bytes));
     gpu::copyToArena(ctx.gpu, kSum, sum.data(), int64_t(bytes));
+    std::vector<float> n2(kClipBatch), mask(kClipBatch, 1.0f), clip(kClipBatch);
+    for (int64_t b = 0; b < kClipBatch; ++b)
+      n2[b] = 4.0f * std::fabs(normal(ctx.rng));
+    gpu::copyToArena(ctx.gpu, kN2, n2.data(), kClipBatch * 4);
+    gpu::copyToArena(ctx.gpu, kMask, mask.data(), kClipBatch * 4);
     // Call 1 runs un-captured, call 2 captures and launches, calls 3 and 4
     // replay with a new StepState and new gradients.
     for (int call = 1; call <= 4; ++call) {
@@ -1308,19 +1336,25 @@ void capturedStepCheck(Context &ctx) {
       state.step = call;
       state.gradScale = 1.0 / double(call + 1);
       state.lrScale = 1.0 - 0.1 * call;
+      state.lr = 1e-2 * call;
+      state.weightDecay = 0.01 * (call % 2);
+      state.clipNorm = 0.5 * call;
       ctx.setStepState(state);
       for (int64_t i = 0; i < kStepN; ++i)
         grad[i] = normal(ctx.rng);
       gpu::copyToArena(ctx.gpu, kGrad, grad.data(), int64_t(bytes));
       gpu::runCaptured(ctx.gpu, 7, capturedStep);
+      cpu::clip_factors(ctx.cpu, F32, n2.data(), mask.data(), clip.data(),
+                        kClipBatch, ClipMode::Flat, 1.0, 0.01, 1e-3);
       cpu::adamw_update(ctx.cpu, F32, master.data(), m.data(), v.data(),
-                        grad.data(), kStepN, 1e-2, 0.9, 0.999, 1e-8, 0.01);
+                        grad.data(), kStepN, 0.9, 0.999, 1e-8);
       for (int64_t i = 0; i < kStepN; ++i)
         sum[i] += master[i];
-      std::vector<float> got(kStepN);
       auto check = [&](const char *name, int64_t offset,
                        const std::vector<float> &want, double tolerance) {
-        gpu::copyFromArena(ctx.gpu, got.data(), offset, int64_t(bytes));
+        std::vector<float> got(want.size());
+        gpu::copyFromArena(ctx.gpu, got.data(), offset,
+                           int64_t(want.size() * sizeof(float)));
         Row row = compareValues(std::vector<double>(got.begin(), got.end()),
                                 std::vector<double>(want.begin(), want.end()),
                                 tolerance);
@@ -1333,6 +1367,7 @@ void capturedStepCheck(Context &ctx) {
       check("master", kMaster, master, 1e-6);
       check("v", kV, v, 1e-6);
       check("sum", kSum, sum, 1e-6);
+      check("clip", kClip, clip, 1e-6);
     }
   });
 }

@@ -356,12 +356,13 @@ void lossAndParameterTimings(Context &ctx) {
     state.step = 10;
     state.gradScale = 1.0 / 256;
     state.lrScale = 1.0;
+    state.lr = 1e-4;
     ctx.setStepState(state);
     DeviceBuffer w(F32, n, ++seed), m(F32, n, ++seed, -0.1, 0.1),
         v(F32, n, ++seed, 0.0, 0.01), g(F32, n, ++seed);
     timeKernel(ctx, "adamw_update", F32, "n=128M", 7.0 * 4 * n, false, [&] {
-      gpu::adamw_update(ctx.gpu, F32, w.p(), m.p(), v.p(), g.p(), n, 1e-4, 0.9,
-                        0.999, 1e-8, 0.0);
+      gpu::adamw_update(ctx.gpu, F32, w.p(), m.p(), v.p(), g.p(), n, 0.9, 0.999,
+                        1e-8);
     });
     DeviceBuffer half(BF16, n, ++seed);
     timeKernel(ctx, "cast.to_bf16", F32, "n=128M", 6.0 * n, false,

@@ -69,7 +69,9 @@ dp.recipe @r for @m {
 // (positions 0 to 144 of unit fc1), fc2.w; never @fixed.
 // CHECK-LABEL: dprt.func @dp_apply
 // CHECK:      "add_noise_range"(%{{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 192, 0, 144, 0]}
-// CHECK:      "adamw_update_range"({{.*}}192, 0, 144, 1.000000e-02, 9.000000e-01, 0.99899999999999999, 1.000000e-08, 1.000000e-01]}
+// The learning rate and the weight decay come from the StepState: only
+// the betas and eps are compiled in.
+// CHECK:      "adamw_update_range"({{.*}}192, 0, 144, 9.000000e-01, 0.99899999999999999, 1.000000e-08]}
 // CHECK:      "add_noise_range"(%{{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 64, 0, 16, 208]}
 // CHECK-NOT:  144]}
 
@@ -83,6 +85,8 @@ dp.recipe @r for @m {
 // CHECK: "describe_loss"() {args = [#dprt.reduction<Mean>]}
 // CHECK: "describe_recipe"() {args = [#dprt.clip_mode<Flat>, 1.000000e+00, 1.000000e-02, false, 1.500000e+00, 0.000000e+00, 1.000000e-05, #dprt.noise_generator<Philox>, #dprt.sampling<Poisson>, 20, 0.000000e+00, 0, 10, 3]}
 // CHECK: "describe_optimizer"() {args = [#dprt.optimizer<AdamW>, 1.000000e-02
+// CHECK: "describe_schedule"() {args = [0, "constant", 0.000000e+00]}
+// CHECK: "describe_accountant"() {args = ["pld"]}
 // CHECK: "describe_input"({{.*}}) {args = ["input0", #dprt.input_role<Features>, 0 : index, 8, 0, 0]}
 // CHECK: "describe_input"({{.*}}) {args = ["input1", #dprt.input_role<Label>, 0 : index, 0, 0, 0]}
 // A frozen unit: its parameter shard is its "master"; no gradient, no state.

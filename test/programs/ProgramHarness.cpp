@@ -568,15 +568,26 @@ Tensors readUnitStates(const std::string &checkpoint) {
   if (manifest.at("format_version").number != 2)
     fail(checkpoint + ": not a sharded checkpoint (format version 2)");
   Tensors states;
-  for (const Json &unit : manifest.at("units").items)
-    for (const Json &state : manifest.at("states").items)
-      states[unit.at("name").text + "." + state.text] =
+  // A unit with "frozen": true holds its values ("master") and no other
+  // state.
+  std::map<std::string, size_t> statesOf;
+  for (const Json &unit : manifest.at("units").items) {
+    bool frozen = false;
+    for (const auto &[k, v] : unit.fields)
+      frozen |= k == "frozen" && v.kind == Json::Bool && v.boolean;
+    statesOf[unit.at("name").text] =
+        frozen ? 1 : manifest.at("states").items.size();
+    for (size_t s = 0; s < statesOf[unit.at("name").text]; ++s)
+      states[unit.at("name").text + "." +
+             manifest.at("states").items[s].text] =
           Vec(size_t(unit.at("numel").number), std::nan(""));
+  }
   for (const Json &shard : manifest.at("shards").items) {
     const Tensors file =
         readSafetensors(checkpoint + "/" + shard.at("file").text);
     for (const auto &[unit, range] : shard.at("ranges").fields)
-      for (const Json &state : manifest.at("states").items) {
+      for (size_t s = 0; s < statesOf.at(unit); ++s) {
+        const Json &state = manifest.at("states").items[s];
         const std::string name = unit + "." + state.text;
         auto part = file.find(name);
         const size_t begin = size_t(range.items.at(0).number);
@@ -611,17 +622,22 @@ Tensors readCheckpointParams(const std::string &checkpoint) {
   return params;
 }
 
-std::vector<double> metricLosses(const std::string &path) {
+std::vector<double> metricValues(const std::string &path,
+                                 const std::string &key) {
   std::istringstream lines(dpctest::readFile(path));
-  std::vector<double> losses;
+  std::vector<double> values;
   std::string line;
   while (std::getline(lines, line)) {
     if (line.empty())
       continue;
-    const Json &loss = parseJson(line).at("loss");
-    losses.push_back(loss.kind == Json::Number ? loss.number : std::nan(""));
+    const Json &value = parseJson(line).at(key);
+    values.push_back(value.kind == Json::Number ? value.number : std::nan(""));
   }
-  return losses;
+  return values;
+}
+
+std::vector<double> metricLosses(const std::string &path) {
+  return metricValues(path, "loss");
 }
 
 //===----------------------------------------------------------------------===//

@@ -151,6 +151,9 @@ Tensors readCheckpointParams(const std::string &checkpoint);
 
 /// The "loss" of each line of a --metrics file (NaN for null).
 std::vector<double> metricLosses(const std::string &path);
+/// The number `key` of each line of a --metrics file (NaN for null).
+std::vector<double> metricValues(const std::string &path,
+                                 const std::string &key);
 
 //===----------------------------------------------------------------------===//
 // The reference models of models/*.mlir

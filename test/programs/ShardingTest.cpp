@@ -161,7 +161,7 @@ protected:
       runProgram(id,
                  {"--data", data, "--steps", std::to_string(kSteps), "--seed",
                   std::to_string(seed), "--sigma", sigmaText, "--save", save});
-      return readSafetensors(latestCheckpoint(save) + "/params.safetensors");
+      return readCheckpointParams(latestCheckpoint(save));
     };
     const Tensors reference = train(one);
     for (int ranks : c.ranks) {
@@ -240,10 +240,8 @@ TEST(HybridProcesses, FourProcessesTrainTheBitsOfFourThreads) {
     return all;
   }());
   ASSERT_EQ(r.status, 0) << r.err;
-  const Tensors a = readSafetensors(latestCheckpoint(dir / "threads") +
-                                    "/params.safetensors");
-  const Tensors b = readSafetensors(latestCheckpoint(dir / "processes") +
-                                    "/params.safetensors");
+  const Tensors a = readCheckpointParams(latestCheckpoint(dir / "threads"));
+  const Tensors b = readCheckpointParams(latestCheckpoint(dir / "processes"));
   ASSERT_EQ(a.size(), b.size());
   size_t differing = 0, total = 0;
   for (const auto &[name, values] : a) {

@@ -536,7 +536,78 @@ def prepare(args):
     progress.done(summary)
 
 
+# --- Encoding and decoding for the training program ----------------------
+
+
+def parse_codec_args(argv):
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Encodes a prompt or decodes generated ids with a "
+        "model's tokenizer, for the training program's --generate "
+        "(docs/training-program.md).")
+    parser.add_argument("--tokenizer", required=True, metavar="DIR",
+                        help="model folder with tokenizer.json")
+    parser.add_argument("--eos", metavar="TOKEN",
+                        help="end-of-text token (default: tokenizer_config."
+                        "json's eos_token)")
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--encode", metavar="FILE",
+                      help="print {\"ids\": [...], \"eos_id\": E}: FILE's "
+                      "UTF-8 text encoded as a text record's start (with "
+                      "the tokenizer's special tokens, without the "
+                      "end-of-text token)")
+    mode.add_argument("--decode", metavar="FILE",
+                      help="for each line of FILE, a JSON list of ids, print "
+                      "the text as a JSON string (special tokens skipped)")
+    return parser.parse_args(argv)
+
+
+def codec(args):
+    tokenizer = ModelTokenizer(args.tokenizer, args.eos)
+    if args.encode is not None:
+        try:
+            with open(args.encode, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise InputError(f"{args.encode}: cannot read: {e.strerror}") \
+                from None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InputError(f"{args.encode}: not UTF-8 (byte offset "
+                             f"{e.start})") from None
+        ids = tokenizer.encode([text], True)[0] if text else []
+        print(json.dumps({"ids": ids, "eos_id": tokenizer.eos_id}))
+        return
+    try:
+        f = open(args.decode, "rb")
+    except OSError as e:
+        raise InputError(f"{args.decode}: cannot read: {e.strerror}") \
+            from None
+    with f:
+        for number, line in enumerate(f, 1):
+            try:
+                ids = json.loads(line)
+            except ValueError as e:
+                raise InputError(f"{args.decode}:{number}: not JSON: {e}") \
+                    from None
+            if not isinstance(ids, list) or not all(
+                    isinstance(i, int) and i >= 0 for i in ids):
+                raise InputError(f"{args.decode}:{number}: not a list of "
+                                 "token ids")
+            text = tokenizer.tokenizer.decode(ids, skip_special_tokens=True)
+            print(json.dumps(text))
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if "--encode" in argv or "--decode" in argv:
+        try:
+            codec(parse_codec_args(argv))
+        except InputError as e:
+            print(f"{PROG}: error: {e}", file=sys.stderr)
+            return 2
+        return 0
     args = parse_args(argv)
     try:
         prepare(args)

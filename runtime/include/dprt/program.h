@@ -58,6 +58,36 @@ inline const char *nameOf(InputRole role) {
   return "unknown";
 }
 
+/// How the learning rate decays after its warmup (RecipeSpec::decay; the
+/// names are those of the recipe's `#dp.schedule` and of --decay).
+enum class LrDecay : int32_t {
+  Constant = 0, ///< no decay
+  Linear = 1,   ///< linearly to min_lr_ratio at the last step
+  Cosine = 2,   ///< half a cosine period to min_lr_ratio at the last step
+};
+
+inline const char *nameOf(LrDecay decay) {
+  switch (decay) {
+  case LrDecay::Constant:
+    return "constant";
+  case LrDecay::Linear:
+    return "linear";
+  case LrDecay::Cosine:
+    return "cosine";
+  }
+  return "unknown";
+}
+
+/// The decay called `name`; false for an unknown name.
+inline bool parseLrDecay(const std::string &name, LrDecay &decay) {
+  for (LrDecay d : {LrDecay::Constant, LrDecay::Linear, LrDecay::Cosine})
+    if (name == nameOf(d)) {
+      decay = d;
+      return true;
+    }
+  return false;
+}
+
 struct InputSpec {
   std::string name;
   InputRole role;
@@ -130,6 +160,15 @@ struct RecipeSpec {
   /// Whether the program adds noise at all; without, no run of it is
   /// differentially private, whatever the command line says.
   bool addsNoise() const { return generator != NoiseGeneratorKind::None; }
+
+  /// The learning-rate schedule (describe_schedule): linear warmup over the
+  /// first `warmup` steps, then `decay` down to minLrRatio * lr.
+  int64_t warmup = 0;
+  LrDecay decay = LrDecay::Constant;
+  double minLrRatio = 0.0;
+  /// The accountant the recipe names ("pld" or "rdp"; describe_accountant),
+  /// empty when the program does not say: the driver's default then.
+  std::string accountant;
 };
 
 struct ProgramSpec {
@@ -159,7 +198,8 @@ struct ProgramSpec {
 };
 
 // Called by the emitted dp_describe, in this order: program, grid (2-D
-// grids only), loss, recipe, inputs, units, params.
+// grids only), loss, recipe (describe_recipe, describe_optimizer,
+// describe_schedule, describe_accountant), inputs, units, params.
 void describe_program(ProgramSpec *spec, const char *model, const char *backend,
                       int32_t ranks, int64_t arenaBytes, int64_t stateOffset,
                       DType compute, int64_t physicalBatch, int64_t tokens,
@@ -180,6 +220,12 @@ void describe_recipe(ProgramSpec *spec, ClipMode clip, double maxNorm,
 void describe_optimizer(ProgramSpec *spec, OptimizerKind kind, double lr,
                         double momentum, bool nesterov, double beta1,
                         double beta2, double eps, double weightDecay);
+/// The learning-rate schedule: decay is "constant", "linear" or "cosine".
+/// A program that does not call it trains at a constant learning rate.
+void describe_schedule(ProgramSpec *spec, int64_t warmup, const char *decay,
+                       double minLrRatio);
+/// The accountant of the recipe: "pld" or "rdp".
+void describe_accountant(ProgramSpec *spec, const char *accountant);
 /// dims: up to three per-sample dimensions; unused ones are 0.
 void describe_input(ProgramSpec *spec, const char *name, InputRole role,
                     int64_t offset, int64_t dim0, int64_t dim1, int64_t dim2);

@@ -18,10 +18,12 @@ namespace dprt {
 
 class Communicator;
 
-/// Scalars that change from step to step. They live in the arena (device
-/// memory on the GPU) at `Rank::stateOffset`, so that kernels read them at run
-/// time and a captured CUDA graph stays valid across steps. The driver writes
-/// them before each micro-step and each optimizer step.
+/// Scalars that change from step to step, and the run's hyperparameters
+/// (learning rate, weight decay, clipping bound), which the command line
+/// sets without recompiling. They live in the arena (device memory on the
+/// GPU) at `Rank::stateOffset`, so that kernels read them at run time and a
+/// captured CUDA graph stays valid across steps. The driver writes them
+/// before each micro-step and each optimizer step.
 ///
 /// Keys of the random kernels (dprt/rng.h), identical on every backend and
 /// derived only through dprt/keys.h:
@@ -44,8 +46,19 @@ struct StepState {
   double noiseStd;
   /// Multiplies the noised gradient sum before the update: 1 / B_expected.
   double gradScale;
-  /// Multiplies the recipe's learning rate (schedules; 1 by default).
+  /// Multiplies the learning rate: the schedule's factor at this step
+  /// (warmup, then decay; 1 without a schedule).
   double lrScale;
+  /// The learning rate of the run (--lr, else the recipe's): the optimizer
+  /// steps by lr * lrScale.
+  double lr;
+  /// Decoupled weight decay of the run (--weight-decay, else the recipe's):
+  /// master -= lr * lrScale * weightDecay * master.
+  double weightDecay;
+  /// The clipping bound C of the run (--clip, else the recipe's):
+  /// clip_factors clips to clipNorm times its compiled share of C (1, or
+  /// 1 / sqrt(L) per layer), and noiseStd = sigma * clipNorm.
+  double clipNorm;
   /// Key of the noise generator (Philox uses key[0]; ChaCha20 all four).
   uint64_t noiseKey[4];
   /// Key of the parameter initializer (Philox, key[0]).
@@ -53,6 +66,11 @@ struct StepState {
   int32_t noiseGenerator; ///< a NoiseGeneratorKind
   int32_t pad;
 };
+
+// The compiler reserves 256 bytes of the arena for the StepState
+// (kStepStateBytes in passes/LowerToRuntime/LowerToRuntime.cpp).
+static_assert(sizeof(StepState) <= 256,
+              "the StepState outgrew the arena space the compiler reserves");
 
 /// Backend-specific state (streams, BLAS handles, events); opaque here.
 struct BackendState;

@@ -144,6 +144,22 @@ dp.recipe @flat_adamw for @tinylm {
   grid = @ranks
 }
 
+// flat_adamw with other run-time hyperparameters and a schedule compiled
+// in: HyperparameterTest runs flat_adamw with the same values as flags
+// (--lr, --weight-decay, --clip, --expected-batch, --sigma, --warmup,
+// --decay, --min-lr-ratio) and expects the same bits.
+dp.recipe @flat_adamw_tuned for @tinylm {
+  clip = #dp.clip<flat, max_norm = 0.75>,
+  noise = #dp.noise<sigma = 0.5, delta = 1.0e-5>,
+  sampling = #dp.poisson<expected_batch = 10, physical_batch = 4>,
+  optimizer = #dp.adamw<lr = 0.02, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-8, weight_decay = 0.05>,
+  schedule = #dp.schedule<warmup = 2, decay = cosine, min_lr_ratio = 0.25>,
+  steps = 4,
+  precision = #dp.precision<compute = f64, master = f64>,
+  shard = #dp.fsdp<unit = block>,
+  grid = @ranks
+}
+
 // Expected batch 1: about a third of the steps have an empty logical batch
 // (the noise-only tests).
 dp.recipe @sparse_sgd for @tinylm {

@@ -51,7 +51,13 @@ TEST(ClipFactors, MatchFormulaForEveryModeWithMaskAndRelErr) {
     SCOPED_TRACE("mode " + std::to_string(int(mode)));
     forEachCaseAndDType(12, [&](Rng &rng, DType dt) {
       int64_t batch = uniformInt(rng, 1, 40);
-      double maxNorm = uniformScalar(rng, 0.1, 5);
+      // The run's C comes from the StepState; the call gives the factor's
+      // share of it (1 / sqrt(L) for per-layer clipping of L parameters).
+      double clipNorm = uniformScalar(rng, 0.1, 5);
+      double share = mode == ClipMode::PerLayer
+                         ? 1 / std::sqrt(double(uniformInt(rng, 1, 9)))
+                         : 1.0;
+      double maxNorm = clipNorm * share;
       double gamma = 0.01;
       double relErr = uniformInt(rng, 0, 1) ? 0.0 : 1e-3;
       // Norms from far below to far above the bound (log-uniform).
@@ -64,8 +70,9 @@ TEST(ClipFactors, MatchFormulaForEveryModeWithMaskAndRelErr) {
       DType acc = accOf(dt);
       Buffer n2(acc, n2v), mask(acc, maskv), c(acc, batch);
       TestRank r;
+      r.state().clipNorm = clipNorm;
       cpu::clip_factors(r.get(), acc, n2.data(), mask.data(), c.data(), batch,
-                        mode, maxNorm, gamma, relErr);
+                        mode, share, gamma, relErr);
       Vec want(batch);
       for (int64_t b = 0; b < batch; ++b)
         want[b] = maskv[b] *
@@ -88,6 +95,25 @@ TEST(ClipFactors, NaNNormOrZeroMaskGivesZero) {
     cpu::clip_factors(r.get(), acc, n2.data(), mask.data(), c.data(), 4,
                       ClipMode::Flat, 1.0, 0.01, 0.0);
     EXPECT_EQ(c.values(), (Vec{0, 0, 0, 1}));
+  }
+}
+
+TEST(ClipFactors, FollowTheRunsBoundFromTheStepState) {
+  // The same call clips to whatever C the driver wrote: a norm of 3 is
+  // scaled to C = 1 and C = 2 but left whole at C = 4, and a per-layer share
+  // of 1/2 halves each bound.
+  for (DType acc : {DType::F64, DType::F32}) {
+    Buffer n2(acc, Vec{9.0}), mask(acc, Vec{1.0}), c(acc, 1);
+    TestRank r;
+    for (double clipNorm : {1.0, 2.0, 4.0})
+      for (double share : {1.0, 0.5}) {
+        r.state().clipNorm = clipNorm;
+        cpu::clip_factors(r.get(), acc, n2.data(), mask.data(), c.data(), 1,
+                          ClipMode::Flat, share, 0.01, 0.0);
+        const double bound = clipNorm * share;
+        EXPECT_NEAR(c.get(0), std::min(1.0, bound / (3.0 + 1e-6)), 1e-7)
+            << "C = " << clipNorm << ", share " << share;
+      }
   }
 }
 

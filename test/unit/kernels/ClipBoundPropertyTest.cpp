@@ -143,10 +143,13 @@ TEST(ClipBound, EveryClippedPerSampleGradientHasNormAtMostC) {
       model.push_back(
           randomGroup(rng, dt, batch, tokens, scale, groupN2.back()));
     }
+    // The run's C in the StepState, and each factor's share of it as the
+    // compiler passes it (dp.clip_factor's bound over the recipe's C).
+    r.state().clipNorm = maxNorm;
     auto clip = [&](Buffer &n2, double bound) {
       Buffer c(acc, batch);
       cpu::clip_factors(r.get(), acc, n2.data(), mask.data(), c.data(), batch,
-                        mode, bound, 0.01, relErr);
+                        mode, bound / maxNorm, 0.01, relErr);
       return c.values();
     };
     auto clippedNorm2 = [&](const std::vector<Param> &group, int64_t b,

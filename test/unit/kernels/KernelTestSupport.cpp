@@ -328,6 +328,8 @@ TestRank::TestRank() : arena_(2 * dprt::kArenaAlignment) {
   state().step = 1;
   state().gradScale = 1.0;
   state().lrScale = 1.0;
+  state().lr = 0.1;
+  state().clipNorm = 1.0;
 }
 
 dprt::StepState &TestRank::state() {

@@ -57,27 +57,31 @@ public:
 
   /// The optimizer on every master, then the compute copies refreshed and
   /// the gradients zeroed (what dp_apply does, noise off).
-  void apply(dprt::Rank *rank, const ref::Recipe &r) {
+  void apply(TestRank &rank, const ref::Recipe &r) {
+    // The learning rate and the weight decay reach the kernels through the
+    // StepState, as the driver writes them.
+    rank.state().lr = r.lr;
+    rank.state().weightDecay = r.weightDecay;
     for (auto &[name, s] : params_) {
       int64_t n = s.w->size();
       switch (r.optimizer) {
       case dprt::OptimizerKind::SGD:
-        cpu::sgd_update(rank, accOf(dt_), s.master->data(), s.grad->data(), n,
-                        r.lr, r.weightDecay);
+        cpu::sgd_update(rank.get(), accOf(dt_), s.master->data(),
+                        s.grad->data(), n);
         break;
       case dprt::OptimizerKind::Momentum:
-        cpu::momentum_update(rank, accOf(dt_), s.master->data(), s.m->data(),
-                             s.grad->data(), n, r.lr, r.momentum, r.nesterov,
-                             r.weightDecay);
+        cpu::momentum_update(rank.get(), accOf(dt_), s.master->data(),
+                             s.m->data(), s.grad->data(), n, r.momentum,
+                             r.nesterov);
         break;
       case dprt::OptimizerKind::AdamW:
-        cpu::adamw_update(rank, accOf(dt_), s.master->data(), s.m->data(),
-                          s.v->data(), s.grad->data(), n, r.lr, r.beta1,
-                          r.beta2, r.eps, r.weightDecay);
+        cpu::adamw_update(rank.get(), accOf(dt_), s.master->data(), s.m->data(),
+                          s.v->data(), s.grad->data(), n, r.beta1, r.beta2,
+                          r.eps);
         break;
       }
-      cpu::cast(rank, accOf(dt_), s.master->data(), dt_, s.w->data(), n);
-      cpu::zero(rank, s.grad->data(), n * dprt::sizeOf(accOf(dt_)));
+      cpu::cast(rank.get(), accOf(dt_), s.master->data(), dt_, s.w->data(), n);
+      cpu::zero(rank.get(), s.grad->data(), n * dprt::sizeOf(accOf(dt_)));
     }
   }
 
@@ -268,8 +272,9 @@ KernelStep tinyLmStep(DType dt, const ref::TinyLmShape &s, KernelParams &p,
   }
   cpu::norm_embedding(r, dt, tok, val("dx0", R * W), n2.data(), B, T, W);
 
+  rank.state().clipNorm = recipe.maxNorm;
   cpu::clip_factors(r, acc, n2.data(), maskBuf.data(), c.data(), B, recipe.clip,
-                    recipe.maxNorm, recipe.gamma, 0.0);
+                    1.0, recipe.gamma, 0.0);
 
   // Each clipped weight gradient once.
   auto wgrad = [&](const std::string &param, const std::string &in,
@@ -350,8 +355,9 @@ KernelStep mlpStep(DType dt, int64_t features, int64_t hidden, int64_t classes,
   cpu::norm_rank1(r, dt, x.data(), val("dh", B * H), n2.data(), B, F, H);
   cpu::norm_bias(r, dt, val("dh", B * H), n2.data(), B, 1, H);
 
+  rank.state().clipNorm = recipe.maxNorm;
   cpu::clip_factors(r, acc, n2.data(), maskBuf.data(), c.data(), B, recipe.clip,
-                    recipe.maxNorm, recipe.gamma, 0.0);
+                    1.0, recipe.gamma, 0.0);
 
   std::vector<unsigned char> ws(
       dprt::weightGradWorkspaceBytes(dt, B, std::max(H, C)));
@@ -425,7 +431,7 @@ TEST(MlpStep, KernelsMatchNaivePerSampleReference) {
                              recipe, rank);
       Vec grads = allGradients(m, params);
       rank.state().gradScale = 1.0 / recipe.expectedBatch;
-      params.apply(rank.get(), recipe);
+      params.apply(rank, recipe);
       ref::StepResult want = m.dpStep(batch, mask, recipe);
       expectStepsAgree(k, grads, params, m, want, mask,
                        dt == DType::F64 ? 1e-10 : 1e-4, dt);
@@ -464,7 +470,7 @@ TEST(TinyLmStep, KernelsMatchNaivePerSampleReference) {
       KernelStep k = tinyLmStep(dt, s, params, batch, mask, recipe, rank);
       Vec grads = allGradients(m, params);
       rank.state().gradScale = 1.0 / recipe.expectedBatch;
-      params.apply(rank.get(), recipe);
+      params.apply(rank, recipe);
       ref::StepResult want = m.dpStep(batch, mask, recipe);
       // f32 runs a chain of some fifty kernels, hence 1e-4.
       expectStepsAgree(k, grads, params, m, want, mask,
@@ -505,7 +511,7 @@ TEST(TinyLmStep, DISABLED_DemoSizeTiming) {
     for (int i = 0; i < 3; ++i) {
       auto start = std::chrono::steady_clock::now();
       tinyLmStep(dt, s, params, batch, mask, recipe, rank);
-      params.apply(rank.get(), recipe);
+      params.apply(rank, recipe);
       best = std::min(best, std::chrono::duration<double>(
                                 std::chrono::steady_clock::now() - start)
                                 .count());

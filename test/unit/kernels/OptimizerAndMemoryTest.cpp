@@ -1,7 +1,9 @@
 //===- OptimizerAndMemoryTest.cpp - Optimizers, cast, fill, zero ----------===//
 //
-// Optimizers run several steps against the reference's, with gradScale,
-// lrScale and the step count taken from the StepState in the arena. cast is
+// Optimizers run several steps against the reference's, with the learning
+// rate, its schedule factor lrScale, the weight decay, gradScale and the step
+// count taken from the StepState in the arena (drawn anew at every step, as
+// a schedule or a resumed run with other flags changes them). cast is
 // checked bit for bit against an independent round-to-nearest-even.
 //
 //===----------------------------------------------------------------------===//
@@ -25,27 +27,34 @@ Vec scaled(Vec v, double s) {
   return v;
 }
 
-/// Draws the step's scalars into the rank's StepState.
-void randomStepState(Rng &rng, TestRank &r, int64_t step) {
+/// Draws the step's scalars into the rank's StepState: the learning rate
+/// around `lr`, the weight decay 0 or around `weightDecay`.
+void randomStepState(Rng &rng, TestRank &r, int64_t step, double lr,
+                     double weightDecay) {
   r.state().step = step;
   r.state().gradScale = uniformScalar(rng, 0.01, 1);
   r.state().lrScale = uniformScalar(rng, 0.1, 1);
+  r.state().lr = lr * uniformScalar(rng, 0.5, 2);
+  r.state().weightDecay =
+      uniformInt(rng, 0, 1) ? 0.0 : weightDecay * uniformScalar(rng, 0.5, 2);
 }
 
-TEST(SgdUpdate, MatchesReferenceWithGradScaleLrScaleAndDecay) {
+/// The step the reference takes: lr * lrScale.
+double stepLr(TestRank &r) { return r.state().lr * r.state().lrScale; }
+
+TEST(SgdUpdate, MatchesReferenceWithTheStepStatesLrAndDecay) {
   forEachCaseAndDType(12, [](Rng &rng, DType dt) {
     DType acc = accOf(dt);
     int64_t n = uniformInt(rng, 1, 200);
-    double lr = 0.1, wd = uniformInt(rng, 0, 1) ? 0.0 : 0.01;
     Buffer w(acc, normal(rng, n));
     Vec wRef = w.values();
     TestRank r;
     for (int64_t step = 1; step <= 3; ++step) {
-      randomStepState(rng, r, step);
+      randomStepState(rng, r, step, 0.1, 0.01);
       Buffer g(acc, normal(rng, n));
-      cpu::sgd_update(r.get(), acc, w.data(), g.data(), n, lr, wd);
-      ref::sgdStep(wRef, scaled(g.values(), r.state().gradScale),
-                   lr * r.state().lrScale, wd);
+      cpu::sgd_update(r.get(), acc, w.data(), g.data(), n);
+      ref::sgdStep(wRef, scaled(g.values(), r.state().gradScale), stepLr(r),
+                   r.state().weightDecay);
     }
     EXPECT_CLOSE(w.values(), wRef, accTolerance(dt), dt);
   });
@@ -55,18 +64,18 @@ TEST(MomentumUpdate, MatchesReferenceOverStepsPlainAndNesterov) {
   forEachCaseAndDType(16, [](Rng &rng, DType dt) {
     DType acc = accOf(dt);
     int64_t n = uniformInt(rng, 1, 200);
-    double lr = 0.05, mom = 0.9, wd = uniformInt(rng, 0, 1) ? 0.0 : 0.01;
+    double mom = 0.9;
     bool nesterov = uniformInt(rng, 0, 1);
     Buffer w(acc, normal(rng, n)), vel(acc, Vec(n, 0.0));
     Vec wRef = w.values(), velRef(n, 0.0);
     TestRank r;
     for (int64_t step = 1; step <= 4; ++step) {
-      randomStepState(rng, r, step);
+      randomStepState(rng, r, step, 0.05, 0.01);
       Buffer g(acc, normal(rng, n));
-      cpu::momentum_update(r.get(), acc, w.data(), vel.data(), g.data(), n, lr,
-                           mom, nesterov, wd);
+      cpu::momentum_update(r.get(), acc, w.data(), vel.data(), g.data(), n, mom,
+                           nesterov);
       ref::momentumStep(wRef, velRef, scaled(g.values(), r.state().gradScale),
-                        lr * r.state().lrScale, mom, nesterov, wd);
+                        stepLr(r), mom, nesterov, r.state().weightDecay);
     }
     EXPECT_CLOSE(w.values(), wRef, accTolerance(dt), dt);
     EXPECT_CLOSE(vel.values(), velRef, accTolerance(dt), dt);
@@ -77,18 +86,17 @@ TEST(AdamwUpdate, MatchesReferenceWithBiasCorrectionOverSteps) {
   forEachCaseAndDType(16, [](Rng &rng, DType dt) {
     DType acc = accOf(dt);
     int64_t n = uniformInt(rng, 1, 200);
-    double lr = 1e-3, b1 = 0.9, b2 = 0.999, eps = 1e-8,
-           wd = uniformInt(rng, 0, 1) ? 0.0 : 0.1;
+    double b1 = 0.9, b2 = 0.999, eps = 1e-8;
     Buffer w(acc, normal(rng, n)), m(acc, Vec(n, 0.0)), v(acc, Vec(n, 0.0));
     Vec wRef = w.values(), mRef(n, 0.0), vRef(n, 0.0);
     TestRank r;
     for (int64_t step = 1; step <= 5; ++step) {
-      randomStepState(rng, r, step);
+      randomStepState(rng, r, step, 1e-3, 0.1);
       Buffer g(acc, normal(rng, n));
       cpu::adamw_update(r.get(), acc, w.data(), m.data(), v.data(), g.data(), n,
-                        lr, b1, b2, eps, wd);
+                        b1, b2, eps);
       ref::adamwStep(wRef, mRef, vRef, scaled(g.values(), r.state().gradScale),
-                     step, lr * r.state().lrScale, b1, b2, eps, wd);
+                     step, stepLr(r), b1, b2, eps, r.state().weightDecay);
     }
     EXPECT_CLOSE(w.values(), wRef, accTolerance(dt), dt);
     EXPECT_CLOSE(m.values(), mRef, accTolerance(dt), dt);
