@@ -398,7 +398,26 @@ double PrivacySession::metricsEpsilon(int64_t step, bool &exact) {
   // step itself the bound computed earlier is epsilon().
   if (next != boundStep_) {
     boundStep_ = next;
-    boundEpsilon_ = epsilonAt(next);
+    boundEpsilon_ = aheadStep_ == next ? ahead_->get() : epsilonAt(next);
+    aheadStep_ = -1;
+    ahead_.reset();
+    // The same computation for the next exact step, started now: the
+    // accountant is cloned here, on this thread, so the steps composed
+    // meanwhile do not reach it, and the bound has the bits epsilonAt
+    // would give then (composing ahead gives the same segments).
+    const int64_t after = std::min(last, next + exactEvery_);
+    if (after > next && after > stepsComposed()) {
+      std::shared_ptr<privacy::PrivacyAccountant> clone =
+          accountant_->clone();
+      const int64_t more = after - stepsComposed();
+      const double q = q_, sigma = sigma_, delta = delta_;
+      ahead_ = std::make_shared<std::future<double>>(
+          std::async(std::launch::async, [clone, more, q, sigma, delta] {
+            clone->compose(q, sigma, more);
+            return clone->epsilon(delta).epsilon;
+          }));
+      aheadStep_ = after;
+    }
   }
   exact = next == step;
   return boundEpsilon_;

@@ -41,6 +41,7 @@
 #include "privacy/PrivacyReport.h"
 
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -163,6 +164,12 @@ private:
   int64_t exactEvery_ = 1;
   int64_t boundStep_ = -1;
   double boundEpsilon_ = 0;
+  /// The bound of the exact step after boundStep_, computed on a thread of
+  /// its own while the GPU runs the steps before it (a PLD epsilon takes
+  /// tens of milliseconds of host time: as much as a fifth of a step of
+  /// the 1.1B model). Shared so that the session stays copyable.
+  std::shared_ptr<std::future<double>> ahead_;
+  int64_t aheadStep_ = -1;
 };
 
 } // namespace dprt::driver
