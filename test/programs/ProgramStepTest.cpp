@@ -340,6 +340,9 @@ std::vector<StepCase> stepCases() {
   // The head tied to the embedding (its norm's cross term; per-layer
   // clipping clips the tied table as one parameter), learned positions and
   // llama3 rotary frequencies, in every clipping mode.
+  // The same transformer imported from a Hugging Face Llama config.
+  for (const char *recipe : {"flat_sgd", "per_layer_sgd"})
+    cases.push_back({"tinylm-imported-f64", recipe, 1});
   for (const char *model : {"tinylm-hf-f64", "tinylm-hf-f32"})
     for (const char *recipe : {"flat_sgd", "per_layer_sgd", "automatic_sgd"})
       cases.push_back({model, recipe, 1});
