@@ -45,29 +45,6 @@ std::string hex64(uint64_t value) {
   return buffer;
 }
 
-uint64_t parseHex64(const JsonValue &value) {
-  const std::string &text = value.string();
-  errno = 0;
-  char *end = nullptr;
-  unsigned long long v = std::strtoull(text.c_str(), &end, 16);
-  if (text.rfind("0x", 0) != 0 || *end != '\0' || errno == ERANGE)
-    throw JsonError("expected a hex string like 0x0123456789abcdef, got '" +
-                    text + "'");
-  return v;
-}
-
-/// The member `key` of `object` as a whole number in [min, max], checked
-/// before it is narrowed to the field it fills.
-int64_t integerIn(const JsonValue &object, const char *key, int64_t min,
-                  int64_t max) {
-  const int64_t value = object.at(key).integer();
-  if (value < min || value > max)
-    throw JsonError(std::string("\"") + key + "\" must be in [" +
-                    std::to_string(min) + ", " + std::to_string(max) +
-                    "], got " + std::to_string(value));
-  return value;
-}
-
 /// The member `key` as a finite number in [min, max].
 double numberIn(const JsonValue &object, const char *key, double min,
                 double max) {

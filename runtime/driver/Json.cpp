@@ -2,6 +2,7 @@
 
 #include "Json.h"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -288,6 +289,28 @@ const JsonValue &JsonValue::at(const std::string &key) const {
   if (!value)
     throw JsonError("missing key \"" + key + "\"");
   return *value;
+}
+
+int64_t integerIn(const JsonValue &object, const char *key, int64_t min,
+                  int64_t max) {
+  const int64_t value = object.at(key).integer();
+  if (value < min || value > max)
+    throw JsonError(std::string("\"") + key + "\" must be in [" +
+                    std::to_string(min) + ", " + std::to_string(max) +
+                    "], got " + std::to_string(value));
+  return value;
+}
+
+uint64_t parseHex64(const JsonValue &value) {
+  const std::string &text = value.string();
+  errno = 0;
+  char *end = nullptr;
+  const unsigned long long v = std::strtoull(text.c_str(), &end, 16);
+  if (text.rfind("0x", 0) != 0 || text.size() > 18 || *end != '\0' ||
+      errno == ERANGE)
+    throw JsonError("expected a hex string like 0x0123456789abcdef, got '" +
+                    text + "'");
+  return v;
 }
 
 } // namespace dprt::driver

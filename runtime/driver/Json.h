@@ -63,6 +63,14 @@ private:
   std::vector<std::pair<std::string, JsonValue>> object_;
 };
 
+/// The member `key` of `object` as a whole number in [min, max], checked
+/// before it is narrowed to the field it fills; throws JsonError naming the
+/// key and the range.
+int64_t integerIn(const JsonValue &object, const char *key, int64_t min,
+                  int64_t max);
+/// A string "0x" followed by at most 16 hex digits (checksums, keys).
+uint64_t parseHex64(const JsonValue &value);
+
 } // namespace dprt::driver
 
 #endif // DPRT_DRIVER_JSON_H

@@ -39,28 +39,6 @@ constexpr int64_t kVerifyBytes = int64_t{4} << 20;
 
 const char *const kManifestFile = "manifest.json";
 
-int64_t wholeIn(const JsonValue &object, const char *key, int64_t min,
-                int64_t max) {
-  const int64_t value = object.at(key).integer();
-  if (value < min || value > max)
-    throw JsonError(std::string("\"") + key + "\" must be in [" +
-                    std::to_string(min) + ", " + std::to_string(max) +
-                    "], got " + std::to_string(value));
-  return value;
-}
-
-uint64_t parseHex64(const JsonValue &value) {
-  const std::string &text = value.string();
-  errno = 0;
-  char *end = nullptr;
-  const unsigned long long v = std::strtoull(text.c_str(), &end, 16);
-  if (text.rfind("0x", 0) != 0 || text.size() > 18 || *end != '\0' ||
-      errno == ERANGE)
-    throw JsonError("expected a hex string like 0x0123456789abcdef, got '" +
-                    text + "'");
-  return v;
-}
-
 /// A file name inside the checkpoint directory: no path, nothing hidden.
 bool isPlainFileName(const std::string &name) {
   return !name.empty() && name[0] != '.' && name.find('/') == std::string::npos;
@@ -195,7 +173,7 @@ CheckpointManifest manifestFromJson(const std::string &text,
     m.model = root.at("model").string();
     if (const JsonValue *hf = root.find("hf_sources"))
       m.hfSources = hf->string();
-    m.step = wholeIn(root, "step", 0, kMaxSteps);
+    m.step = integerIn(root, "step", 0, kMaxSteps);
     const std::string &dtype = root.at("dtype").string();
     if (dtype == "F32")
       m.dtype = DType::F32;
@@ -203,7 +181,7 @@ CheckpointManifest manifestFromJson(const std::string &text,
       m.dtype = DType::F64;
     else
       throw JsonError("\"dtype\" must be F32 or F64, got " + dtype);
-    m.ranks = static_cast<int32_t>(wholeIn(
+    m.ranks = static_cast<int32_t>(integerIn(
         root.at("grid"), "ranks", 1, std::numeric_limits<int32_t>::max()));
 
     const std::vector<std::string> known = {"master", "momentum", "adam_m",
@@ -225,8 +203,8 @@ CheckpointManifest manifestFromJson(const std::string &text,
       u.name = unit.at("name").string();
       if (u.name.empty() || unitIndex.count(u.name))
         throw JsonError("unit '" + u.name + "' is listed twice or unnamed");
-      u.numel = wholeIn(unit, "numel", 0, kMaxJsonInteger);
-      u.shardElems = wholeIn(unit, "shard_elems", 0, kMaxJsonInteger);
+      u.numel = integerIn(unit, "numel", 0, kMaxJsonInteger);
+      u.shardElems = integerIn(unit, "shard_elems", 0, kMaxJsonInteger);
       if (const JsonValue *frozen = unit.find("frozen"))
         u.frozen = frozen->boolean();
       unitIndex[u.name] = static_cast<int32_t>(m.units.size());
@@ -249,7 +227,7 @@ CheckpointManifest manifestFromJson(const std::string &text,
                         "' is listed twice or unnamed");
       const std::string what = "parameter '" + p.name + "'";
       p.unit = unitNamed(param.at("unit").string(), what);
-      p.offset = wholeIn(param, "offset", 0, kMaxJsonInteger);
+      p.offset = integerIn(param, "offset", 0, kMaxJsonInteger);
       int64_t numel = 1;
       for (const JsonValue &d : param.at("shape").array()) {
         const int64_t dim = d.integer();
@@ -281,9 +259,9 @@ CheckpointManifest manifestFromJson(const std::string &text,
                         "' is not a file name of the checkpoint directory");
       if (!files.insert(s.file).second)
         throw JsonError("shard file '" + s.file + "' is listed twice");
-      s.rank = static_cast<int32_t>(wholeIn(shard, "rank", 0, m.ranks - 1));
+      s.rank = static_cast<int32_t>(integerIn(shard, "rank", 0, m.ranks - 1));
       ++shardsOfRank[s.rank];
-      s.bytes = wholeIn(shard, "bytes", 0, kMaxJsonInteger);
+      s.bytes = integerIn(shard, "bytes", 0, kMaxJsonInteger);
       s.checksum = parseHex64(shard.at("xxh3_64"));
       for (const auto &[unit, range] : shard.at("ranges").object()) {
         ManifestRange r;
