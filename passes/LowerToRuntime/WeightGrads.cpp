@@ -53,18 +53,26 @@ LogicalResult lowerLinearGradWeight(LinearGradWeightOp g,
   return success();
 }
 
+/// grad[j] += sum_b c_b sum_t dy[b, t, j] over `width` values a token.
+void callBiasGrad(LoweringContext &context, Value dy, Value scale,
+                  Value grad, int64_t tokens, int64_t width) {
+  CallArgs a = context.args();
+  a.dtype(context.dt)
+      .buffer(context.buf(dy))
+      .buffer(context.buf(scale))
+      .buffer(grad)
+      .i64(context.batch)
+      .i64(tokens)
+      .i64(width);
+  context.call("bias_grad", a);
+}
+
 LogicalResult lowerBiasGrad(BiasGradOp g, LoweringContext &context) {
   if (failed(requireClipFactor(g, g.getScale())))
     return failure();
-  CallArgs a = context.args();
-  a.dtype(context.dt)
-      .buffer(context.buf(g.getDy()))
-      .buffer(context.buf(g.getScale()))
-      .buffer(context.gradPointer(g.getBiasAttr()))
-      .i64(context.batch)
-      .i64(tokensOf(g.getDy()))
-      .i64(lastDim(g.getDy()));
-  context.call("bias_grad", a);
+  callBiasGrad(context, g.getDy(), g.getScale(),
+               context.gradPointer(g.getBiasAttr()), tokensOf(g.getDy()),
+               lastDim(g.getDy()));
   return success();
 }
 
@@ -92,15 +100,9 @@ LogicalResult lowerPositionEmbeddingGrad(PositionEmbeddingGradOp g,
                                          LoweringContext &context) {
   if (failed(requireClipFactor(g, g.getScale())))
     return failure();
-  CallArgs a = context.args();
-  a.dtype(context.dt)
-      .buffer(context.buf(g.getDy()))
-      .buffer(context.buf(g.getScale()))
-      .buffer(context.gradPointer(g.getTableAttr()))
-      .i64(context.batch)
-      .i64(1)
-      .i64(tokensOf(g.getDy()) * lastDim(g.getDy()));
-  context.call("bias_grad", a);
+  callBiasGrad(context, g.getDy(), g.getScale(),
+               context.gradPointer(g.getTableAttr()), 1,
+               tokensOf(g.getDy()) * lastDim(g.getDy()));
   return success();
 }
 

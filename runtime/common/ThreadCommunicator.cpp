@@ -2,6 +2,7 @@
 
 #include "common/ThreadCommunicator.h"
 
+#include "common/CollectiveChecks.h"
 #include "common/FaultReport.h"
 
 #include <algorithm>
@@ -44,21 +45,6 @@ const char *collectiveName(Collective op) {
   return "collective";
 }
 
-void requireAcc(DType acc, const char *collective) {
-  if (acc != DType::F32 && acc != DType::F64)
-    throw std::invalid_argument(std::string(collective) +
-                                " sums accumulation buffers (f32 or f64), "
-                                "got " +
-                                nameOf(acc));
-}
-
-/// "2", "2 and 5", "1, 2 and 5".
-std::string listOf(const std::vector<int> &ranks) {
-  std::ostringstream os;
-  for (size_t i = 0; i < ranks.size(); ++i)
-    os << (i == 0 ? "" : i + 1 == ranks.size() ? " and " : ", ") << ranks[i];
-  return os.str();
-}
 } // namespace
 
 /// State shared by the communicators of one group.

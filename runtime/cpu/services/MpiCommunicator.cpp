@@ -2,6 +2,7 @@
 
 #include "MpiCommunicator.h"
 
+#include "common/CollectiveChecks.h"
 #include "common/FaultReport.h"
 
 // MPI's C interface only: its deprecated C++ bindings would need a library
@@ -84,21 +85,6 @@ const char *collectiveName(Kind kind) {
   return "collective";
 }
 
-void requireAcc(DType acc, const char *collective) {
-  if (acc != DType::F32 && acc != DType::F64)
-    throw std::invalid_argument(std::string(collective) +
-                                " sums accumulation buffers (f32 or f64), "
-                                "got " +
-                                nameOf(acc));
-}
-
-/// "2", "2 and 5", "1, 2 and 5".
-std::string listOf(const std::vector<int> &ranks) {
-  std::ostringstream os;
-  for (size_t i = 0; i < ranks.size(); ++i)
-    os << (i == 0 ? "" : i + 1 == ranks.size() ? " and " : ", ") << ranks[i];
-  return os.str();
-}
 
 /// out[i] (+)= sum over r in rank order of sources[r][i] (as
 /// ThreadCommunicator sums).
