@@ -101,6 +101,8 @@ std::string shardFileName(int32_t rank, int32_t ranks);
 std::string shardTensorName(const std::string &unit, const std::string &state);
 /// "[3, 4]"
 std::string shapeText(const std::vector<int64_t> &shape);
+/// "[2, 7)": elements begin .. end - 1.
+std::string rangeText(int64_t begin, int64_t end);
 
 std::string toJson(const CheckpointManifest &manifest);
 /// Throws UsageError naming `path` when the text is not a valid manifest:
