@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -114,6 +115,15 @@ void installTerminationReport(const std::string &program, int rank) {
   sigemptyset(&action.sa_mask);
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
+}
+
+void endProcess(const std::string &message, int status) {
+  std::fflush(stdout);
+  const std::string line =
+      std::string(programName) + ": error: " + message + "\n";
+  ssize_t ignored = write(STDERR_FILENO, line.data(), line.size());
+  (void)ignored;
+  _exit(status);
 }
 
 void injectTestFault(int rank, int64_t atStep) {

@@ -43,6 +43,11 @@ std::string describeCollective(const char *name, int64_t sequence);
 /// with async-signal-safe calls only.
 void installTerminationReport(const std::string &program, int rank);
 
+/// Writes "<program>: error: <message>" to stderr and ends the process at
+/// once with `status`, running no destructors: for a process whose threads
+/// cannot unwind because they wait for GPU work that nothing will end.
+[[noreturn]] void endProcess(const std::string &message, int status);
+
 /// The test-only fault switch DPRT_TEST_FAULT=RANK:ACTION:STEP, checked by
 /// the driver at the start of each step of each rank: at step STEP, rank
 /// RANK

@@ -147,18 +147,42 @@ private:
         reason_ = reason + "; aborted the NCCL communicators";
         timedOut_ = timedOut;
         aborted_.store(true);
+        reason = reason_;
       }
+      endAfterGrace(reason);
       // Every thread leaves its NCCL call (they see `aborted`), then the
-      // communicators go; the kernels blocked on them end.
-      std::unique_lock<std::shared_mutex> exclusive(use);
-      std::lock_guard<std::mutex> lock(mutex_);
-      for (auto &[comm, device] : comms_) {
+      // communicators go; the kernels blocked on them end. mutex_ is not
+      // held meanwhile: the ranks' waits check() it to throw the reason.
+      std::vector<std::pair<ncclComm_t, int>> comms;
+      {
+        std::unique_lock<std::shared_mutex> exclusive(use);
+        std::lock_guard<std::mutex> lock(mutex_);
+        comms.swap(comms_);
+      }
+      for (auto &[comm, device] : comms) {
         cudaSetDevice(device);
         ncclCommAbort(comm);
       }
-      comms_.clear();
     }
   }
+
+  /// The last resort, seen on two H200s with CUDA graphs: ncclCommAbort
+  /// itself can wait for graph-launched work that never ends, and so can
+  /// the ranks' unwinding (stream synchronizations in the teardown). A
+  /// process still alive kGraceSeconds after the abort began says why and
+  /// ends, so a stopped peer never leaves it hanging.
+  static void endAfterGrace(const std::string &reason) {
+    std::thread([reason] {
+      std::this_thread::sleep_for(std::chrono::duration<double>(kGraceSeconds));
+      faults::endProcess(reason + "; the process did not end within " +
+                             std::to_string(int(kGraceSeconds)) +
+                             " s of the abort (the GPU work waiting for the "
+                             "other ranks could not be ended): ended it",
+                         1);
+    }).detach();
+  }
+
+  static constexpr double kGraceSeconds = 10;
 
   struct Wait {
     int rank;
@@ -189,18 +213,6 @@ private:
 /// NCCL_NVLS_ENABLE=0 unless set: NVLink multicast is not to be used on the
 /// machines this runs on. Before the first NCCL call, which reads it.
 void disableNvls() { setenv("NCCL_NVLS_ENABLE", "0", 0); }
-
-double timeoutSeconds() {
-  const char *v = std::getenv("DPRT_NCCL_TIMEOUT_S");
-  if (!v || !*v)
-    return 600.0;
-  char *end = nullptr;
-  double t = std::strtod(v, &end);
-  if (*end || !(t > 0))
-    fail(std::string("DPRT_NCCL_TIMEOUT_S=") + v +
-         " is not a positive number of seconds");
-  return t;
-}
 
 std::string ncclMessage(ncclComm_t comm, ncclResult_t result) {
   std::string message = ncclGetErrorString(result);
@@ -264,8 +276,7 @@ ncclConfig_t nonBlockingConfig() {
 /// timeout); on failure aborts them all and throws.
 void awaitCreation(std::vector<ncclComm_t> &comms,
                    const std::vector<int> &devices, ncclResult_t started,
-                   const std::string &who) {
-  double timeout = timeoutSeconds();
+                   const std::string &who, double timeout) {
   std::string error;
   if (started != ncclSuccess && started != ncclInProgress)
     error = ncclMessage(comms.empty() ? nullptr : comms[0], started);
@@ -276,7 +287,8 @@ void awaitCreation(std::vector<ncclComm_t> &comms,
     ncclResult_t state = settle(comms[i], ncclInProgress, left > 0 ? left : 0);
     if (state == ncclInProgress)
       error = "timed out after " + std::to_string(int(timeout)) +
-              " s waiting for the other ranks (DPRT_NCCL_TIMEOUT_S)";
+              " s waiting for the other ranks (--collective-timeout): a rank "
+              "did not start or stopped before it joined";
     else if (state != ncclSuccess)
       error = ncclMessage(comms[i], state);
   }
@@ -293,8 +305,7 @@ void awaitCreation(std::vector<ncclComm_t> &comms,
 /// Waits for the finalized communicators of a group and frees them; aborts
 /// those that do not settle in time. Runs in a destructor: reports, never
 /// throws.
-void destroyGroup(NcclGroup &group) {
-  double timeout = timeoutSeconds();
+void destroyGroup(NcclGroup &group, double timeout) {
   Clock::time_point begin = Clock::now();
   for (auto &[comm, device] : group.finalizing) {
     cudaSetDevice(device);
@@ -351,7 +362,7 @@ NcclCommunicator::~NcclCommunicator() {
     ncclCommAbort(comm_);
   }
   if (--group_->alive == 0)
-    destroyGroup(*group_);
+    destroyGroup(*group_, timeoutSeconds_);
 }
 
 void NcclCommunicator::allGather(Rank *rank, DType dt, const void *shard,
@@ -480,7 +491,8 @@ std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
   }
   awaitCreation(comms, {device_}, started,
                 "the group of color " + std::to_string(color) + " of rank " +
-                    std::to_string(rank_));
+                    std::to_string(rank_),
+                timeoutSeconds_);
   int rank = 0, size = 0;
   checkNccl(comms[0], ncclCommUserRank(comms[0], &rank), "ncclCommUserRank");
   checkNccl(comms[0], ncclCommCount(comms[0], &size), "ncclCommCount");
@@ -517,7 +529,8 @@ makeNcclCommunicators(int world, double timeoutSeconds) {
   if (started == ncclSuccess)
     started = ended;
   awaitCreation(comms, devices, started,
-                std::to_string(world) + " GPUs of this process");
+                std::to_string(world) + " GPUs of this process",
+                timeoutSeconds);
   checkCuda(cudaSetDevice(previous), "cudaSetDevice");
   auto group = std::make_shared<NcclGroup>();
   std::vector<std::unique_ptr<Communicator>> result;
@@ -565,7 +578,7 @@ makeNcclCommunicatorFromEnvironment(double timeoutSeconds) {
   ncclConfig_t config = nonBlockingConfig();
   ncclResult_t started =
       ncclCommInitRankConfig(&comms[0], env.world, id, env.rank, &config);
-  awaitCreation(comms, {device}, started, who);
+  awaitCreation(comms, {device}, started, who, timeoutSeconds);
   return std::make_unique<NcclCommunicator>(
       comms[0], env.rank, env.world, device, std::make_shared<NcclGroup>(),
       timeoutSeconds);

@@ -21,8 +21,9 @@
 // ncclCommSplit.
 // Both turn NVLink SHARP (NVLS, multicast) off with NCCL_NVLS_ENABLE=0 unless
 // the environment already sets it. Communicators are non-blocking: creation
-// waits at most DPRT_NCCL_TIMEOUT_S seconds (default 600) for the other
-// ranks, so a missing peer ends the run with a message instead of a hang.
+// and teardown wait at most the collective timeout (--collective-timeout)
+// for the other ranks, so a missing peer ends the run with a message instead
+// of a hang.
 // Every NCCL failure throws std::runtime_error with NCCL's error string and
 // its last error message.
 //
@@ -35,7 +36,10 @@
 // process (ncclCommAbort), which ends the NCCL kernels the waits are
 // blocked on; the waits then throw CollectiveTimeout (or
 // std::runtime_error) with the watchdog's reason. NCCL does not say which
-// peer is missing: the message names the rank and the step.
+// peer is missing: the message names the rank and the step. The abort can
+// itself wait for graph-launched work that never ends (seen on two H200s,
+// 2026-11-23), so a process still alive 10 s after the abort began prints
+// the reason and ends with status 1.
 //
 // Order of teardown: shutdownRank (which destroys the captured CUDA graphs
 // that hold NCCL work) before the communicators are destroyed. Destroying a

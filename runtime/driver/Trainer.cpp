@@ -447,11 +447,6 @@ int Trainer::run() {
     throw std::runtime_error("the program has no mask buffer; padding rows "
                              "would enter the gradient");
 
-  if (launch.multiProcess && std::string(backendName()) != "cpu" &&
-      (!o_.save.empty() || !o_.resume.empty()))
-    throw UsageError("--save and --resume are not supported yet when the "
-                     "program runs one process per GPU; use --gpus N on one "
-                     "machine");
   if (launch.multiProcess && !o_.exportDir.empty())
     throw UsageError("--export is not supported yet when the program runs "
                      "one process per GPU (it gathers every shard); use "
