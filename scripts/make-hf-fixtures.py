@@ -4,7 +4,7 @@
 Run by hand, never by CI, in a virtual environment of its own (git-ignored):
 
     python3 -m venv .venv-fixtures
-    .venv-fixtures/bin/pip install torch==2.15.0 transformers==5.23.0 safetensors==0.8.0
+    .venv-fixtures/bin/pip install torch==2.15.0 transformers==5.23.0 safetensors==0.8.0 peft==0.21.2
     .venv-fixtures/bin/python scripts/make-hf-fixtures.py            # writes test/fixtures/hf/
 
 (torch from PyPI brings its CUDA libraries along; everything here runs on the
@@ -23,6 +23,11 @@ with those every sequence's loss is ln(vocab) to five digits, whatever the
 model computes. Here matrices are N(0, 1/in), embedding tables N(0, 1/width),
 norm scales 1 + N(0, 0.2^2) and biases N(0, 0.1^2), so a wrong bias, scale,
 rotation or head layout changes the loss.
+
+llama-lora is a peft LoRA adapter (save_pretrained of get_peft_model) on the
+llama folder, with random A and B (B is zero when peft initializes it, which
+would test nothing): its reference.json has llama's sequences and the loss of
+PeftModel.from_pretrained(llama, llama-lora) in float32 and float64.
 """
 import argparse
 import json
@@ -32,6 +37,7 @@ import shutil
 import safetensors
 import torch
 import transformers
+from peft import LoraConfig, PeftModel, get_peft_model
 from transformers import (AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel,
                           LlamaConfig,
                           LlamaForCausalLM, MistralConfig, MistralForCausalLM,
@@ -102,6 +108,59 @@ def write(root, name, model, seq, seed, dtype=torch.float32, shard=None):
     print(f"{out}: {size // 1024} kB")
 
 
+def write_lora(root, name, base, seed):
+    """A LoRA adapter of rank 4, alpha 8 on q, v and down of the `base`
+    fixture, A ~ N(0, 1/in) and B ~ N(0, 1/r)."""
+    out = os.path.join(root, name)
+    shutil.rmtree(out, ignore_errors=True)
+    base_dir = os.path.join(root, base)
+    model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
+    config = LoraConfig(r=4, lora_alpha=8,
+                        target_modules=["q_proj", "v_proj", "down_proj"],
+                        lora_dropout=0.0, task_type="CAUSAL_LM")
+    peft = get_peft_model(model, config)
+    # Where the base is relative to the adapter, not where this script ran.
+    peft.peft_config["default"].base_model_name_or_path = "../" + base
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for pname, p in peft.named_parameters():
+            if "lora_A" in pname:
+                p.copy_(torch.randn(p.shape, generator=gen) / p.shape[1]**0.5)
+            elif "lora_B" in pname:
+                p.copy_(torch.randn(p.shape, generator=gen) / p.shape[1]**0.5)
+    peft.save_pretrained(out)
+    # The model card is peft's boilerplate.
+    os.remove(os.path.join(out, "README.md"))
+    with open(os.path.join(base_dir, "reference.json")) as f:
+        tokens = torch.tensor(json.load(f)["tokens"])
+
+    def loaded_loss(compute):
+        loaded = AutoModelForCausalLM.from_pretrained(base_dir, dtype=compute)
+        loaded = PeftModel.from_pretrained(loaded, out).to(compute)
+        loaded.eval()
+        return per_sequence_loss(loaded, tokens, compute)
+    reference = {
+        "seq": tokens.shape[1] - 1,
+        "tokens": tokens.tolist(),
+        "loss_f32": loaded_loss(torch.float32),
+        "loss_f64": loaded_loss(torch.float64),
+        "made_with": {"transformers": transformers.__version__,
+                      "peft": peft_version(),
+                      "torch": torch.__version__.split("+")[0],
+                      "safetensors": safetensors.__version__},
+    }
+    with open(os.path.join(out, "reference.json"), "w") as f:
+        json.dump(reference, f, indent=1)
+        f.write("\n")
+    size = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out))
+    print(f"{out}: {size // 1024} kB")
+
+
+def peft_version():
+    import peft
+    return peft.__version__
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -117,6 +176,7 @@ def main():
                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
                  bos_token_id=1, eos_token_id=2)
     write(root, "llama", LlamaForCausalLM(LlamaConfig(**llama)), 32, seed=1)
+    write_lora(root, "llama-lora", "llama", seed=6)
 
     # head_dim 16 is not hidden / heads = 8: q, k and v are wider than the
     # residual stream. The window (32) covers the 16 tokens.

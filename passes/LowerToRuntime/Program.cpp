@@ -10,6 +10,7 @@
 
 #include "passes/LowerToRuntime/Lowerings.h"
 
+#include "passes/ParamPatterns.h"
 #include "passes/Shapes.h"
 
 using namespace mlir;
@@ -232,6 +233,41 @@ LogicalResult dpc::lowering::buildDescribe(LoweringContext &context) {
           .i64(hfRows ? hfRows[1] : -1);
       context.call("describe_param", p);
     }
+  }
+  // dp-lora's adapters, for the export of a peft adapter (docs/lora.md).
+  if (std::optional<LoRAAttr> lora = context.recipe.getLora()) {
+    std::string targets;
+    for (Attribute target : lora->getTargets()) {
+      StringRef text = cast<StringAttr>(target).getValue();
+      if (text.contains(','))
+        return context.recipe.emitOpError("lora target '")
+               << text << "' contains ',', which the runtime cannot list";
+      targets += (targets.empty() ? "" : ",") + text.str();
+    }
+    CallArgs l = context.args();
+    l.i64(lora->getRank())
+        .f64(lora->getAlpha().convertToDouble())
+        .string(targets);
+    context.call("describe_lora", l);
+    for (const UnitInfo &unit : context.units)
+      for (Attribute ref : unit.op.getParams()) {
+        ParamOp param =
+            context.params[cast<FlatSymbolRefAttr>(ref).getValue()].op;
+        auto base = param->getAttrOfType<FlatSymbolRefAttr>(kLoRABaseAttr);
+        if (!base)
+          continue;
+        StringRef name = param.getSymName();
+        StringRef role = name.ends_with(".lora_A")   ? "A"
+                         : name.ends_with(".lora_B") ? "B"
+                                                     : "scale";
+        auto peft = param->getAttrOfType<StringAttr>(kPeftNameAttr);
+        CallArgs a = context.args();
+        a.string(name)
+            .string(base.getValue())
+            .string(role)
+            .string(peft ? peft.getValue() : "");
+        context.call("describe_adapter", a);
+      }
   }
   context.endFunc();
   return success();

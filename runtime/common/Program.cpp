@@ -440,7 +440,74 @@ void describe_param(ProgramSpec *spec, const char *name, int32_t unit,
                       << ") of '" << hf.name << "', which is not its "
                       << shape[0] << " rows");
   spec->params.push_back(ParamSpec{name, std::move(shape), unit, offsetInUnit,
-                                   globalIndex, trainable, std::move(hf)});
+                                   globalIndex, trainable, std::move(hf),
+                                   LoRAPart{}});
+}
+
+void describe_lora(ProgramSpec *spec, int64_t rank, double alpha,
+                   const char *targets) {
+  const char *fn = "describe_lora";
+  requireProgram(spec, fn);
+  DPRT_REQUIRE(!spec->lora.present(), spec, fn, "the LoRA is described twice");
+  DPRT_REQUIRE(rank > 0 && alpha > 0 && std::isfinite(alpha), spec, fn,
+               "rank " << rank << " and alpha " << alpha
+                       << " must be positive");
+  DPRT_REQUIRE(targets && *targets, spec, fn, "the LoRA has no targets");
+  spec->lora.rank = rank;
+  spec->lora.alpha = alpha;
+  std::string all = targets;
+  for (size_t begin = 0;;) {
+    const size_t comma = all.find(',', begin);
+    spec->lora.targets.push_back(all.substr(begin, comma - begin));
+    if (comma == std::string::npos)
+      break;
+    begin = comma + 1;
+  }
+}
+
+void describe_adapter(ProgramSpec *spec, const char *param, const char *base,
+                      const char *role, const char *peftName) {
+  const char *fn = "describe_adapter";
+  requireProgram(spec, fn);
+  DPRT_REQUIRE(spec->lora.present(), spec, fn,
+               "an adapter is described before describe_lora");
+  auto find = [&](const char *name) -> ParamSpec * {
+    for (ParamSpec &p : spec->params)
+      if (name && p.name == name)
+        return &p;
+    return nullptr;
+  };
+  ParamSpec *p = find(param);
+  const ParamSpec *w = find(base);
+  DPRT_REQUIRE(p && w && p != w, spec, fn,
+               "adapter '" << (param ? param : "") << "' or its base weight '"
+                           << (base ? base : "")
+                           << "' is not a described parameter");
+  DPRT_REQUIRE(p->lora.role == LoRARole::None && w->shape.size() == 2, spec, fn,
+               "parameter '" << p->name << "' is described as an adapter twice "
+                             << "or its base is not a matrix");
+  const std::string r = role ? role : "";
+  const int64_t rank = spec->lora.rank;
+  const std::vector<int64_t> want =
+      r == "A"   ? std::vector<int64_t>{rank, w->shape[1]}
+      : r == "B" ? std::vector<int64_t>{w->shape[0], rank}
+                 : std::vector<int64_t>{rank, rank};
+  DPRT_REQUIRE(r == "A" || r == "B" || r == "scale", spec, fn,
+               "adapter role '" << r << "' is not A, B or scale");
+  DPRT_REQUIRE(p->shape == want, spec, fn,
+               "adapter '" << p->name << "' (" << r
+                           << ") does not have the shape rank " << rank
+                           << " and its base '" << w->name << "' give");
+  const std::string peft = peftName ? peftName : "";
+  DPRT_REQUIRE(
+      (r == "scale") == peft.empty(), spec, fn,
+      "adapter '" << p->name << "' (" << r
+                  << ") needs a peft name if and only if it is A or B");
+  p->lora.role = r == "A"   ? LoRARole::A
+                 : r == "B" ? LoRARole::B
+                            : LoRARole::Scale;
+  p->lora.base = w->name;
+  p->lora.peftName = peft;
 }
 
 } // namespace dprt

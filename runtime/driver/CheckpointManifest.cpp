@@ -123,6 +123,8 @@ std::string toJson(const CheckpointManifest &m) {
   os << "\n  ]";
   if (!m.hfSources.empty())
     os << ",\n  \"hf_sources\": " << jsonString(m.hfSources);
+  if (!m.lora.empty())
+    os << ",\n  \"lora\": " << jsonString(m.lora);
   os << "\n}\n";
   return os.str();
 }
@@ -142,6 +144,8 @@ CheckpointManifest manifestFromJson(const std::string &text,
     m.model = root.at("model").string();
     if (const JsonValue *hf = root.find("hf_sources"))
       m.hfSources = hf->string();
+    if (const JsonValue *lora = root.find("lora"))
+      m.lora = lora->string();
     m.step = integerIn(root, "step", 0, kMaxSteps);
     const std::string &dtype = root.at("dtype").string();
     if (dtype == "F32")

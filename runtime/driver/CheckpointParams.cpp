@@ -38,6 +38,8 @@ CheckpointParams openCheckpointParams(const std::string &dir) {
                      "checkpoints recorded them)");
   applyHfSources(reader->hfSources(), out.params,
                  "'" + out.path + "/manifest.json'");
+  if (!reader->lora().empty())
+    out.lora = loraFromJson(reader->lora(), "'" + out.path + "/manifest.json'");
   // The exporter asks for a parameter's rows in order: the last parameter
   // read is kept, so each is gathered from its shards once.
   struct Cache {

@@ -30,6 +30,7 @@ struct CheckpointParams {
   /// Name, shape and Hugging Face source of each parameter (the unit and
   /// offsets are not used).
   std::vector<ParamSpec> params;
+  LoRASpec lora;   ///< the program's LoRA, if it had one
   DType valueType; ///< the type `values` gives (the accumulation type)
   ParamValues values;
 };

@@ -38,6 +38,10 @@ const std::string &CheckpointReader::hfSources() const {
   return checkpoint_->manifest().hfSources;
 }
 
+const std::string &CheckpointReader::lora() const {
+  return checkpoint_->manifest().lora;
+}
+
 DType CheckpointReader::dtype() const { return checkpoint_->manifest().dtype; }
 int CheckpointReader::formatVersion() const {
   return checkpoint_->formatVersion();

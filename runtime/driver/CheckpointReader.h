@@ -76,6 +76,8 @@ public:
   /// (hfSourcesJson's JSON, HfWeights.h), or "" (not an imported model, or
   /// format version 1).
   const std::string &hfSources() const;
+  /// The LoRA of the program that saved it (loraJson, HfWeights.h), or "".
+  const std::string &lora() const;
 
   /// Reads parameter `parameter` (one of parameters()) into `out`, resized
   /// to parameter.numel() * sizeOf(dtype()) bytes, row-major.

@@ -160,6 +160,7 @@ std::string Checkpointer::save(const std::string &dir,
     m.ranks = shards;
     m.states = states;
     m.hfSources = hfSourcesJson(spec_.params);
+    m.lora = loraJson(spec_.lora);
     for (const UnitSpec &unit : spec_.units)
       m.units.push_back(
           {unit.name, unit.numel, unit.shardElems, unit.frozen()});

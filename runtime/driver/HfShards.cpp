@@ -2,6 +2,7 @@
 
 #include "HfShards.h"
 
+#include "Dataset.h"
 #include "Options.h"
 
 #include "common/Trace.h"
@@ -40,10 +41,13 @@ void loadHfWeights(const HfInit &folder, const ProgramSpec &spec,
         const int64_t end = std::min(hi, p.offsetInUnit + numel);
         if (begin >= end)
           continue;
-        buffer.resize(static_cast<size_t>((end - begin) * accBytes));
-        folder.read(p, begin - p.offsetInUnit, end - begin, acc, buffer.data());
-        copyToArena(&rank, unit.masterShard + (begin - lo) * accBytes,
-                    buffer.data(), (end - begin) * accBytes);
+        // A frozen unit keeps only its compute-type copy (docs/lora.md).
+        const DType to = unit.frozen() ? spec.compute : acc;
+        const int64_t toBytes = sizeOf(to);
+        buffer.resize(static_cast<size_t>((end - begin) * toBytes));
+        folder.read(p, begin - p.offsetInUnit, end - begin, to, buffer.data());
+        copyToArena(&rank, unit.masterShard + (begin - lo) * toBytes,
+                    buffer.data(), (end - begin) * toBytes);
       }
     } catch (const UsageError &e) {
       problem = e.what();
@@ -75,20 +79,36 @@ void loadHfWeights(const HfInit &folder, const ProgramSpec &spec,
 void exportHfWeights(const HfExportOptions &options, const ProgramSpec &spec,
                      ProcessRanks &ranks) {
   const DType acc = accOf(spec.compute);
+  writeHfExport(options, spec.params, spec.lora, acc,
+                masterValues(spec, ranks));
+}
+
+ParamValues masterValues(const ProgramSpec &spec, ProcessRanks &ranks) {
+  const DType acc = accOf(spec.compute);
   const int64_t accBytes = sizeOf(acc);
-  writeHfFolder(
-      options, spec.params, acc,
-      [&](const ParamSpec &p, int64_t first, int64_t count, void *out) {
-        const UnitSpec &unit = spec.units[p.unit];
-        const int64_t begin = p.offsetInUnit + first, end = begin + count;
-        ranks.forEachLocalShard(unit, [&](Rank &rank, int64_t lo, int64_t hi) {
-          const int64_t a = std::max(lo, begin), b = std::min(hi, end);
-          if (a < b)
-            copyFromArena(
-                &rank, static_cast<char *>(out) + (a - begin) * accBytes,
-                unit.masterShard + (a - lo) * accBytes, (b - a) * accBytes);
-        });
-      });
+  return [&spec, &ranks, acc, accBytes](const ParamSpec &p, int64_t first,
+                                        int64_t count, void *out) {
+    const UnitSpec &unit = spec.units[p.unit];
+    // A frozen unit's shard is in the compute type: widened to acc here.
+    const DType from = unit.frozen() ? spec.compute : acc;
+    const int64_t fromBytes = sizeOf(from);
+    std::vector<char> narrow;
+    if (from != acc)
+      narrow.resize(static_cast<size_t>(count * fromBytes));
+    char *into = from != acc ? narrow.data() : static_cast<char *>(out);
+    const int64_t begin = p.offsetInUnit + first, end = begin + count;
+    ranks.forEachLocalShard(unit, [&](Rank &rank, int64_t lo, int64_t hi) {
+      const int64_t a = std::max(lo, begin), b = std::min(hi, end);
+      if (a < b)
+        copyFromArena(&rank, into + (a - begin) * fromBytes,
+                      unit.masterShard + (a - lo) * fromBytes,
+                      (b - a) * fromBytes);
+    });
+    if (from != acc)
+      for (int64_t i = 0; i < count; ++i)
+        storeAs(acc, loadAs(from, narrow.data() + i * fromBytes),
+                static_cast<char *>(out) + i * accBytes);
+  };
 }
 
 } // namespace dprt::driver

@@ -29,10 +29,16 @@ namespace dprt::driver {
 void loadHfWeights(const HfInit &folder, const ProgramSpec &spec,
                    ProcessRanks &ranks);
 
-/// Writes the master weights as a Hugging Face folder (writeHfFolder).
-/// This process must drive every rank.
+/// Writes the master weights as a Hugging Face folder, a peft adapter or
+/// the merged model (writeHfExport, options.mode). This process must drive
+/// every rank.
 void exportHfWeights(const HfExportOptions &options, const ProgramSpec &spec,
                      ProcessRanks &ranks);
+
+/// The parameters' values in the accumulation type, gathered from the
+/// local ranks' shards (the master shards; a frozen unit's compute-type
+/// shard, widened). This process must drive every rank.
+ParamValues masterValues(const ProgramSpec &spec, ProcessRanks &ranks);
 
 } // namespace dprt::driver
 

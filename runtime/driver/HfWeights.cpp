@@ -47,6 +47,13 @@ bool isIgnoredBuffer(const std::string &name, const std::string &modelType) {
          (endsWith(".attn.bias") || endsWith(".attn.masked_bias"));
 }
 
+/// A number as a person writes it: "16", "0.5".
+std::string numberText(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  return text;
+}
+
 std::string shapeText(const std::vector<int64_t> &shape) {
   std::string out = "[";
   for (size_t i = 0; i < shape.size(); ++i)
@@ -272,6 +279,71 @@ inline int64_t storedIndex(int64_t e, int64_t cols, int64_t rows,
   return transposed ? j * rows + r : r * cols + j;
 }
 
+/// Writes the folder `dir` through `fill`, which writes its files into a
+/// temporary folder beside it; that folder is synced and renamed into
+/// place, or removed when `fill` throws.
+void writeAtomically(const std::string &dir,
+                     const std::function<void(const std::string &)> &fill) {
+  const fs::path target = fs::absolute(fs::path(dir)).lexically_normal();
+  const std::string temporary =
+      (target.parent_path() /
+       ("." + target.filename().string() + ".tmp-" + std::to_string(getpid())))
+          .string();
+  std::error_code ec;
+  fs::remove_all(temporary, ec);
+  if (!fs::create_directory(temporary, ec) || ec)
+    throw std::runtime_error("cannot create '" + temporary +
+                             "': " + ec.message());
+  try {
+    fill(temporary);
+    fsyncPath(temporary, true);
+    // An empty folder given as the target is replaced; rename(2) refuses a
+    // non-empty one, which checkHfExport has already refused.
+    if (std::rename(temporary.c_str(), target.c_str()) != 0)
+      throw std::runtime_error("cannot rename '" + temporary + "' to '" +
+                               target.string() + "': " + std::strerror(errno));
+    fsyncPath(target.parent_path().string(), true);
+  } catch (...) {
+    fs::remove_all(temporary, ec);
+    throw;
+  }
+}
+
+/// The export folder must not exist, or be empty, and its parent must be a
+/// folder this program may write.
+void checkExportFolder(const std::string &dir) {
+  std::error_code ec;
+  if (fs::exists(dir, ec) &&
+      !(fs::is_directory(dir, ec) && fs::is_empty(dir, ec)))
+    throw UsageError("the export folder '" + dir +
+                     "' exists and is not empty: remove it or export "
+                     "elsewhere");
+  const fs::path parent =
+      fs::absolute(fs::path(dir)).lexically_normal().parent_path();
+  if (!fs::is_directory(parent, ec) || ::access(parent.c_str(), W_OK) != 0)
+    throw UsageError("cannot create the export folder '" + dir + "': '" +
+                     parent.string() +
+                     "' is not a directory this program may write");
+}
+
+/// The program's adapters (lora_A and lora_B, in the model's order) and
+/// its parameters without the adapters' parts (the model a merged export
+/// writes).
+std::vector<ParamSpec> adapterParams(const std::vector<ParamSpec> &params) {
+  std::vector<ParamSpec> out;
+  for (const ParamSpec &p : params)
+    if (p.lora.role == LoRARole::A || p.lora.role == LoRARole::B)
+      out.push_back(p);
+  return out;
+}
+std::vector<ParamSpec> baseParams(const std::vector<ParamSpec> &params) {
+  std::vector<ParamSpec> out;
+  for (const ParamSpec &p : params)
+    if (p.lora.role == LoRARole::None)
+      out.push_back(p);
+  return out;
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -313,7 +385,11 @@ HfInit::HfInit(const std::string &dir, const std::vector<ParamSpec> &params)
   } catch (const std::runtime_error &e) {
     throw UsageError(std::string("--init: ") + e.what());
   }
-  const std::string where = "--init '" + dir + "': ";
+  match(params, config, "--init '" + dir + "': ");
+}
+
+void HfInit::match(const std::vector<ParamSpec> &params, const HfConfig &config,
+                   const std::string &where) {
   std::vector<std::string> problems;
 
   // Each parameter's stored tensor: its name, GPT2Model's name without
@@ -411,6 +487,111 @@ HfInit::HfInit(const std::string &dir, const std::vector<ParamSpec> &params)
     throwProblems(problems);
 }
 
+std::unique_ptr<HfInit> HfInit::adapter(const std::string &dir,
+                                        const std::vector<ParamSpec> &params,
+                                        const LoRASpec &lora) {
+  const std::string where = "--init-adapter '" + dir + "': ";
+  if (!lora.present())
+    throw UsageError(where + "the program has no LoRA (#dp.lora in its "
+                             "recipe; dpc import-hf --lora R)");
+  const std::string configPath = dir + "/adapter_config.json";
+  std::error_code ec;
+  if (!fs::is_regular_file(configPath, ec))
+    throw UsageError(where + "not a peft adapter folder: it has no "
+                             "adapter_config.json");
+  std::vector<std::string> problems;
+  try {
+    const JsonValue root = JsonValue::parse(readTextFile(configPath));
+    auto field = [&](const char *key) { return root.find(key); };
+    auto text = [](const JsonValue &v) {
+      return v.isString() ? "'" + v.string() + "'"
+                          : std::string("a non-string");
+    };
+    const std::string in = "adapter_config.json: ";
+    const JsonValue *type = field("peft_type");
+    if (!type || !type->isString() || type->string() != "LORA")
+      problems.push_back(in + "peft_type is " +
+                         (type ? text(*type) : std::string("missing")) +
+                         ", not 'LORA'");
+    const JsonValue *r = field("r");
+    if (!r || r->number() != double(lora.rank))
+      problems.push_back(
+          in + "r is " + (r ? numberText(r->number()) : "missing") +
+          ", the program's LoRA has rank " + std::to_string(lora.rank));
+    const JsonValue *alpha = field("lora_alpha");
+    if (!alpha || alpha->number() != lora.alpha)
+      problems.push_back(in + "lora_alpha is " +
+                         (alpha ? numberText(alpha->number()) : "missing") +
+                         ", the program's LoRA has alpha " +
+                         numberText(lora.alpha));
+    const JsonValue *targets = field("target_modules");
+    std::set<std::string> theirs,
+        ours(lora.targets.begin(), lora.targets.end());
+    if (targets && targets->isArray())
+      for (const JsonValue &t : targets->array())
+        theirs.insert(t.string());
+    auto list = [](const std::set<std::string> &names) {
+      std::string out;
+      for (const std::string &n : names)
+        out += (out.empty() ? "" : ", ") + n;
+      return "[" + out + "]";
+    };
+    if (!targets || !targets->isArray())
+      problems.push_back(in + "target_modules is not a list of module names "
+                              "(a regular expression is not read)");
+    else if (theirs != ours)
+      problems.push_back(in + "target_modules are " + list(theirs) +
+                         ", the program's LoRA targets " + list(ours));
+    // What would change the function or add tensors DPC does not have.
+    for (const char *flag : {"use_rslora", "use_dora", "lora_bias"})
+      if (const JsonValue *v = field(flag); v && !v->isNull() && v->boolean())
+        problems.push_back(in + flag + " is true, which DPC's LoRA is not");
+    if (const JsonValue *bias = field("bias");
+        bias && !(bias->isString() && bias->string() == "none"))
+      problems.push_back(in + "bias is " + text(*bias) +
+                         ", DPC's LoRA trains no bias ('none')");
+    for (const char *pattern : {"rank_pattern", "alpha_pattern"})
+      if (const JsonValue *v = field(pattern);
+          v && !v->isNull() && !v->object().empty())
+        problems.push_back(in + pattern +
+                           " is not empty: DPC's adapters have one rank and "
+                           "one alpha");
+    for (const char *list : {"modules_to_save", "layers_to_transform",
+                             "trainable_token_indices", "target_parameters"})
+      if (const JsonValue *v = field(list);
+          v && !v->isNull() && !(v->isArray() && v->array().empty()))
+        problems.push_back(in + list +
+                           " is set, which DPC's LoRA does not "
+                           "support");
+  } catch (const JsonError &e) {
+    throw UsageError(
+        where + "adapter_config.json is not a valid peft config: " + e.what());
+  }
+  if (!problems.empty()) {
+    for (std::string &p : problems)
+      p = where + p;
+    throwProblems(problems);
+  }
+
+  std::unique_ptr<HfInit> init(new HfInit());
+  init->dir_ = dir;
+  try {
+    init->folder_ =
+        std::make_unique<SafetensorsFolder>(dir, "adapter_model.safetensors");
+  } catch (const std::runtime_error &e) {
+    throw UsageError(std::string("--init-adapter: ") + e.what());
+  }
+  // The adapters' tensors are their peft names; nothing else is read.
+  std::vector<ParamSpec> adapters;
+  for (const ParamSpec &p : params)
+    if (!p.lora.peftName.empty()) {
+      adapters.push_back(p);
+      adapters.back().hf = HfSource{p.lora.peftName, false, -1, -1};
+    }
+  init->match(adapters, HfConfig{}, where);
+  return init;
+}
+
 void HfInit::read(const ParamSpec &param, int64_t first, int64_t count,
                   DType to, void *out) const {
   const Source &s = sources_.at(param.name);
@@ -466,18 +647,7 @@ void checkHfExport(const HfExportOptions &options,
             "/config.json' ties it to the input embeddings "
             "(tie_word_embeddings): transformers would load the embeddings in "
             "its place; set tie_word_embeddings to false in that config");
-  std::error_code ec;
-  if (fs::exists(options.dir, ec) &&
-      !(fs::is_directory(options.dir, ec) && fs::is_empty(options.dir, ec)))
-    throw UsageError("the export folder '" + options.dir +
-                     "' exists and is not empty: remove it or export "
-                     "elsewhere");
-  const fs::path parent =
-      fs::absolute(fs::path(options.dir)).lexically_normal().parent_path();
-  if (!fs::is_directory(parent, ec) || ::access(parent.c_str(), W_OK) != 0)
-    throw UsageError("cannot create the export folder '" + options.dir +
-                     "': '" + parent.string() +
-                     "' is not a directory this program may write");
+  checkExportFolder(options.dir);
 }
 
 void writeHfFolder(const HfExportOptions &options,
@@ -516,18 +686,8 @@ void writeHfFolder(const HfExportOptions &options,
     return std::string(name);
   };
 
-  const fs::path target =
-      fs::absolute(fs::path(options.dir)).lexically_normal();
-  const std::string temporary =
-      (target.parent_path() /
-       ("." + target.filename().string() + ".tmp-" + std::to_string(getpid())))
-          .string();
-  std::error_code ec;
-  fs::remove_all(temporary, ec);
-  if (!fs::create_directory(temporary, ec) || ec)
-    throw std::runtime_error("cannot create '" + temporary +
-                             "': " + ec.message());
-  try {
+  writeAtomically(options.dir, [&](const std::string &temporary) {
+    std::error_code ec;
     // config.json, its dtype the one written.
     std::string config = HfConfig::read(options.like).text;
     const bool named =
@@ -608,17 +768,268 @@ void writeHfFolder(const HfExportOptions &options,
       writeFileDurably(temporary + "/model.safetensors.index.json",
                        index.str());
     }
-    fsyncPath(temporary, true);
-    // An empty folder given as the target is replaced; rename(2) refuses a
-    // non-empty one, which checkHfExport has already refused.
-    if (std::rename(temporary.c_str(), target.c_str()) != 0)
-      throw std::runtime_error("cannot rename '" + temporary + "' to '" +
-                               target.string() + "': " + std::strerror(errno));
-    fsyncPath(target.parent_path().string(), true);
-  } catch (...) {
-    fs::remove_all(temporary, ec);
-    throw;
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// LoRA: the peft adapter and the merged model
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The shortest text that reads back to `value`, as Python's repr writes a
+/// float ("16" for a whole number, as peft keeps lora_alpha = 16).
+std::string shortestNumber(double value) {
+  if (value == std::floor(value) && std::fabs(value) < 1e15)
+    return std::to_string(static_cast<long long>(value));
+  char text[32];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(text, sizeof text, "%.*g", digits, value);
+    if (std::strtod(text, nullptr) == value)
+      break;
   }
+  return text;
+}
+
+/// `values` with each adapted weight W replaced by W + (alpha / r) B A,
+/// computed in f64 from the values of W, A and B and rounded once to
+/// `valueType`. The last merged weight is kept: the writer asks for a
+/// parameter's elements in order.
+ParamValues mergedValues(const std::vector<ParamSpec> &params,
+                         const LoRASpec &lora, DType valueType,
+                         ParamValues values) {
+  struct Adapter {
+    ParamSpec a, b;
+  };
+  auto adapters = std::make_shared<std::map<std::string, Adapter>>();
+  for (const ParamSpec &p : params)
+    if (p.lora.role == LoRARole::A)
+      (*adapters)[p.lora.base].a = p;
+    else if (p.lora.role == LoRARole::B)
+      (*adapters)[p.lora.base].b = p;
+  struct Cache {
+    std::string name;
+    std::vector<unsigned char> data;
+  };
+  auto cache = std::make_shared<Cache>();
+  const double scaling = lora.alpha / double(lora.rank);
+  return [adapters, cache, scaling, valueType,
+          values](const ParamSpec &p, int64_t first, int64_t count, void *out) {
+    auto it = adapters->find(p.name);
+    if (it == adapters->end())
+      return values(p, first, count, out);
+    const int64_t bytes = sizeOf(valueType);
+    if (cache->name != p.name) {
+      auto read = [&](const ParamSpec &q) {
+        const int64_t n = product(q.shape);
+        std::vector<unsigned char> raw(static_cast<size_t>(n * bytes));
+        values(q, 0, n, raw.data());
+        std::vector<double> out(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i)
+          out[i] = loadAs(valueType, raw.data() + i * bytes);
+        return out;
+      };
+      const std::vector<double> w = read(p), a = read(it->second.a),
+                                b = read(it->second.b);
+      const int64_t rows = p.shape[0], cols = p.shape[1];
+      const int64_t rank = it->second.a.shape[0];
+      cache->data.resize(static_cast<size_t>(rows * cols * bytes));
+      for (int64_t o = 0; o < rows; ++o)
+        for (int64_t i = 0; i < cols; ++i) {
+          double delta = 0;
+          for (int64_t k = 0; k < rank; ++k)
+            delta += b[o * rank + k] * a[k * cols + i];
+          storeAs(valueType, w[o * cols + i] + scaling * delta,
+                  cache->data.data() + (o * cols + i) * bytes);
+        }
+      cache->name = p.name;
+    }
+    std::memcpy(out, cache->data.data() + first * bytes,
+                static_cast<size_t>(count * bytes));
+  };
+}
+
+} // namespace
+
+std::string peftAdapterConfig(const LoRASpec &lora,
+                              const std::vector<ParamSpec> &params,
+                              const std::string &baseModel) {
+  // peft sets fan_in_fan_out for GPT-2's Conv1D layers, whose weights are
+  // stored [in, out] (hf.transposed).
+  bool fanInFanOut = false;
+  for (const ParamSpec &p : params)
+    if (p.lora.role == LoRARole::A)
+      for (const ParamSpec &w : params)
+        if (w.name == p.lora.base && w.hf.transposed)
+          fanInFanOut = true;
+  std::set<std::string> targets(lora.targets.begin(), lora.targets.end());
+  std::string targetList = "[";
+  for (const std::string &t : targets)
+    targetList +=
+        (targetList.size() > 1 ? ",\n    " : "\n    ") + jsonString(t);
+  targetList += "\n  ]";
+  // LoraConfig.to_dict() as save_pretrained writes it: json.dumps(indent=2,
+  // sort_keys=True), every key of peft 0.21.2.
+  const std::vector<std::pair<const char *, std::string>> fields = {
+      {"alora_invocation_tokens", "null"},
+      {"alpha_pattern", "{}"},
+      {"arrow_config", "null"},
+      {"auto_mapping", "null"},
+      {"base_model_name_or_path",
+       baseModel.empty() ? "null" : jsonString(baseModel)},
+      {"bias", "\"none\""},
+      {"corda_config", "null"},
+      {"ensure_weight_tying", "false"},
+      {"eva_config", "null"},
+      {"exclude_modules", "null"},
+      {"fan_in_fan_out", fanInFanOut ? "true" : "false"},
+      {"inference_mode", "true"},
+      {"init_lora_weights", "true"},
+      {"kasa_config", "null"},
+      {"layer_replication", "null"},
+      {"layers_pattern", "null"},
+      {"layers_to_transform", "null"},
+      {"loftq_config", "{}"},
+      {"lora_alpha", shortestNumber(lora.alpha)},
+      {"lora_bias", "false"},
+      {"lora_dropout", "0.0"},
+      {"lora_ga_config", "null"},
+      {"megatron_config", "null"},
+      {"megatron_core", "\"megatron.core\""},
+      {"modules_to_save", "null"},
+      {"monteclora_config", "null"},
+      {"peft_type", "\"LORA\""},
+      {"peft_version", "\"0.21.2\""},
+      {"qalora_group_size", "16"},
+      {"r", std::to_string(lora.rank)},
+      {"rank_pattern", "{}"},
+      {"revision", "null"},
+      {"target_modules", targetList},
+      {"target_parameters", "null"},
+      {"task_type", "\"CAUSAL_LM\""},
+      {"trainable_token_indices", "null"},
+      {"use_bdlora", "null"},
+      {"use_dora", "false"},
+      {"use_qalora", "false"},
+      {"use_rslora", "false"},
+      {"velora_config", "null"}};
+  std::string out = "{";
+  for (size_t i = 0; i < fields.size(); ++i)
+    out += std::string(i ? ",\n  " : "\n  ") + jsonString(fields[i].first) +
+           ": " + fields[i].second;
+  return out + "\n}";
+}
+
+void checkHfExport(const HfExportOptions &options,
+                   const std::vector<ParamSpec> &params, const LoRASpec &lora) {
+  switch (options.kind) {
+  case HfExportKind::Model:
+    if (lora.present())
+      throw UsageError("the program trains LoRA adapters: its export is a "
+                       "peft adapter or the merged model");
+    checkHfExport(options, params);
+    return;
+  case HfExportKind::Merged:
+    if (!lora.present())
+      throw UsageError("the merged export needs a program with LoRA "
+                       "(#dp.lora); export the model as it is instead");
+    checkHfExport(options, baseParams(params));
+    return;
+  case HfExportKind::Adapter: {
+    if (!lora.present())
+      throw UsageError("a peft adapter export needs a program with LoRA "
+                       "(#dp.lora)");
+    const std::vector<ParamSpec> adapters = adapterParams(params);
+    if (adapters.empty())
+      throw UsageError("the program's LoRA has no adapter parameters");
+    for (const ParamSpec &p : adapters)
+      if (p.lora.peftName.empty())
+        throw UsageError("adapter parameter '" + p.name +
+                         "' has no peft name (peft.name)");
+    std::error_code ec;
+    if (!options.like.empty() && !fs::is_directory(options.like, ec))
+      throw UsageError("'" + options.like + "' is not a folder");
+    checkExportFolder(options.dir);
+    return;
+  }
+  }
+}
+
+void writeHfExport(const HfExportOptions &options,
+                   const std::vector<ParamSpec> &params, const LoRASpec &lora,
+                   DType valueType, const ParamValues &values) {
+  checkHfExport(options, params, lora);
+  if (options.kind == HfExportKind::Model)
+    return writeHfFolder(options, params, valueType, values);
+  if (options.kind == HfExportKind::Merged)
+    return writeHfFolder(options, baseParams(params), valueType,
+                         mergedValues(params, lora, valueType, values));
+
+  const std::vector<ParamSpec> adapters = adapterParams(params);
+  const std::string baseModel =
+      options.like.empty()
+          ? std::string()
+          : fs::absolute(fs::path(options.like)).lexically_normal().string();
+  writeAtomically(options.dir, [&](const std::string &temporary) {
+    std::error_code ec;
+    writeFileDurably(temporary + "/adapter_config.json",
+                     peftAdapterConfig(lora, params, baseModel));
+    if (!options.like.empty())
+      for (const char *file : kCompanionFiles)
+        if (std::string(file) != "generation_config.json" &&
+            fs::is_regular_file(options.like + "/" + file, ec))
+          copyFileDurably(options.like + "/" + file, temporary + "/" + file);
+    std::vector<TensorInfo> infos;
+    for (const ParamSpec &p : adapters)
+      infos.push_back({p.lora.peftName, options.dtype, p.shape});
+    SafetensorsWriter writer(temporary + "/adapter_model.safetensors", infos,
+                             {{"format", "pt"}});
+    const int64_t inBytes = sizeOf(valueType), outBytes = sizeOf(options.dtype);
+    for (const ParamSpec &p : adapters) {
+      const int64_t numel = product(p.shape);
+      std::vector<unsigned char> in(static_cast<size_t>(numel * inBytes));
+      std::vector<unsigned char> out(static_cast<size_t>(numel * outBytes));
+      values(p, 0, numel, in.data());
+      for (int64_t i = 0; i < numel; ++i) {
+        const double v = loadAs(valueType, in.data() + i * inBytes);
+        if (!std::isfinite(v))
+          throw std::runtime_error("not exporting to '" + options.dir +
+                                   "': element " + std::to_string(i) +
+                                   " of parameter '" + p.name +
+                                   "' is not finite");
+        storeAs(options.dtype, v, out.data() + i * outBytes);
+      }
+      writer.write(out.data());
+    }
+    writer.close();
+  });
+}
+
+std::string loraJson(const LoRASpec &lora) {
+  if (!lora.present())
+    return "";
+  std::string targets;
+  for (const std::string &t : lora.targets)
+    targets += (targets.empty() ? "" : ", ") + jsonString(t);
+  return "{\"r\": " + std::to_string(lora.rank) +
+         ", \"lora_alpha\": " + privacy::jsonNumber(lora.alpha) +
+         ", \"target_modules\": [" + targets + "]}";
+}
+
+LoRASpec loraFromJson(const std::string &json, const std::string &what) {
+  LoRASpec lora;
+  try {
+    const JsonValue root = JsonValue::parse(json);
+    lora.rank = root.at("r").integer();
+    lora.alpha = root.at("lora_alpha").number();
+    for (const JsonValue &t : root.at("target_modules").array())
+      lora.targets.push_back(t.string());
+    if (lora.rank <= 0 || !(lora.alpha > 0) || lora.targets.empty())
+      throw JsonError("rank, alpha or targets out of range");
+  } catch (const JsonError &e) {
+    throw UsageError(what + ": the LoRA is malformed: " + e.what());
+  }
+  return lora;
 }
 
 //===----------------------------------------------------------------------===//
@@ -628,15 +1039,28 @@ void writeHfFolder(const HfExportOptions &options,
 std::string hfSourcesJson(const std::vector<ParamSpec> &params) {
   std::string out;
   for (const ParamSpec &p : params) {
-    if (!p.hf.present())
+    if (!p.hf.present() && p.lora.role == LoRARole::None)
       continue;
-    out += (out.empty() ? "{" : ", ") + jsonString(p.name) +
-           ": {\"name\": " + jsonString(p.hf.name);
-    if (p.hf.transposed)
-      out += ", \"transposed\": true";
-    if (p.hf.hasRows())
-      out += ", \"rows\": [" + std::to_string(p.hf.rowBegin) + ", " +
-             std::to_string(p.hf.rowEnd) + "]";
+    out += (out.empty() ? "{" : ", ") + jsonString(p.name) + ": {";
+    if (p.hf.present()) {
+      out += "\"name\": " + jsonString(p.hf.name);
+      if (p.hf.transposed)
+        out += ", \"transposed\": true";
+      if (p.hf.hasRows())
+        out += ", \"rows\": [" + std::to_string(p.hf.rowBegin) + ", " +
+               std::to_string(p.hf.rowEnd) + "]";
+    }
+    if (p.lora.role != LoRARole::None) {
+      const char *role = p.lora.role == LoRARole::A   ? "A"
+                         : p.lora.role == LoRARole::B ? "B"
+                                                      : "scale";
+      out += std::string(p.hf.present() ? ", " : "") +
+             "\"lora\": {\"role\": \"" + role +
+             "\", \"base\": " + jsonString(p.lora.base);
+      if (!p.lora.peftName.empty())
+        out += ", \"peft\": " + jsonString(p.lora.peftName);
+      out += "}";
+    }
     out += "}";
   }
   return out.empty() ? out : out + "}";
@@ -652,6 +1076,23 @@ void applyHfSources(const std::string &json, std::vector<ParamSpec> &params,
                        [&](const ParamSpec &p) { return p.name == name; });
       if (it == params.end())
         throw JsonError("names '" + name + "', which is not a parameter");
+      if (const JsonValue *lora = source.find("lora")) {
+        const std::string &role = lora->at("role").string();
+        it->lora.role = role == "A"   ? LoRARole::A
+                        : role == "B" ? LoRARole::B
+                        : role == "scale"
+                            ? LoRARole::Scale
+                            : throw JsonError("the LoRA role of '" + name +
+                                              "' is not A, B or scale");
+        it->lora.base = lora->at("base").string();
+        if (const JsonValue *peft = lora->find("peft"))
+          it->lora.peftName = peft->string();
+        if ((it->lora.role == LoRARole::Scale) != it->lora.peftName.empty())
+          throw JsonError("the peft name of '" + name + "' does not fit its " +
+                          "role");
+        if (!source.find("name"))
+          continue;
+      }
       HfSource hf;
       hf.name = source.at("name").string();
       if (const JsonValue *t = source.find("transposed"))

@@ -11,8 +11,12 @@
 //  - writeHfFolder writes a folder transformers loads (--export, dpc
 //    export): the parameters under their Hugging Face names and layouts,
 //    config.json and the tokenizer files of a source folder;
-//  - hfSourcesJson / applyHfSources: the mapping as JSON, which checkpoints
-//    record so that they can be exported offline.
+//  - with LoRA (docs/lora.md), HfInit::adapter checks and reads a peft
+//    adapter folder (--init-adapter), and writeHfExport writes one, or the
+//    model with the adapters merged into their weights;
+//  - hfSourcesJson / applyHfSources (and loraJson / loraFromJson): the
+//    mapping as JSON, which checkpoints record so that they can be exported
+//    offline.
 //
 // Tied embeddings: with `tie_word_embeddings`, transformers keeps one table
 // for the input embedding and the head, and `save_pretrained` may or may not
@@ -65,6 +69,16 @@ public:
   /// truncated or the index is bad: all of it before anything is loaded.
   HfInit(const std::string &dir, const std::vector<ParamSpec> &params);
 
+  /// A peft adapter folder (--init-adapter): DIR/adapter_config.json must
+  /// match `lora` (peft_type LORA, r, lora_alpha, target_modules as a set;
+  /// no rslora, DoRA, bias, rank or alpha patterns, modules_to_save), and
+  /// DIR/adapter_model.safetensors must hold exactly the lora_A and lora_B
+  /// tensors of the program's adapters (LoRAPart::peftName), of their
+  /// shapes. Throws UsageError naming the field or the tensor.
+  static std::unique_ptr<HfInit> adapter(const std::string &dir,
+                                         const std::vector<ParamSpec> &params,
+                                         const LoRASpec &lora);
+
   /// Whether `param` is loaded from the folder (it has a source).
   bool loads(const ParamSpec &param) const {
     return sources_.count(param.name) != 0;
@@ -81,6 +95,12 @@ public:
   const std::vector<std::string> &unsourced() const { return unsourced_; }
 
 private:
+  HfInit() = default;
+  /// Maps the tensors of folder_ to the parameters with a source in
+  /// `params`; `where` starts each problem.
+  void match(const std::vector<ParamSpec> &params, const HfConfig &config,
+             const std::string &where);
+
   /// Where a parameter's values are: L (S, or S^T) has `rows` x `cols`
   /// elements, and the parameter starts at row `firstRow` of it.
   struct Source {
@@ -97,8 +117,18 @@ private:
   std::map<std::string, int> storedTypes_; ///< tensors per stored type
 };
 
+/// What an export writes (docs/lora.md):
+///  - Model: the model as a Hugging Face folder (a program without LoRA);
+///  - Adapter: a peft adapter, adapter_config.json and
+///    adapter_model.safetensors with the lora_A and lora_B weights under
+///    their peft names (a program with #dp.lora);
+///  - Merged: the model with each adapted weight W replaced by
+///    W + (alpha / r) B A, as a Model export of the program without LoRA.
+enum class HfExportKind { Model, Adapter, Merged };
+
 /// What --export and dpc export write.
 struct HfExportOptions {
+  HfExportKind kind = HfExportKind::Model;
   std::string dir;  ///< the folder to write (it must not exist, or be empty)
   std::string like; ///< the folder whose config.json and tokenizer files go
   DType dtype = DType::F32; ///< BF16 or F32
@@ -134,19 +164,47 @@ void writeHfFolder(const HfExportOptions &options,
                    const std::vector<ParamSpec> &params, DType valueType,
                    const ParamValues &values);
 
+/// Checks (checkHfExport) and writes (writeHfFolder) what options.kind
+/// asks for. Adapter and Merged need `lora` present, Model needs it
+/// absent: UsageError otherwise. An adapter folder gets adapter_config.json
+/// (as peft 0.21 writes it: every key, sorted, indent 2;
+/// base_model_name_or_path the absolute path of options.like) and
+/// adapter_model.safetensors in options.dtype, and the tokenizer files of
+/// options.like but no config.json (peft writes none: transformers would
+/// take the folder for a model).
+void checkHfExport(const HfExportOptions &options,
+                   const std::vector<ParamSpec> &params, const LoRASpec &lora);
+void writeHfExport(const HfExportOptions &options,
+                   const std::vector<ParamSpec> &params, const LoRASpec &lora,
+                   DType valueType, const ParamValues &values);
+
+/// adapter_config.json for `lora` as peft 0.21.2 writes it.
+std::string peftAdapterConfig(const LoRASpec &lora,
+                              const std::vector<ParamSpec> &params,
+                              const std::string &baseModel);
+
+/// The LoRA of a program as JSON ({"r": 8, "lora_alpha": 16.0,
+/// "target_modules": ["q_proj", "v_proj"]}), "" without one, for
+/// checkpoints; loraFromJson reads it back (UsageError naming `what`).
+std::string loraJson(const LoRASpec &lora);
+LoRASpec loraFromJson(const std::string &json, const std::string &what);
+
 /// The Hugging Face sources of `params` as one JSON object, {"emb":
 /// {"name": "model.embed_tokens.weight"}, "b0.wq": {"name": ...,
 /// "transposed": true, "rows": [0, 768]}, ...}; parameters without one are
-/// left out, and so is the whole (returning "") when none has one.
+/// left out, and so is the whole (returning "") when none has one. A LoRA
+/// adapter's part is {"lora": {"role": "A", "base": "b0.wq", "peft":
+/// "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"}}.
 std::string hfSourcesJson(const std::vector<ParamSpec> &params);
-/// Sets ParamSpec::hf of each parameter `json` names (hfSourcesJson's form);
+/// Sets ParamSpec::hf (and ::lora) of each parameter `json` names
+/// (hfSourcesJson's form);
 /// throws UsageError naming `what` when the JSON is malformed or names a
 /// parameter not in `params`.
 void applyHfSources(const std::string &json, std::vector<ParamSpec> &params,
                     const std::string &what);
 
 /// The metadata key of params.safetensors under which checkpoints record
-/// hfSourcesJson.
+/// hfSourcesJson (and the manifest key of loraJson: "lora").
 inline constexpr const char kHfSourcesMetadataKey[] = "hf_sources";
 
 /// "bf16" / "f32" -> the export type; throws UsageError naming `flag`.

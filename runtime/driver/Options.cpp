@@ -226,6 +226,14 @@ Options parseOptions(int argc, const char *const *argv) {
       o.init = takeValue();
       if (o.init.empty())
         throw UsageError("option --init needs a Hugging Face model folder");
+    } else if (flag == "--init-adapter") {
+      o.initAdapter = takeValue();
+      if (o.initAdapter.empty())
+        throw UsageError("option --init-adapter needs a peft adapter folder");
+    } else if (flag == "--export-merged") {
+      o.exportMergedDir = takeValue();
+      if (o.exportMergedDir.empty())
+        throw UsageError("option --export-merged needs a folder");
     } else if (flag == "--export") {
       o.exportDir = takeValue();
       if (o.exportDir.empty())
@@ -267,16 +275,23 @@ Options parseOptions(int argc, const char *const *argv) {
     throw UsageError("--save-every needs --save DIR");
   if (o.keepLast > 0 && o.save.empty())
     throw UsageError("--keep-last needs --save DIR");
+  if (!o.initAdapter.empty() && !o.resume.empty())
+    throw UsageError("--init-adapter and --resume exclude each other: a "
+                     "resumed run continues from its checkpoint's parameters");
   if (!o.init.empty() && !o.resume.empty())
     throw UsageError("--init and --resume exclude each other: a resumed run "
                      "continues from its checkpoint's parameters");
-  if (o.exportDir.empty() && (o.exportDType || exportShardSize))
+  const bool exports = !o.exportDir.empty() || !o.exportMergedDir.empty();
+  if (!exports && (o.exportDType || exportShardSize))
     throw UsageError(
         std::string(o.exportDType ? "--export-dtype" : "--export-shard-size") +
-        " needs --export DIR");
-  if (!o.like.empty() && o.exportDir.empty())
+        " needs --export DIR or --export-merged DIR");
+  if (!o.like.empty() && !exports)
     throw UsageError("--like names the folder whose config.json goes with "
                      "--export DIR; give --export");
+  if (!o.exportDir.empty() && o.exportDir == o.exportMergedDir)
+    throw UsageError("--export and --export-merged name the same folder '" +
+                     o.exportDir + "'");
   if (o.evalEvery > 0 && o.evalData.empty())
     throw UsageError("--eval-every needs --eval-data FILE");
   if (o.expectedBatch && o.sampleRate)
@@ -337,9 +352,20 @@ void checkOptions(const Options &o, const ProgramSpec &spec) {
   int64_t steps = o.steps ? *o.steps : spec.recipe.steps;
   if (o.data.empty() && steps > 0 && o.resume.empty())
     throw UsageError("--data FILE is required to train (or pass --steps 0)");
-  if (!o.exportDir.empty() && o.like.empty() && o.init.empty())
-    throw UsageError("--export DIR copies config.json from the --init folder "
-                     "or from --like HF_DIR: give one of them");
+  if ((!o.exportDir.empty() || !o.exportMergedDir.empty()) && o.like.empty() &&
+      o.init.empty())
+    throw UsageError(
+        std::string(o.exportDir.empty() ? "--export-merged" : "--export") +
+        " DIR copies config.json from the --init folder "
+        "or from --like HF_DIR: give one of them");
+  if (!o.initAdapter.empty() && !spec.lora.present())
+    throw UsageError("--init-adapter loads a peft adapter into the program's "
+                     "LoRA adapters, but this program has no LoRA (import "
+                     "with dpc import-hf --lora R)");
+  if (!o.exportMergedDir.empty() && !spec.lora.present())
+    throw UsageError("--export-merged merges the program's LoRA adapters "
+                     "into their weights, but this program has no LoRA: use "
+                     "--export DIR");
   if (!o.evalData.empty() && spec.lossOffset < 0)
     throw UsageError("--eval-data: the program has no per-sample loss to "
                      "evaluate");
@@ -439,14 +465,22 @@ std::string usageText(const std::string &program, const ProgramSpec &spec) {
      << "  --init DIR         start from the weights of a Hugging Face folder\n"
      << "                     (model.safetensors or its shards; F32, BF16,\n"
      << "                     F16 or F64) instead of the initializers\n"
+     << "  --init-adapter DIR load a peft adapter (adapter_config.json,\n"
+     << "                     adapter_model.safetensors) into the LoRA\n"
+     << "                     adapters (docs/lora.md)\n"
      << "  --export DIR       after training, write the weights as a Hugging\n"
      << "                     Face folder with the config and tokenizer files\n"
-     << "                     of the --init folder (or of --like)\n"
+     << "                     of the --init folder (or of --like); with LoRA,\n"
+     << "                     the adapters as a peft adapter folder\n"
+     << "  --export-merged DIR\n"
+     << "                     with LoRA: the model with W + (alpha/r) B A in\n"
+     << "                     place of each adapted weight\n"
      << "  --like DIR         the folder whose config.json and tokenizer\n"
      << "                     files go with --export\n"
      << "  --export-dtype T   bf16 or f32 (default "
      << (spec.compute == DType::BF16 ? "bf16" : "f32")
-     << ", the model's compute type)\n"
+     << ", the model's compute type;\n"
+     << "                     f32 for a peft adapter)\n"
      << "  --export-shard-size BYTES\n"
      << "                     shard model.safetensors above this size\n"
      << "                     (default 5e9)\n"

@@ -69,6 +69,11 @@ struct Options {
   /// Hugging Face weights (docs/huggingface.md): --init DIR loads them
   /// before training, --export DIR writes them after it.
   std::string init;
+  /// --init-adapter DIR: a peft adapter loaded into the LoRA adapters
+  /// after --init (docs/lora.md); --export-merged DIR: the model with the
+  /// adapters merged into their weights.
+  std::string initAdapter;
+  std::string exportMergedDir;
   std::string exportDir;
   std::optional<DType> exportDType; ///< default: bf16 models bf16, else f32
   std::string like; ///< the folder whose config.json goes with --export

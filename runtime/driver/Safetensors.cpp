@@ -352,6 +352,18 @@ void SafetensorsReader::read(const TensorInfo &tensor, void *out) {
                              path_ + "'");
 }
 
+SafetensorsFolder::SafetensorsFolder(const std::string &dir,
+                                     const std::string &file)
+    : dir_(dir) {
+  const std::string path = dir + "/" + file;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw std::runtime_error("'" + dir + "' has no " + file);
+  files_.push_back(std::make_unique<SafetensorsReader>(path, true));
+  for (const TensorInfo &t : files_.back()->tensors())
+    byName_[t.name] = {files_.back().get(), &t};
+}
+
 SafetensorsFolder::SafetensorsFolder(const std::string &dir) : dir_(dir) {
   namespace fs = std::filesystem;
   const std::string single = dir + "/model.safetensors";
@@ -374,6 +386,7 @@ SafetensorsFolder::SafetensorsFolder(const std::string &dir) : dir_(dir) {
                              "model.safetensors.index.json" +
                              hint);
   }
+  indexed_ = true;
   std::string text;
   {
     std::FILE *f = std::fopen(indexPath.c_str(), "rb");
@@ -442,10 +455,8 @@ std::vector<SafetensorsFolder::Entry> SafetensorsFolder::entries() const {
 }
 
 std::string SafetensorsFolder::describe() const {
-  if (files_.size() == 1 &&
-      std::filesystem::path(files_[0]->path()).filename() ==
-          "model.safetensors")
-    return "model.safetensors";
+  if (!indexed_)
+    return std::filesystem::path(files_[0]->path()).filename().string();
   return std::to_string(files_.size()) +
          (files_.size() == 1 ? " shard" : " shards") +
          " of model.safetensors.index.json";

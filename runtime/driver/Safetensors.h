@@ -142,6 +142,8 @@ class SafetensorsFolder {
 public:
   /// Throws std::runtime_error naming the file of the first problem.
   explicit SafetensorsFolder(const std::string &dir);
+  /// The one file DIR/`file` (a peft adapter's adapter_model.safetensors).
+  SafetensorsFolder(const std::string &dir, const std::string &file);
 
   /// Where a tensor is.
   struct Entry {
@@ -152,11 +154,13 @@ public:
   Entry find(const std::string &name) const;
   /// Every tensor, in the order of the files and their headers.
   std::vector<Entry> entries() const;
-  /// "model.safetensors" or "3 shards of model.safetensors.index.json".
+  /// "model.safetensors" (the one file's name) or "3 shards of
+  /// model.safetensors.index.json".
   std::string describe() const;
 
 private:
   std::string dir_;
+  bool indexed_ = false; ///< the files are the shards an index names
   std::vector<std::unique_ptr<SafetensorsReader>> files_;
   std::map<std::string, Entry> byName_;
 };

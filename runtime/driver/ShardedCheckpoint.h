@@ -89,6 +89,8 @@ struct CheckpointManifest {
   /// Where each parameter goes in a Hugging Face folder (hfSourcesJson,
   /// HfWeights.h), for dpc export; empty for a model not imported from one.
   std::string hfSources;
+  /// The program's LoRA (loraJson, HfWeights.h), or "".
+  std::string lora;
 };
 
 /// The states a checkpoint holds per unit for `optimizer`: "master", then

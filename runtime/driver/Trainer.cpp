@@ -104,8 +104,9 @@ private:
   void saveCheckpoint();
   /// --eval-data: evaluates, writes the metrics line, shows and reports it.
   void evaluate(Progress &progress);
-  /// --export: the options of writeHfFolder.
-  HfExportOptions exportOptions() const;
+  /// --export (`merged` false) and --export-merged: the options of
+  /// writeHfExport.
+  HfExportOptions exportOptions(bool merged) const;
   std::string dataDescription() const;
 
   Options o_;
@@ -119,6 +120,7 @@ private:
   std::unique_ptr<Dataset> data_;
   std::unique_ptr<Dataset> evalData_;
   std::unique_ptr<HfInit> init_;
+  std::unique_ptr<HfInit> initAdapter_;
   int64_t evaluatedStep_ = -1;
   std::optional<PrivacySession> privacy_;
   /// The learning rate, weight decay and schedule of the run (Schedule.h).
@@ -157,13 +159,20 @@ void Trainer::evaluate(Progress &progress) {
   report_.addEvaluation(r);
 }
 
-HfExportOptions Trainer::exportOptions() const {
+HfExportOptions Trainer::exportOptions(bool merged) const {
   HfExportOptions options;
-  options.dir = o_.exportDir;
+  options.kind = merged                 ? HfExportKind::Merged
+                 : spec_.lora.present() ? HfExportKind::Adapter
+                                        : HfExportKind::Model;
+  options.dir = merged ? o_.exportMergedDir : o_.exportDir;
   options.like = o_.like.empty() ? o_.init : o_.like;
-  options.dtype = o_.exportDType                 ? *o_.exportDType
-                  : spec_.compute == DType::BF16 ? DType::BF16
-                                                 : DType::F32;
+  // peft keeps adapters in f32 (autocast_adapter_dtype) also on a bf16
+  // base model, and saves them so.
+  options.dtype =
+      o_.exportDType ? *o_.exportDType
+      : spec_.compute == DType::BF16 && options.kind != HfExportKind::Adapter
+          ? DType::BF16
+          : DType::F32;
   options.maxShardBytes = o_.exportShardBytes;
   return options;
 }
@@ -447,7 +456,8 @@ int Trainer::run() {
     throw std::runtime_error("the program has no mask buffer; padding rows "
                              "would enter the gradient");
 
-  if (launch.multiProcess && !o_.exportDir.empty())
+  if (launch.multiProcess &&
+      (!o_.exportDir.empty() || !o_.exportMergedDir.empty()))
     throw UsageError("--export is not supported yet when the program runs "
                      "one process per GPU (it gathers every shard); use "
                      "--gpus N on one machine, or dpc export on a checkpoint");
@@ -455,8 +465,12 @@ int Trainer::run() {
   // not fit the model stops the run here.
   if (!o_.init.empty())
     init_ = std::make_unique<HfInit>(o_.init, spec_.params);
+  if (!o_.initAdapter.empty())
+    initAdapter_ = HfInit::adapter(o_.initAdapter, spec_.params, spec_.lora);
   if (!o_.exportDir.empty())
-    checkHfExport(exportOptions(), spec_.params);
+    checkHfExport(exportOptions(false), spec_.params, spec_.lora);
+  if (!o_.exportMergedDir.empty())
+    checkHfExport(exportOptions(true), spec_.params, spec_.lora);
   openOutputs(launch, resumed != nullptr);
 
   ranks_ = std::make_unique<ProcessRanks>(launch, spec_);
@@ -488,6 +502,11 @@ int Trainer::run() {
           init_->unsourced()[0] + "')");
     // Unmaps the folder's files: their pages are not needed again.
     init_.reset();
+  }
+  if (!resumed && initAdapter_) {
+    loadHfWeights(*initAdapter_, spec_, *ranks_);
+    log("loaded the LoRA adapters of " + initAdapter_->describe());
+    initAdapter_.reset();
   }
 
   Progress progress(o_.quiet || !leader_, step_ + 1, totalSteps_);
@@ -535,9 +554,15 @@ int Trainer::run() {
   if (!o_.save.empty() && !savedLast)
     saveCheckpoint();
   if (!o_.exportDir.empty()) {
-    exportHfWeights(exportOptions(), spec_, *ranks_);
-    log("exported the weights of step " + std::to_string(step_) + " to " +
-        o_.exportDir);
+    exportHfWeights(exportOptions(false), spec_, *ranks_);
+    log(std::string("exported the ") +
+        (spec_.lora.present() ? "peft adapter" : "weights") + " of step " +
+        std::to_string(step_) + " to " + o_.exportDir);
+  }
+  if (!o_.exportMergedDir.empty()) {
+    exportHfWeights(exportOptions(true), spec_, *ranks_);
+    log("exported the merged weights of step " + std::to_string(step_) +
+        " to " + o_.exportMergedDir);
   }
   if (o_.generate > 0) {
     const std::vector<std::string> lines =

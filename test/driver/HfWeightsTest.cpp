@@ -6,18 +6,24 @@
 // GPT2Model's names without "transformer.", a head read from tied input
 // embeddings, and buffers transformers ignores; then the same parameters
 // written back (writeHfFolder) byte for byte, and the mapping's JSON.
+// LoRA (docs/lora.md): the peft adapter export against the parameters
+// (names, shapes, config, values), its reading back (--init-adapter), the
+// merged export against W + (alpha / r) B A computed here, and the errors.
 //
 //===----------------------------------------------------------------------===//
 
-#include "Checkpoint.h"
 #include "HfWeights.h"
+#include "Checkpoint.h"
+#include "Json.h"
 #include "Options.h"
 #include "ProcessHelpers.h"
 #include "Safetensors.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <map>
 
 using namespace dprt;
@@ -32,7 +38,7 @@ constexpr int64_t kIn = 4, kHead = 3, kVocab = 5;
 ParamSpec param(const std::string &name, std::vector<int64_t> shape,
                 const std::string &hfName, bool transposed = false,
                 int64_t rowBegin = -1, int64_t rowEnd = -1) {
-  ParamSpec p{name, std::move(shape), 0, 0, 0, true, {}};
+  ParamSpec p{name, std::move(shape), 0, 0, 0, true, {}, {}};
   p.hf.name = hfName;
   p.hf.transposed = transposed;
   p.hf.rowBegin = rowBegin;
@@ -241,6 +247,271 @@ TEST(HfWeights, SourcesRoundTripThroughJson) {
   EXPECT_THROW(applyHfSources("{\"b0.wq\": {\"name\": \"x\", \"rows\": [0, "
                               "2]}}",
                               bare, "t"),
+               UsageError);
+}
+
+//===----------------------------------------------------------------------===//
+// LoRA
+//===----------------------------------------------------------------------===//
+
+constexpr int64_t kOut = 6, kWidth = 5, kRank = 2;
+constexpr double kAlpha = 3.0; // scaling alpha / r = 1.5
+
+ParamSpec adapterPart(const std::string &name, std::vector<int64_t> shape,
+                      LoRARole role, const std::string &peft) {
+  ParamSpec p{name, std::move(shape), 0, 0, 0, role != LoRARole::Scale, {}, {}};
+  p.lora.role = role;
+  p.lora.base = "b0.wq";
+  p.lora.peftName = peft;
+  return p;
+}
+
+/// A norm and q_proj with its adapter, as dp-lora and describe_adapter make
+/// them.
+std::vector<ParamSpec> loraParams() {
+  const std::string peft = "base_model.model.model.layers.0.self_attn.q_proj.";
+  return {
+      param("b0.n1", {kWidth}, "model.layers.0.input_layernorm.weight"),
+      param("b0.wq", {kOut, kWidth}, "model.layers.0.self_attn.q_proj.weight"),
+      adapterPart("b0.wq.lora_A", {kRank, kWidth}, LoRARole::A,
+                  peft + "lora_A.weight"),
+      adapterPart("b0.wq.lora_B", {kOut, kRank}, LoRARole::B,
+                  peft + "lora_B.weight"),
+      adapterPart("b0.wq.lora_scale", {kRank, kRank}, LoRARole::Scale, "")};
+}
+
+LoRASpec loraSpec() {
+  LoRASpec lora;
+  lora.rank = kRank;
+  lora.alpha = kAlpha;
+  lora.targets = {"v_proj", "q_proj"};
+  return lora;
+}
+
+/// Distinct values per parameter, none of them round: sin of the element
+/// index and a per-parameter phase.
+std::vector<float> valuesOf(const ParamSpec &p) {
+  int64_t n = 1;
+  for (int64_t d : p.shape)
+    n *= d;
+  std::vector<float> v(static_cast<size_t>(n));
+  const double phase = static_cast<double>(p.name.size());
+  for (int64_t i = 0; i < n; ++i)
+    v[i] = static_cast<float>(std::sin(0.7 * double(i) + phase));
+  return v;
+}
+
+ParamValues valuesFunction() {
+  return [](const ParamSpec &p, int64_t first, int64_t count, void *out) {
+    const std::vector<float> all = valuesOf(p);
+    std::memcpy(out, all.data() + first, static_cast<size_t>(count) * 4);
+  };
+}
+
+/// A model folder with config.json and a tokenizer file.
+struct LlamaLike {
+  TempDir dir;
+  LlamaLike() {
+    writeFile(dir / "config.json",
+              "{\"model_type\": \"llama\", \"dtype\": \"float32\"}\n");
+    writeFile(dir / "tokenizer.json", "{\"t\": 1}\n");
+  }
+};
+
+std::vector<float> readTensor(SafetensorsReader &file, const std::string &name,
+                              std::vector<int64_t> shape) {
+  const TensorInfo *t = file.find(name);
+  EXPECT_NE(t, nullptr) << name;
+  if (!t)
+    return {};
+  EXPECT_EQ(t->shape, shape) << name;
+  EXPECT_EQ(t->storedName, "F32") << name;
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  std::vector<float> out(static_cast<size_t>(n));
+  file.read(*t, out.data());
+  return out;
+}
+
+TEST(HfLoRA, AdapterExportIsPeftsFolder) {
+  LlamaLike like;
+  TempDir out;
+  const std::vector<ParamSpec> params = loraParams();
+  HfExportOptions options;
+  options.kind = HfExportKind::Adapter;
+  options.dir = out / "adapter";
+  options.like = like.dir.path();
+  writeHfExport(options, params, loraSpec(), DType::F32, valuesFunction());
+
+  // The tensors: lora_A and lora_B under their peft names, as they are
+  // (peft's lora_A.weight is [r, in], lora_B.weight [out, r]); nothing else.
+  SafetensorsReader file(options.dir + "/adapter_model.safetensors");
+  EXPECT_EQ(file.tensors().size(), 2u);
+  EXPECT_EQ(file.metadata().at("format"), "pt");
+  EXPECT_EQ(readTensor(file, params[2].lora.peftName, {kRank, kWidth}),
+            valuesOf(params[2]));
+  EXPECT_EQ(readTensor(file, params[3].lora.peftName, {kOut, kRank}),
+            valuesOf(params[3]));
+
+  // adapter_config.json: peft's fields; no config.json (the folder is not a
+  // model), the tokenizer copied.
+  const JsonValue config =
+      JsonValue::parse(readTextFile(options.dir + "/adapter_config.json"));
+  EXPECT_EQ(config.at("peft_type").string(), "LORA");
+  EXPECT_EQ(config.at("task_type").string(), "CAUSAL_LM");
+  EXPECT_EQ(config.at("r").integer(), kRank);
+  EXPECT_EQ(config.at("lora_alpha").number(), kAlpha);
+  ASSERT_EQ(config.at("target_modules").array().size(), 2u);
+  EXPECT_EQ(config.at("target_modules").array()[0].string(), "q_proj");
+  EXPECT_EQ(config.at("target_modules").array()[1].string(), "v_proj");
+  EXPECT_EQ(config.at("bias").string(), "none");
+  EXPECT_FALSE(config.at("fan_in_fan_out").boolean());
+  EXPECT_FALSE(config.at("use_rslora").boolean());
+  EXPECT_EQ(config.at("lora_dropout").number(), 0.0);
+  EXPECT_EQ(
+      config.at("base_model_name_or_path").string(),
+      std::filesystem::absolute(like.dir.path()).lexically_normal().string());
+  EXPECT_EQ(config.object().size(), 41u); // every key peft 0.21.2 writes
+  EXPECT_FALSE(std::filesystem::exists(options.dir + "/config.json"));
+  EXPECT_EQ(readTextFile(options.dir + "/tokenizer.json"), "{\"t\": 1}\n");
+
+  // Read back as --init-adapter reads it: the same values.
+  std::unique_ptr<HfInit> init =
+      HfInit::adapter(options.dir, params, loraSpec());
+  EXPECT_FALSE(init->loads(params[1]));
+  EXPECT_FALSE(init->loads(params[4]));
+  for (int i : {2, 3}) {
+    ASSERT_TRUE(init->loads(params[i]));
+    EXPECT_EQ(readAll(*init, params[i]), valuesOf(params[i]));
+  }
+}
+
+TEST(HfLoRA, MergedExportIsWPlusScaledBA) {
+  LlamaLike like;
+  TempDir out;
+  const std::vector<ParamSpec> params = loraParams();
+  HfExportOptions options;
+  options.kind = HfExportKind::Merged;
+  options.dir = out / "merged";
+  options.like = like.dir.path();
+  writeHfExport(options, params, loraSpec(), DType::F32, valuesFunction());
+  SafetensorsReader file(options.dir + "/model.safetensors");
+  EXPECT_EQ(file.tensors().size(), 2u); // the norm and q_proj, no adapter
+  EXPECT_EQ(readTensor(file, "model.layers.0.input_layernorm.weight", {kWidth}),
+            valuesOf(params[0]));
+  const std::vector<float> merged = readTensor(
+      file, "model.layers.0.self_attn.q_proj.weight", {kOut, kWidth});
+  const std::vector<float> w = valuesOf(params[1]), a = valuesOf(params[2]),
+                           b = valuesOf(params[3]);
+  double largest = 0;
+  for (int64_t o = 0; o < kOut; ++o)
+    for (int64_t i = 0; i < kWidth; ++i) {
+      double ba = 0;
+      for (int64_t k = 0; k < kRank; ++k)
+        ba += double(b[o * kRank + k]) * double(a[k * kWidth + i]);
+      const double want = double(w[o * kWidth + i]) + kAlpha / kRank * ba;
+      // One rounding to f32: half an ulp of |want| (< 4 here).
+      EXPECT_NEAR(merged[o * kWidth + i], want, 2.4e-7)
+          << "element " << o << ", " << i;
+      largest = std::max(largest, std::fabs(kAlpha / kRank * ba));
+    }
+  // The adapter is not negligible: the test would see it missing.
+  EXPECT_GT(largest, 0.5);
+  EXPECT_NE(readTextFile(options.dir + "/config.json").find("\"float32\""),
+            std::string::npos);
+}
+
+TEST(HfLoRA, ExportKindsNeedTheirProgram) {
+  LlamaLike like;
+  TempDir out;
+  HfExportOptions options;
+  options.dir = out / "x";
+  options.like = like.dir.path();
+  // A LoRA program is not exported as a plain model.
+  EXPECT_THROW(checkHfExport(options, loraParams(), loraSpec()), UsageError);
+  options.kind = HfExportKind::Merged;
+  EXPECT_THROW(checkHfExport(options, loraParams(), LoRASpec{}), UsageError);
+  options.kind = HfExportKind::Adapter;
+  EXPECT_THROW(checkHfExport(options, loraParams(), LoRASpec{}), UsageError);
+  EXPECT_NO_THROW(checkHfExport(options, loraParams(), loraSpec()));
+}
+
+/// The UsageError's text of HfInit::adapter, or "" when it loads.
+std::string adapterError(const std::string &dir, const LoRASpec &lora) {
+  try {
+    HfInit::adapter(dir, loraParams(), lora);
+  } catch (const UsageError &e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(HfLoRA, AMismatchedAdapterIsNamed) {
+  LlamaLike like;
+  TempDir out;
+  HfExportOptions options;
+  options.kind = HfExportKind::Adapter;
+  options.dir = out / "adapter";
+  options.like = like.dir.path();
+  writeHfExport(options, loraParams(), loraSpec(), DType::F32,
+                valuesFunction());
+  EXPECT_EQ(adapterError(options.dir, loraSpec()), "");
+
+  LoRASpec rank = loraSpec();
+  rank.rank = 3;
+  EXPECT_NE(adapterError(options.dir, rank)
+                .find("r is 2, the program's LoRA has rank 3"),
+            std::string::npos);
+  LoRASpec targets = loraSpec();
+  targets.targets = {"q_proj"};
+  EXPECT_NE(adapterError(options.dir, targets)
+                .find("target_modules are [q_proj, v_proj], the program's "
+                      "LoRA targets [q_proj]"),
+            std::string::npos)
+      << adapterError(options.dir, targets);
+  LoRASpec alpha = loraSpec();
+  alpha.alpha = 4;
+  EXPECT_NE(adapterError(options.dir, alpha).find("lora_alpha is 3"),
+            std::string::npos);
+  EXPECT_NE(adapterError(options.dir, LoRASpec{}).find("has no LoRA"),
+            std::string::npos);
+  EXPECT_NE(adapterError(like.dir.path(), loraSpec())
+                .find("not a peft adapter folder: it has no "
+                      "adapter_config.json"),
+            std::string::npos);
+  std::filesystem::remove(options.dir + "/adapter_model.safetensors");
+  EXPECT_NE(adapterError(options.dir, loraSpec())
+                .find("has no adapter_model.safetensors"),
+            std::string::npos);
+  writeFile(options.dir + "/adapter_config.json", "{\"r\": ");
+  EXPECT_NE(adapterError(options.dir, loraSpec())
+                .find("adapter_config.json is not a valid peft config"),
+            std::string::npos);
+}
+
+TEST(HfLoRA, PartsAndSpecRoundTripThroughJson) {
+  const std::vector<ParamSpec> params = loraParams();
+  std::vector<ParamSpec> bare = params;
+  for (ParamSpec &p : bare) {
+    p.hf = HfSource{};
+    p.lora = LoRAPart{};
+  }
+  applyHfSources(hfSourcesJson(params), bare, "test");
+  for (size_t i = 0; i < params.size(); ++i) {
+    EXPECT_EQ(bare[i].hf.name, params[i].hf.name);
+    EXPECT_EQ(bare[i].lora.role, params[i].lora.role);
+    EXPECT_EQ(bare[i].lora.base, params[i].lora.base);
+    EXPECT_EQ(bare[i].lora.peftName, params[i].lora.peftName);
+  }
+  const LoRASpec lora = loraFromJson(loraJson(loraSpec()), "test");
+  EXPECT_EQ(lora.rank, kRank);
+  EXPECT_EQ(lora.alpha, kAlpha);
+  EXPECT_EQ(lora.targets, loraSpec().targets);
+  EXPECT_EQ(loraJson(LoRASpec{}), "");
+  EXPECT_THROW(loraFromJson("{\"r\": 0, \"lora_alpha\": 1, "
+                            "\"target_modules\": [\"q\"]}",
+                            "t"),
                UsageError);
 }
 

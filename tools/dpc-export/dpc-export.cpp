@@ -1,6 +1,6 @@
 //===- dpc-export.cpp - A DPC checkpoint as a Hugging Face folder ---------===//
 //
-// dpc-export CKPT_DIR --like HF_DIR -o OUT [--dtype bf16|f32]
+// dpc-export CKPT_DIR --like HF_DIR -o OUT [--merged] [--dtype bf16|f32]
 //                     [--shard-size BYTES]
 //
 // Writes the parameters of a DPC checkpoint (a step-... directory, or a
@@ -9,8 +9,10 @@
 // of a run, from a checkpoint offline (runtime/driver/HfWeights.h,
 // docs/huggingface.md). The checkpoint records where each parameter goes
 // (its model was imported with dpc import-hf); HF_DIR gives config.json and
-// the tokenizer files. Exit status: 0 written, 1 I/O failure, 2 usage error
-// or a checkpoint or folder that does not fit.
+// the tokenizer files. A checkpoint of a program with LoRA is written as a
+// peft adapter, or with --merged as the model with the adapters merged into
+// their weights (docs/lora.md). Exit status: 0 written, 1 I/O failure, 2 usage
+// error or a checkpoint or folder that does not fit.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,13 +40,18 @@ config.json and the tokenizer files of HF_DIR and the weights under their
 Hugging Face names (model.safetensors, sharded with
 model.safetensors.index.json above --shard-size). The checkpoint's model must
 have been imported with dpc import-hf. OUT is written atomically and must
-not exist (or be empty).
+not exist (or be empty). A checkpoint of a program with LoRA (#dp.lora) is
+written as a peft adapter (adapter_config.json, adapter_model.safetensors and
+the tokenizer files), or with --merged as the model with W + (alpha/r) B A in
+place of each adapted weight.
 
 options:
   --like HF_DIR       the folder the model was imported from (required)
   -o OUT              the folder to write (required)
+  --merged            LoRA: write the merged model, not the adapter
   --dtype bf16|f32    the stored type (default: the run's compute type,
-                      bf16 for bf16 models, f32 otherwise)
+                      bf16 for bf16 models, f32 otherwise; f32 for an
+                      adapter)
   --shard-size BYTES  largest shard (default 5e9)
   -h, --help          this text
 )";
@@ -69,6 +76,7 @@ int main(int argc, char **argv) {
     std::string checkpoint;
     HfExportOptions options;
     std::string dtype;
+    bool merged = false;
     std::vector<std::string> args(argv + 1, argv + argc);
     for (size_t i = 0; i < args.size(); ++i) {
       std::string flag = args[i], value;
@@ -93,6 +101,10 @@ int main(int argc, char **argv) {
         options.like = take();
       } else if (flag == "-o") {
         options.dir = take();
+      } else if (flag == "--merged") {
+        if (hasValue)
+          throw UsageError("option --merged takes no value");
+        merged = true;
       } else if (flag == "--dtype") {
         dtype = take();
         options.dtype = parseExportDType("--dtype", dtype);
@@ -118,11 +130,25 @@ int main(int argc, char **argv) {
     CheckpointParams params = openCheckpointParams(checkpoint);
     for (const std::string &note : params.notes)
       std::fprintf(stderr, "dpc export: note: %s\n", note.c_str());
+    if (merged && !params.lora.present())
+      throw UsageError("--merged: the checkpoint's program has no LoRA "
+                       "adapters to merge");
+    options.kind = merged                  ? HfExportKind::Merged
+                   : params.lora.present() ? HfExportKind::Adapter
+                                           : HfExportKind::Model;
     if (dtype.empty())
-      options.dtype = params.compute == DType::BF16 ? DType::BF16 : DType::F32;
-    writeHfFolder(options, params.params, params.valueType, params.values);
-    std::printf("wrote %s: %zu parameters of step %lld of '%s' as %s\n",
-                options.dir.c_str(), params.params.size(),
+      options.dtype =
+          params.compute == DType::BF16 && options.kind != HfExportKind::Adapter
+              ? DType::BF16
+              : DType::F32;
+    writeHfExport(options, params.params, params.lora, params.valueType,
+                  params.values);
+    const char *what =
+        options.kind == HfExportKind::Adapter  ? "the peft adapter of "
+        : options.kind == HfExportKind::Merged ? "the merged model of "
+                                               : "";
+    std::printf("wrote %s: %s%zu parameters of step %lld of '%s' as %s\n",
+                options.dir.c_str(), what, params.params.size(),
                 static_cast<long long>(params.step), params.path.c_str(),
                 options.dtype == DType::BF16 ? "bf16" : "f32");
     return 0;

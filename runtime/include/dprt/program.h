@@ -110,6 +110,25 @@ struct HfSource {
   bool hasRows() const { return rowBegin >= 0; }
 };
 
+/// A parameter's part in a LoRA adapter (dp-lora, docs/lora.md): W.lora_A
+/// (r x in), W.lora_B (out x r), W.lora_scale ((alpha / r) I, not exported).
+enum class LoRARole { None, A, B, Scale };
+
+struct LoRAPart {
+  LoRARole role = LoRARole::None;
+  std::string base;     ///< the adapted weight W's parameter name
+  std::string peftName; ///< the tensor's name in a peft adapter (A and B)
+};
+
+/// The recipe's #dp.lora: y = x W^T + (alpha / rank) (x A^T) B^T on the
+/// linear layers of the targeted modules; rank 0 without one.
+struct LoRASpec {
+  int64_t rank = 0;
+  double alpha = 0;
+  std::vector<std::string> targets; ///< peft's target_modules
+  bool present() const { return rank > 0; }
+};
+
 struct ParamSpec {
   std::string name;
   std::vector<int64_t> shape;
@@ -118,6 +137,7 @@ struct ParamSpec {
   int64_t globalIndex;  ///< first element's index in the model's flat space
   bool trainable;
   HfSource hf; ///< the Hugging Face tensor it comes from, if any
+  LoRAPart lora; ///< describe_adapter; role None for every other parameter
 };
 
 struct UnitSpec {
@@ -194,12 +214,14 @@ struct ProgramSpec {
   std::vector<ParamSpec> params;
   std::vector<UnitSpec> units;
   RecipeSpec recipe;
+  LoRASpec lora; ///< the recipe's #dp.lora (describe_lora), if any
   int64_t predictedPeakBytes = 0; ///< the memory plan's peak per rank
 };
 
 // Called by the emitted dp_describe, in this order: program, grid (2-D
 // grids only), loss, recipe (describe_recipe, describe_optimizer,
-// describe_schedule, describe_accountant), inputs, units, params.
+// describe_schedule, describe_accountant), inputs, units, params, then
+// with #dp.lora describe_lora and describe_adapter for each adapter part.
 void describe_program(ProgramSpec *spec, const char *model, const char *backend,
                       int32_t ranks, int64_t arenaBytes, int64_t stateOffset,
                       DType compute, int64_t physicalBatch, int64_t tokens,
@@ -240,6 +262,14 @@ void describe_param(ProgramSpec *spec, const char *name, int32_t unit,
                     int64_t dim0, int64_t dim1, int64_t dim2, int64_t dim3,
                     const char *hfName, bool hfTransposed, int64_t hfRowBegin,
                     int64_t hfRowEnd);
+/// The recipe's #dp.lora: rank, alpha and the targets joined by ','.
+void describe_lora(ProgramSpec *spec, int64_t rank, double alpha,
+                   const char *targets);
+/// Parameter `param` is part `role` ("A", "B" or "scale") of the adapter of
+/// parameter `base`, stored as `peftName` in a peft adapter ("" for the
+/// scale, which peft does not store).
+void describe_adapter(ProgramSpec *spec, const char *param, const char *base,
+                      const char *role, const char *peftName);
 
 } // namespace dprt
 

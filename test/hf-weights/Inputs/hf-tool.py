@@ -16,6 +16,17 @@ torch, numpy or transformers).
       index): the same tensor names and shapes, and byte-identical data; with
       --rounded, A's BF16 (F16) tensors are B's F32 ones rounded to nearest
       even
+  hf-tool.py check-adapter ADAPTER CKPT REFERENCE
+      ADAPTER is a peft adapter folder DPC exported, CKPT the checkpoint
+      directory (step-...) of the same parameters, REFERENCE an
+      adapter_config.json that peft wrote: the adapter's tensors are the
+      checkpoint's lora_A and lora_B parameters under their peft names, of
+      their shapes, F32, with the same values (bytes); adapter_config.json
+      has every key of REFERENCE and the checkpoint's r, lora_alpha and
+      target_modules; prints what it checked
+  hf-tool.py eval-losses METRICS... [--tolerance R]
+      the last eval_loss of each metrics file: all within R (relative) of
+      the first's; prints the largest difference
   hf-tool.py copy SRC DST
       copies a folder's files (config.json, weights, index)
   hf-tool.py edit FILE (drop NAME | add NAME | reshape NAME | truncate |
@@ -260,10 +271,108 @@ def tokens(args):
             f.write(" ".join(map(str, r)) + "\n")
 
 
+def checkpoint_values(ckpt):
+    """{parameter: (shape, F32 bytes)} of a DPC checkpoint's master values,
+    and its manifest."""
+    with open(os.path.join(ckpt, "manifest.json")) as f:
+        manifest = json.load(f)
+    if manifest["dtype"] != "F32":
+        sys.exit(f"{ckpt}: dtype {manifest['dtype']}, expected F32")
+    units = {u["name"]: bytearray(4 * u["numel"]) for u in manifest["units"]}
+    for shard in manifest["shards"]:
+        header, body = read_file(os.path.join(ckpt, shard["file"]))
+        for unit, (begin, end) in shard["ranges"].items():
+            info = header[unit + ".master"]
+            lo = info["data_offsets"][0]
+            units[unit][4 * begin:4 * end] = body[lo:lo + 4 * (end - begin)]
+    out = {}
+    for p in manifest["params"]:
+        n = 1
+        for d in p["shape"]:
+            n *= d
+        data = units[p["unit"]][4 * p["offset"]:4 * (p["offset"] + n)]
+        out[p["name"]] = (p["shape"], bytes(data))
+    return out, manifest
+
+
+def check_adapter(args):
+    adapter, ckpt, reference = args
+    values, manifest = checkpoint_values(ckpt)
+    sources = json.loads(manifest["hf_sources"])
+    lora = json.loads(manifest["lora"])
+    peft = {name: s["lora"]["peft"] for name, s in sources.items()
+            if "lora" in s and "peft" in s["lora"]}
+    if not peft:
+        sys.exit(f"{ckpt}: no LoRA adapters")
+    header, tensors = tensors_of(
+        os.path.join(adapter, "adapter_model.safetensors"))
+    if header.get("__metadata__") != {"format": "pt"}:
+        sys.exit(f"metadata {header.get('__metadata__')}, peft writes "
+                 "{'format': 'pt'}")
+    written = {name: (dtype, shape, data)
+               for name, dtype, shape, data in tensors}
+    if set(written) != set(peft.values()):
+        sys.exit(f"tensors {sorted(set(written) ^ set(peft.values()))} are "
+                 "in one of the adapter and the checkpoint only")
+    for param, name in sorted(peft.items()):
+        dtype, shape, data = written[name]
+        want_shape, want = values[param]
+        if dtype != "F32" or shape != want_shape:
+            sys.exit(f"{name}: {dtype} {shape}, parameter '{param}' is F32 "
+                     f"{want_shape}")
+        if data != want:
+            sys.exit(f"{name}: the values differ from parameter '{param}'")
+        if not name.startswith("base_model.model.") or not name.endswith(
+                (".lora_A.weight", ".lora_B.weight")):
+            sys.exit(f"{name} is not a peft LoRA tensor name")
+    with open(os.path.join(adapter, "adapter_config.json")) as f:
+        config = json.load(f)
+    with open(reference) as f:
+        expected = json.load(f)
+    if set(config) != set(expected):
+        sys.exit(f"adapter_config.json keys {sorted(set(config) ^ set(expected))}"
+                 " are in one of it and peft's only")
+    want = {"peft_type": "LORA", "r": lora["r"],
+            "lora_alpha": lora["lora_alpha"], "task_type": "CAUSAL_LM",
+            "bias": "none", "fan_in_fan_out": False, "lora_dropout": 0.0,
+            "use_rslora": False, "use_dora": False}
+    for key, value in want.items():
+        if config[key] != value:
+            sys.exit(f"adapter_config.json: {key} is {config[key]!r}, "
+                     f"expected {value!r}")
+    if sorted(config["target_modules"]) != sorted(lora["target_modules"]):
+        sys.exit(f"target_modules {config['target_modules']}, the program's "
+                 f"{lora['target_modules']}")
+    if not os.path.isabs(config["base_model_name_or_path"] or ""):
+        sys.exit("base_model_name_or_path is not an absolute path")
+    print(f"{len(peft)} adapter tensors identical to the checkpoint; r "
+          f"{config['r']}, lora_alpha {config['lora_alpha']}, target_modules "
+          f"{sorted(config['target_modules'])}; {len(config)} keys as peft's")
+
+
+def eval_losses(args):
+    tolerance = 0.0
+    if "--tolerance" in args:
+        i = args.index("--tolerance")
+        tolerance = float(args[i + 1])
+        args = args[:i] + args[i + 2:]
+    losses = []
+    for path in args:
+        evals = [m for m in metrics(path) if "eval_loss" in m]
+        losses.append(evals[-1]["eval_loss"])
+    worst = max(relative(x, losses[0]) for x in losses)
+    for path, loss in zip(args, losses):
+        print(f"{os.path.basename(path)}: eval_loss {loss:.12f}")
+    print(f"largest relative difference {worst:.2e} (tolerance {tolerance})")
+    if worst > tolerance:
+        sys.exit(f"relative difference {worst:.3e} > {tolerance}")
+
+
 def main():
     command, args = sys.argv[1], sys.argv[2:]
     {"check-losses": check_losses, "compare": compare, "edit": edit,
-     "copy": copy, "tokens": tokens}[command](args)
+     "copy": copy, "tokens": tokens, "check-adapter": check_adapter,
+     "eval-losses": eval_losses}[command](args)
 
 
 if __name__ == "__main__":

@@ -242,3 +242,73 @@ TEST(Program, RejectsInconsistentHuggingFaceSources) {
   error = errorOf([&] { describe_loss(&spec, static_cast<Reduction>(7)); });
   EXPECT_NE(error.find("unknown loss reduction 7"), std::string::npos) << error;
 }
+
+/// describeMlp plus a unit with a weight and its LoRA adapter of rank 2.
+void describeAdapted(ProgramSpec *spec) {
+  describeMlp(spec);
+  describe_unit(spec, "unit.q", 60, 30, 67328, 67328, 67840, 68352, -1);
+  describe_param(spec, "wq", 3, 0, 10000, false, 8, 4, 0, 0,
+                 "model.layers.0.self_attn.q_proj.weight", false, -1, -1);
+  describe_param(spec, "wq.lora_A", 3, 32, 10032, true, 2, 4, 0, 0, "", false,
+                 -1, -1);
+  describe_param(spec, "wq.lora_B", 3, 40, 10040, true, 8, 2, 0, 0, "", false,
+                 -1, -1);
+  describe_param(spec, "wq.lora_scale", 3, 56, 10056, false, 2, 2, 0, 0, "",
+                 false, -1, -1);
+}
+
+TEST(Program, RecordsLoRAAdapters) {
+  ProgramSpec spec;
+  describeAdapted(&spec);
+  EXPECT_FALSE(spec.lora.present());
+  describe_lora(&spec, 2, 3.0, "q_proj,v_proj");
+  ASSERT_TRUE(spec.lora.present());
+  EXPECT_EQ(spec.lora.rank, 2);
+  EXPECT_EQ(spec.lora.alpha, 3.0);
+  EXPECT_EQ(spec.lora.targets, (std::vector<std::string>{"q_proj", "v_proj"}));
+  const std::string peft = "base_model.model.model.layers.0.self_attn.q_proj.";
+  describe_adapter(&spec, "wq.lora_A", "wq", "A",
+                   (peft + "lora_A.weight").c_str());
+  describe_adapter(&spec, "wq.lora_B", "wq", "B",
+                   (peft + "lora_B.weight").c_str());
+  describe_adapter(&spec, "wq.lora_scale", "wq", "scale", "");
+  EXPECT_EQ(spec.params[6].lora.role, LoRARole::None);
+  EXPECT_EQ(spec.params[7].lora.role, LoRARole::A);
+  EXPECT_EQ(spec.params[7].lora.base, "wq");
+  EXPECT_EQ(spec.params[7].lora.peftName, peft + "lora_A.weight");
+  EXPECT_EQ(spec.params[8].lora.role, LoRARole::B);
+  EXPECT_EQ(spec.params[9].lora.role, LoRARole::Scale);
+  EXPECT_EQ(spec.params[9].lora.peftName, "");
+}
+
+TEST(Program, RejectsInconsistentLoRAAdapters) {
+  ProgramSpec spec;
+  describeAdapted(&spec);
+  std::string error =
+      errorOf([&] { describe_adapter(&spec, "wq.lora_A", "wq", "A", "x"); });
+  EXPECT_NE(error.find("an adapter is described before describe_lora"),
+            std::string::npos)
+      << error;
+  error = errorOf([&] { describe_lora(&spec, 0, 3.0, "q_proj"); });
+  EXPECT_NE(error.find("must be positive"), std::string::npos) << error;
+  describe_lora(&spec, 2, 3.0, "q_proj");
+  // lora_A is r x in = 2 x 4; as B it would be out x r = 8 x 2.
+  error =
+      errorOf([&] { describe_adapter(&spec, "wq.lora_A", "wq", "B", "x"); });
+  EXPECT_NE(error.find("adapter 'wq.lora_A' (B) does not have the shape"),
+            std::string::npos)
+      << error;
+  error = errorOf(
+      [&] { describe_adapter(&spec, "wq.lora_scale", "wq", "scale", "x"); });
+  EXPECT_NE(error.find("needs a peft name if and only if it is A or B"),
+            std::string::npos)
+      << error;
+  error = errorOf(
+      [&] { describe_adapter(&spec, "wq.lora_A", "nosuch", "A", "x"); });
+  EXPECT_NE(error.find("is not a described parameter"), std::string::npos)
+      << error;
+  error = errorOf([&] { describe_adapter(&spec, "wq.lora_A", "wq", "C", ""); });
+  EXPECT_NE(error.find("adapter role 'C' is not A, B or scale"),
+            std::string::npos)
+      << error;
+}
