@@ -57,6 +57,18 @@ struct ReportPass : dpc::impl::ReportBase<ReportPass> {
 
 void ReportPass::runOnOperation() {
   ModuleOp module = getOperation();
+  // !(x > 0) also refuses NaN.
+  if (!(tflops > 0) || !(nvlinkGBps > 0) || !(networkGBps > 0) ||
+      gpusPerNode < 1) {
+    std::string got;
+    llvm::raw_string_ostream(got)
+        << llvm::format("%g, %g, %g, %lld", double(tflops), double(nvlinkGBps),
+                        double(networkGBps), (long long)gpusPerNode);
+    module.emitError("dp-report: tflops, nvlink-gbps and network-gbps must "
+                     "be positive and gpus-per-node at least 1 (got ")
+        << got << ")";
+    return signalPassFailure();
+  }
   FailureOr<CompiledRecipe> compiled = findCompiledRecipe(module);
   if (failed(compiled))
     return signalPassFailure();

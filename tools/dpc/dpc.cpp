@@ -250,6 +250,18 @@ int main(int argc, char **argv) {
                 " is not a number of ranks; give 1 to " +
                 llvm::Twine(dpc::kMaxRanks));
 
+  for (auto [flag, value] :
+       {std::pair<StringRef, double>{"--report-tflops", reportTflops},
+        {"--report-nvlink-gbps", reportNvlink},
+        {"--report-network-gbps", reportNetwork},
+        {"--report-gpus-per-node", double(reportGpusPerNode)}})
+    // !(x > 0) also refuses NaN.
+    if (!(value > 0)) {
+      std::ostringstream text;
+      text << value;
+      return fail(flag + " " + text.str() + " must be positive");
+    }
+
   std::optional<int64_t> budget;
   if (memoryBudgetOpt.getNumOccurrences()) {
     budget = parseBytes(memoryBudgetOpt);
