@@ -7,9 +7,10 @@
 // bound (--clip 0.01) far below every per-sample gradient norm, so that
 // every sample is clipped, compare every parameter element and every loss
 // exactly. f64 and f32 transformers, flat and per-layer clipping, the tied
-// head, and FSDP on 2 and 3 ranks (where the recomputed forward reads the
-// unit gathered again for the backward). The f64 reference checks the same
-// programs in ProgramStepTest (WholeStep, *Recompute*).
+// head, FSDP on 2 and 3 ranks (where the recomputed forward reads the unit
+// gathered again for the backward), LoRA adapters on 2 ranks (frozen base
+// units gathered again) and a 2 x 2 hybrid grid with AdamW. The f64 reference
+// checks the same programs in ProgramStepTest (WholeStep, *Recompute*).
 //
 //===----------------------------------------------------------------------===//
 
@@ -82,7 +83,9 @@ INSTANTIATE_TEST_SUITE_P(
                       RecomputeCase{"tinylm-f32", "per_layer_sgd", 1, "1"},
                       RecomputeCase{"tinylm-hf-f64", "flat_sgd", 1, "all"},
                       RecomputeCase{"tinylm-f32", "flat_sgd", 2, "all"},
-                      RecomputeCase{"tinylm-f32", "flat_momentum", 3, "1"}),
+                      RecomputeCase{"tinylm-f32", "flat_momentum", 3, "1"},
+                      RecomputeCase{"tinylm-f32", "lora_momentum", 2, "all"},
+                      RecomputeCase{"tinylm-f32", "hybrid_adamw", 4, "all"}),
     [](const ::testing::TestParamInfo<RecomputeCase> &info) {
       return caseName(info.param.model, info.param.recipe) + "R" +
              std::to_string(info.param.ranks) +
