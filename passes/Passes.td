@@ -82,6 +82,36 @@ def Backward : Pass<"dp-backward", "mlir::ModuleOp"> {
   ];
 }
 
+def Recompute : Pass<"dp-recompute", "mlir::ModuleOp"> {
+  let summary = "Recompute the forward of the first blocks just before their backward";
+  let description = [{
+    Activation recomputation (checkpointing). The forward layers of `dp.step`
+    fall into segments, one per parameter prefix (the name before the first
+    `.`, as FSDP's block units, or the whole name without one): a segment starts at the first layer that
+    reads a parameter of a new prefix and holds the parameter-free layers
+    after it. A segment with at least two `dp.linear` layers is a block.
+    The first `blocks` blocks (-1: all) are recomputed: the layers whose
+    results the backward reads are cloned, in their order, just before the
+    first backward op that reads one of them, and the backward reads the
+    clones. The block's input (the previous segment's output) is the only
+    activation kept from the forward; its internal activations die there.
+    The clones carry `dp.recompute = "<block>"` (dp-shard gathers a unit's
+    parameters again before them when FSDP frees them after the forward;
+    dp-report counts their FLOPs apart), and the step lists the recomputed
+    blocks in `dp.recomputed`. The clones run the same kernels on the same
+    inputs as the forward, so the step's results are bit-identical.
+    Runs after dp-backward, before dp-clip-plan.
+  }];
+  let options = [
+    Option<"blocks", "blocks", "int64_t", /*default=*/"0",
+           "Blocks to recompute, first ones first (-1: all)">,
+  ];
+  let statistics = [
+    Statistic<"numBlocks", "blocks", "Blocks recomputed">,
+    Statistic<"numCloned", "cloned-ops", "Forward ops cloned into the backward">,
+  ];
+}
+
 def ClipPlan : Pass<"dp-clip-plan", "mlir::ModuleOp"> {
   let summary = "Choose per-sample norm methods, compute clip factors, clip once";
   let description = [{
@@ -260,8 +290,12 @@ def Report : Pass<"dp-report", "mlir::ModuleOp"> {
     forward and input gradients, attention, per-sample norms, weight
     gradients), bytes each rank receives in all-gathers and reduce-scatters,
     and the predicted arena per rank. FLOPs count a multiply-add as 2;
-    elementwise work is not counted. `format=json` prints the same as one
-    JSON object.
+    elementwise work is not counted. Blocks recomputed by dp-recompute are
+    listed with their extra FLOPs and the bytes they save. Predicted times:
+    FLOPs at `tflops` sustained, collectives at the bandwidth of the link
+    they cross (`nvlink-gbps` within a node of `gpus-per-node` ranks,
+    `network-gbps` across nodes), communication overlapped with compute.
+    `format=json` prints the same as one JSON object.
   }];
   let options = [
     Option<"format", "format", "::dpc::ReportFormat",
@@ -269,6 +303,21 @@ def Report : Pass<"dp-report", "mlir::ModuleOp"> {
            "::dpc::reportFormatValues()">,
     Option<"output", "output", "std::string", /*default=*/"\"-\"",
            "File to write the report to (- for stdout)">,
+    Option<"arenaWithoutRecompute", "arena-without-recompute", "int64_t",
+           /*default=*/"-1",
+           "The arena the plan needs without recomputation (dpc passes it "
+           "when blocks are recomputed; -1: unknown)">,
+    Option<"peakWithoutRecompute", "peak-without-recompute", "int64_t",
+           /*default=*/"-1",
+           "The peak in use without recomputation (-1: unknown)">,
+    Option<"tflops", "tflops", "double", /*default=*/"400.0",
+           "Sustained TFLOP/s of one rank for the predicted times">,
+    Option<"nvlinkGBps", "nvlink-gbps", "double", /*default=*/"450.0",
+           "GB/s a rank sends (and receives) to ranks of its node">,
+    Option<"networkGBps", "network-gbps", "double", /*default=*/"50.0",
+           "GB/s a rank sends (and receives) to ranks of other nodes">,
+    Option<"gpusPerNode", "gpus-per-node", "int64_t", /*default=*/"8",
+           "Ranks per node: consecutive ranks share a node">,
   ];
 }
 

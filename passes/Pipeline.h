@@ -6,6 +6,7 @@
 
 #include "passes/OptionValues.h"
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
 
@@ -27,6 +28,11 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
                            llvm::cl::desc("All-gather prefetch depth (-1: "
                                           "the recipe's)"),
                            llvm::cl::init(-1)};
+  Option<int64_t> recompute{
+      *this, "recompute",
+      llvm::cl::desc("Blocks whose forward is recomputed before their "
+                     "backward, first ones first (-1: all; dp-recompute)"),
+      llvm::cl::init(0)};
   Option<bool> shareGram{*this, "share-gram",
                          llvm::cl::desc("Share A A^T between Gram norms"),
                          llvm::cl::init(true)};
@@ -36,6 +42,24 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
 /// program (the dp ops stay beside it for dp-report).
 void buildCompilePipeline(mlir::OpPassManager &pm,
                           const CompileOptions &options);
+
+/// What compileWithinBudget chose, and the plan it would have without
+/// recomputation (the report's "bytes saved").
+struct BudgetPlan {
+  int64_t recompute = 0;
+  int64_t arenaWithout = 0, peakWithout = 0;
+};
+
+/// Chooses `options.recompute` for `module` (left as it is): the pipeline
+/// runs on copies, first without recomputation; while the arena exceeds
+/// `budget` bytes, the fewest first blocks whose recomputation makes it fit
+/// (a binary search: fewer recomputed blocks never need less memory). If
+/// even every block recomputed does not fit, a located error at the recipe
+/// gives the bytes needed. Other pipeline errors are reported as when the
+/// pipeline runs.
+mlir::FailureOr<BudgetPlan> planWithinBudget(mlir::ModuleOp module,
+                                             const CompileOptions &options,
+                                             int64_t budget);
 
 /// Registers `dp-compile` (the pipeline above) and `dp-to-emitc` (it, then
 /// convert-dprt-to-emitc).

@@ -36,6 +36,8 @@ struct ParamRow {
 
 struct Totals {
   double forward = 0, inputGrads = 0, norms = 0, weightGrads = 0;
+  /// The forward of blocks recomputed before their backward (dp-recompute).
+  double recompute = 0;
   double gatherBytes = 0, scatterBytes = 0;
   int64_t gathers = 0, scatters = 0;
   /// Per optimizer step, on a grid of several replicas.
@@ -55,6 +57,18 @@ struct ReportPass : dpc::impl::ReportBase<ReportPass> {
 
 void ReportPass::runOnOperation() {
   ModuleOp module = getOperation();
+  // !(x > 0) also refuses NaN.
+  if (!(tflops > 0) || !(nvlinkGBps > 0) || !(networkGBps > 0) ||
+      gpusPerNode < 1) {
+    std::string got;
+    llvm::raw_string_ostream(got)
+        << llvm::format("%g, %g, %g, %lld", double(tflops), double(nvlinkGBps),
+                        double(networkGBps), (long long)gpusPerNode);
+    module.emitError("dp-report: tflops, nvlink-gbps and network-gbps must "
+                     "be positive and gpus-per-node at least 1 (got ")
+        << got << ")";
+    return signalPassFailure();
+  }
   FailureOr<CompiledRecipe> compiled = findCompiledRecipe(module);
   if (failed(compiled))
     return signalPassFailure();
@@ -128,9 +142,9 @@ void ReportPass::runOnOperation() {
   for (Operation &op : step.getBodyBlock()) {
     llvm::TypeSwitch<Operation *>(&op)
         .Case([&](LinearOp l) {
-          totals.forward += 2.0 * double(rowsOf(l.getInput())) *
-                            double(lastDim(l.getInput())) *
-                            double(lastDim(l.getOutput()));
+          (l->hasAttr("dp.recompute") ? totals.recompute : totals.forward) +=
+              2.0 * double(rowsOf(l.getInput())) *
+              double(lastDim(l.getInput())) * double(lastDim(l.getOutput()));
         })
         .Case([&](LinearGradInputOp g) {
           totals.inputGrads += 2.0 * double(rowsOf(g.getDy())) *
@@ -139,9 +153,9 @@ void ReportPass::runOnOperation() {
         })
         .Case([&](AttentionOp a) {
           double t = double(tokensOf(a.getQuery()));
-          totals.forward += 4.0 * double(batchOf(a.getQuery())) *
-                            double(a.getNumHeads()) * t * t *
-                            double(a.getHeadDim());
+          (a->hasAttr("dp.recompute") ? totals.recompute : totals.forward) +=
+              4.0 * double(batchOf(a.getQuery())) * double(a.getNumHeads()) *
+              t * t * double(a.getHeadDim());
         })
         .Case([&](AttentionGradOp g) {
           AttentionOp a = g.getForwardOp();
@@ -261,8 +275,12 @@ void ReportPass::runOnOperation() {
     totals.norms += rows[name].normFlops;
     totals.weightGrads += rows[name].gradFlops;
   }
-  double total =
-      totals.forward + totals.inputGrads + totals.norms + totals.weightGrads;
+  double total = totals.forward + totals.recompute + totals.inputGrads +
+                 totals.norms + totals.weightGrads;
+  SmallVector<std::string> recomputed;
+  if (auto done = step->getAttrOfType<ArrayAttr>("dp.recomputed"))
+    for (Attribute name : done)
+      recomputed.push_back(cast<StringAttr>(name).getValue().str());
 
   // Expected physical batches per logical step: the logical batch is spread
   // over ranks x physical batch slots.
@@ -280,6 +298,30 @@ void ReportPass::runOnOperation() {
 
   int64_t arena = *program.getArenaBytes();
   int64_t peak = *program.getPeakBytes();
+  // Bytes recomputation saves, when dpc told the plan without it.
+  int64_t arenaSaved =
+      arenaWithoutRecompute >= 0 ? arenaWithoutRecompute - arena : -1;
+  int64_t peakSaved =
+      peakWithoutRecompute >= 0 ? peakWithoutRecompute - peak : -1;
+
+  // Predicted times (seconds). Compute at the sustained rate; the
+  // all-gathers and reduce-scatters of a replica's S shards cross the
+  // network when a replica spans nodes, the all-reduces across replicas
+  // when the grid does; communication overlaps compute (two streams).
+  double flopsPerSecond = tflops * 1e12;
+  auto linkRate = [&](bool acrossNodes) {
+    return (acrossNodes ? networkGBps : nvlinkGBps) * 1e9;
+  };
+  bool shardsAcross = shards > gpusPerNode;
+  bool replicasAcross = ranks > gpusPerNode && replicas > 1;
+  double computeTime = total / flopsPerSecond;
+  double recomputeTime = totals.recompute / flopsPerSecond;
+  double commTime =
+      (totals.gatherBytes + totals.scatterBytes) / linkRate(shardsAcross);
+  double batchTime = std::max(computeTime, commTime);
+  double allReduceTime = totals.allReduceBytes / linkRate(replicasAcross);
+  double stepTime =
+      double(std::max<int64_t>(microSteps, 1)) * batchTime + allReduceTime;
   std::map<std::string, int64_t> globals;
   for (rt::GlobalOp global : program.getBody().getOps<rt::GlobalOp>()) {
     StringRef name = global.getSymName();
@@ -345,6 +387,7 @@ void ReportPass::runOnOperation() {
         {"per_physical_batch",
          llvm::json::Object{
              {"forward_flops", totals.forward},
+             {"recompute_flops", totals.recompute},
              {"input_grad_flops", totals.inputGrads},
              {"norm_flops", totals.norms},
              {"weight_grad_flops", totals.weightGrads},
@@ -357,6 +400,26 @@ void ReportPass::runOnOperation() {
                                         {"all_reduce_bytes_per_rank",
                                          totals.allReduceBytes}}},
         {"expected_physical_batches_per_step", microSteps},
+        {"recompute",
+         llvm::json::Object{
+             {"blocks", llvm::json::Array(recomputed)},
+             {"extra_flops_per_physical_batch", totals.recompute},
+             {"extra_seconds_per_physical_batch", recomputeTime},
+             {"arena_bytes_saved", arenaSaved},
+             {"peak_bytes_saved", peakSaved},
+             {"extra_all_gathers", 0}}},
+        {"predicted",
+         llvm::json::Object{
+             {"tflops", double(tflops)},
+             {"nvlink_gbps", double(nvlinkGBps)},
+             {"network_gbps", double(networkGBps)},
+             {"gpus_per_node", int64_t(gpusPerNode)},
+             {"compute_seconds_per_physical_batch", computeTime},
+             {"communication_seconds_per_physical_batch", commTime},
+             {"exposed_communication_seconds_per_physical_batch",
+              std::max(0.0, commTime - computeTime)},
+             {"all_reduce_seconds_per_step", allReduceTime},
+             {"step_seconds", stepTime}}},
         {"memory_per_rank", std::move(memory)}};
     os << llvm::formatv("{0:2}", llvm::json::Value(std::move(report))) << "\n";
     file->keep();
@@ -406,10 +469,12 @@ void ReportPass::runOnOperation() {
                        row.gradFlops / 1e9);
   }
   os << "\nper physical batch and rank (GFLOP of matrix products):\n"
-     << "  forward " << giga(totals.forward) << ", input gradients "
-     << giga(totals.inputGrads) << ", per-sample norms " << giga(totals.norms)
-     << ", clipped weight gradients " << giga(totals.weightGrads) << ", total "
-     << giga(total) << "\n";
+     << "  forward " << giga(totals.forward);
+  if (totals.recompute > 0)
+    os << ", recomputed forward " << giga(totals.recompute);
+  os << ", input gradients " << giga(totals.inputGrads) << ", per-sample norms "
+     << giga(totals.norms) << ", clipped weight gradients "
+     << giga(totals.weightGrads) << ", total " << giga(total) << "\n";
   os << "  communication per rank: " << totals.gathers << " all-gathers, "
      << mib(totals.gatherBytes) << " MiB received; " << totals.scatters
      << " reduce-scatters, " << mib(totals.scatterBytes) << " MiB\n";
@@ -428,6 +493,32 @@ void ReportPass::runOnOperation() {
     first = false;
   }
   os << " MiB; the rest temporaries)\n";
+  if (!recomputed.empty()) {
+    os << "recomputed before their backward: " << recomputed.size()
+       << " block(s) (";
+    llvm::interleave(recomputed, os, ", ");
+    os << "): +" << giga(totals.recompute) << " GFLOP and +"
+       << llvm::format("%.2f", recomputeTime * 1e3)
+       << " ms per physical batch, no extra all-gather";
+    if (arenaSaved >= 0)
+      os << "; saves " << mib(double(arenaSaved)) << " MiB of arena ("
+         << mib(double(arenaWithoutRecompute)) << " MiB without), "
+         << mib(double(peakSaved)) << " MiB of peak";
+    os << "\n";
+  }
+  os << "predicted at " << llvm::format("%g", double(tflops))
+     << " TFLOP/s sustained, " << llvm::format("%g", double(nvlinkGBps))
+     << " GB/s within a node of " << gpusPerNode << ", "
+     << llvm::format("%g", double(networkGBps))
+     << " GB/s between nodes: per physical batch compute "
+     << llvm::format("%.2f", computeTime * 1e3) << " ms, communication "
+     << llvm::format("%.2f", commTime * 1e3) << " ms ("
+     << llvm::format("%.2f", std::max(0.0, commTime - computeTime) * 1e3)
+     << " ms exposed)";
+  if (replicas > 1)
+    os << ", all-reduces " << llvm::format("%.2f", allReduceTime * 1e3)
+       << " ms per step";
+  os << "; step " << llvm::format("%.3f", stepTime) << " s\n";
   file->keep();
 }
 

@@ -118,9 +118,12 @@ struct ShardPass : dpc::impl::ShardBase<ShardPass> {
         continue;
       for (FlatSymbolRefAttr ref : user.getParamRefs()) {
         StringRef unit = unitOfParam.lookup(ref.getValue());
-        if (isForwardReader(&op))
+        // A forward layer recomputed in the backward (dp-recompute) reads
+        // the parameters where the backward does.
+        bool recomputed = op.hasAttr("dp.recompute");
+        if (isForwardReader(&op) && !recomputed)
           firstForward.try_emplace(unit, &op);
-        else if (isBackwardReader(&op))
+        else if (isBackwardReader(&op) || (recomputed && isForwardReader(&op)))
           firstBackward.try_emplace(unit, &op);
         else if (isWeightGrad(&op))
           lastGrad[unit] = &op;

@@ -21,6 +21,12 @@ def main():
     ap.add_argument("--batch", type=int, default=8, help="physical batch per rank")
     ap.add_argument("--dtype", default="bf16")
     ap.add_argument("--rope-theta", type=float, default=10000.0)
+    ap.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw")
+    ap.add_argument("--clip", choices=["flat", "per_layer", "automatic"],
+                    default="flat")
+    ap.add_argument("--shards", type=int, default=0,
+                    help="hybrid sharding: a grid of ? replicas x SHARDS "
+                    "(default: FSDP over every rank)")
     a = ap.parse_args()
 
     d, v, t, f, dt = a.width, a.vocab, a.seq, a.mlp, a.dtype
@@ -32,7 +38,8 @@ def main():
     w(f"// Llama-shaped decoder: vocab {v}, width {d}, {a.blocks} blocks, {a.heads} heads,")
     w(f"// {a.kv_heads} KV heads, MLP {f}, {t} tokens. Written by scripts/gen-llama.py.")
     w("")
-    w("shard.grid @ranks(shape = ?)")
+    w(f"shard.grid @ranks(shape = ?x{a.shards})" if a.shards > 0
+      else "shard.grid @ranks(shape = ?)")
     w("")
     w(f"dp.model @{a.name} attributes {{vocab = {v}, seq = {t}, width = {d}, blocks = {a.blocks}}} {{")
     w(f"  dp.param @emb : tensor<{v}x{d}x{dt}> {{init = #dp.normal<0.02>}}")
@@ -75,10 +82,11 @@ def main():
     w("}")
     w("")
     w(f"dp.recipe @train for @{a.name} {{")
-    w("  clip = #dp.clip<flat, max_norm = 1.0>,")
+    w(f"  clip = #dp.clip<{a.clip}, max_norm = 1.0>,")
     w("  noise = #dp.target<epsilon = 8.0, delta = 1.0e-6>,")
     w(f"  sampling = #dp.poisson<expected_batch = 256, physical_batch = {a.batch}>,")
-    w("  optimizer = #dp.adamw<lr = 3.0e-4, weight_decay = 0.0>,")
+    w("  optimizer = #dp.adamw<lr = 3.0e-4, weight_decay = 0.0>,"
+      if a.optimizer == "adamw" else "  optimizer = #dp.sgd<lr = 1.0e-3>,")
     w("  steps = 1000,")
     w(f"  precision = #dp.precision<compute = {dt}, master = f32>,")
     w("  shard = #dp.fsdp<unit = block, prefetch = 1>,")

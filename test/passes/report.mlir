@@ -1,5 +1,14 @@
 // RUN: dp-opt %s --dp-compile=ranks=2 --dp-report=format=json -o /dev/null | FileCheck %s
 // RUN: dp-opt %s --dp-compile=ranks=2 --dp-report -o /dev/null | FileCheck %s --check-prefix=TABLE
+// Predicted times: 2 shards on nodes of 1 rank cross the network (10 GB/s):
+// (2816 + 1536) bytes / 1e10 B/s = 4.352e-7 s per physical batch against
+// 23456 FLOP / 1e14 FLOP/s of compute; 3 physical batches a step.
+// RUN: dp-opt %s --dp-compile=ranks=2 --dp-report="format=json tflops=100 network-gbps=10 gpus-per-node=1" -o /dev/null | FileCheck %s --check-prefix=TIME
+// TIME: "predicted": {
+// TIME-NEXT: "all_reduce_seconds_per_step": 0,
+// TIME-NEXT: "communication_seconds_per_physical_batch": 4.35199{{[0-9]*}}e-07,
+// TIME-NEXT: "compute_seconds_per_physical_batch": 2.3456{{[0-9]*}}e-10,
+// TIME: "step_seconds": 1.3055{{[0-9]*}}e-06,
 //
 // The numbers below are computed by hand from the formulas of
 // docs/clip-planning.md, for B = 2 samples of T = 4 tokens per rank.
@@ -68,6 +77,7 @@ dp.recipe @r for @small {
 // CHECK-NEXT: "forward_flops": 6144,
 // CHECK-NEXT: "input_grad_flops": 6144,
 // CHECK-NEXT: "norm_flops": 4384,
+// CHECK-NEXT: "recompute_flops": 0,
 // CHECK-NEXT: "reduce_scatter_bytes_per_rank": 1536,
 // CHECK-NEXT: "reduce_scatters": 2,
 // CHECK-NEXT: "total_flops": 23456,
@@ -78,3 +88,5 @@ dp.recipe @r for @small {
 // TABLE: w1         16x16  gram                    0.000              0.000
 // TABLE: communication per rank: 3 all-gathers, 0.00 MiB received; 2 reduce-scatters, 0.00 MiB
 // TABLE: per logical step: 3 physical batch(es) expected
+// TABLE-NOT: recomputed before their backward
+// TABLE: predicted at 400 TFLOP/s sustained, 450 GB/s within a node of 8, 50 GB/s between nodes: per physical batch compute 0.00 ms, communication 0.00 ms (0.00 ms exposed); step 0.000 s

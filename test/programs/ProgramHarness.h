@@ -35,12 +35,15 @@ using reference::Vec;
 // Programs
 //===----------------------------------------------------------------------===//
 
-/// One binary: `dpc models/<model>.mlir --recipe <recipe> --ranks <ranks>`.
+/// One binary: `dpc models/<model>.mlir --recipe <recipe> --ranks <ranks>
+/// [--recompute <recompute>]`.
 /// `model` is a file stem such as "mlp-f64" or "tinylm-f32".
 struct ProgramId {
   std::string model;
   std::string recipe;
   int ranks = 1;
+  /// `dpc --recompute` ("" for dpc's default: none without a budget).
+  std::string recompute = "";
 
   std::string name() const;
   bool isLanguageModel() const;

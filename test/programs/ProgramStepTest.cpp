@@ -297,12 +297,14 @@ struct StepCase {
   const char *model;
   const char *recipe;
   int steps; ///< 2 for the optimizers with state, so that the state counts
+  const char *recompute = ""; ///< dpc --recompute
 };
 
 class WholeStep : public ::testing::TestWithParam<StepCase> {};
 
 TEST_P(WholeStep, MatchesReference) {
-  const ProgramId id{GetParam().model, GetParam().recipe, 1};
+  const ProgramId id{GetParam().model, GetParam().recipe, 1,
+                     GetParam().recompute};
   const uint64_t seed = chooseSeed(id, testSeed(), anyBatch);
   dpctest::TempDir dir;
   const Records records = makeRecords(id, seed, kRecords);
@@ -353,13 +355,26 @@ std::vector<StepCase> stepCases() {
     cases.push_back({model, "frozen_sgd", 2});
     cases.push_back({model, "lora_momentum", 3});
   }
+  // Blocks recomputed before their backward (dp-recompute): every block, or
+  // the first, with flat and per-layer clipping and the tied head.
+  cases.push_back({"tinylm-f64", "flat_sgd", 1, "all"});
+  cases.push_back({"tinylm-f64", "per_layer_sgd", 1, "all"});
+  cases.push_back({"tinylm-f32", "flat_sgd", 1, "all"});
+  cases.push_back({"tinylm-f32", "per_layer_sgd", 1, "1"});
+  cases.push_back({"tinylm-hf-f64", "flat_sgd", 1, "all"});
   return cases;
 }
 
 INSTANTIATE_TEST_SUITE_P(ProgramStep, WholeStep,
                          ::testing::ValuesIn(stepCases()),
                          [](const ::testing::TestParamInfo<StepCase> &info) {
-                           return caseName(info.param.model, info.param.recipe);
+                           std::string recompute = info.param.recompute;
+                           return caseName(info.param.model,
+                                           info.param.recipe) +
+                                  (recompute.empty() ? ""
+                                   : recompute == "all"
+                                       ? "RecomputeAll"
+                                       : "Recompute" + recompute);
                          });
 
 //===----------------------------------------------------------------------===//

@@ -36,6 +36,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <sstream>
 
@@ -91,6 +92,29 @@ static cl::opt<std::string> memoryBudgetOpt(
              "(B, KiB, MiB, GiB, TiB, kB, MB, GB, TB); default for cuda: "
              "an 80 GB H100's 81559 MiB less 4 GiB, for cpu: none"),
     cl::value_desc("size"), cl::init(""), cl::cat(dpcCategory));
+static cl::opt<std::string> recomputeOpt(
+    "recompute",
+    cl::desc("Blocks whose forward is recomputed before their backward: "
+             "auto (default: the fewest first blocks that fit the memory "
+             "budget, none without one), all, or a number"),
+    cl::value_desc("auto|all|N"), cl::init("auto"), cl::cat(dpcCategory));
+static cl::opt<double> reportTflops(
+    "report-tflops",
+    cl::desc("Sustained TFLOP/s per rank for --report's predicted times"),
+    cl::init(400.0), cl::cat(dpcCategory));
+static cl::opt<double> reportNvlink(
+    "report-nvlink-gbps",
+    cl::desc("GB/s per rank within a node for --report (default 450)"),
+    cl::init(450.0), cl::cat(dpcCategory));
+static cl::opt<double> reportNetwork(
+    "report-network-gbps",
+    cl::desc("GB/s per rank between nodes for --report (default 50: "
+             "400 Gb/s)"),
+    cl::init(50.0), cl::cat(dpcCategory));
+static cl::opt<int64_t>
+    reportGpusPerNode("report-gpus-per-node",
+                      cl::desc("Ranks per node for --report (default 8)"),
+                      cl::init(8), cl::cat(dpcCategory));
 
 namespace {
 
@@ -226,6 +250,18 @@ int main(int argc, char **argv) {
                 " is not a number of ranks; give 1 to " +
                 llvm::Twine(dpc::kMaxRanks));
 
+  for (auto [flag, value] :
+       {std::pair<StringRef, double>{"--report-tflops", reportTflops},
+        {"--report-nvlink-gbps", reportNvlink},
+        {"--report-network-gbps", reportNetwork},
+        {"--report-gpus-per-node", double(reportGpusPerNode)}})
+    // !(x > 0) also refuses NaN.
+    if (!(value > 0)) {
+      std::ostringstream text;
+      text << value;
+      return fail(flag + " " + text.str() + " must be positive");
+    }
+
   std::optional<int64_t> budget;
   if (memoryBudgetOpt.getNumOccurrences()) {
     budget = parseBytes(memoryBudgetOpt);
@@ -260,10 +296,47 @@ int main(int argc, char **argv) {
   options.recipe = recipeOpt;
   options.backend = backendOpt;
   options.prefetch = prefetchOpt;
+  // Recomputation: as the budget needs, or as asked.
+  std::optional<dpc::BudgetPlan> budgetPlan;
+  StringRef recompute = recomputeOpt;
+  if (recompute == "auto") {
+    if (budget) {
+      FailureOr<dpc::BudgetPlan> plan =
+          dpc::planWithinBudget(*module, options, *budget);
+      if (failed(plan))
+        return 1;
+      budgetPlan = *plan;
+      options.recompute = plan->recompute;
+    }
+  } else if (recompute == "all") {
+    options.recompute = -1;
+  } else {
+    int64_t blocks;
+    if (recompute.getAsInteger(10, blocks) || blocks < 0)
+      return fail("--recompute '" + recomputeOpt +
+                  "' is not auto, all or a number of blocks");
+    options.recompute = blocks;
+  }
+  // The report says what recomputation saves: the plan without it.
+  if (reportOpt && options.recompute != 0 && !budgetPlan) {
+    FailureOr<dpc::BudgetPlan> plan = dpc::planWithinBudget(
+        *module, options, std::numeric_limits<int64_t>::max());
+    if (failed(plan))
+      return 1;
+    budgetPlan = *plan;
+  }
   dpc::buildCompilePipeline(pm, options);
   if (reportOpt) {
     dpc::ReportOptions report;
     report.format = reportFormat;
+    if (budgetPlan && options.recompute != 0) {
+      report.arenaWithoutRecompute = budgetPlan->arenaWithout;
+      report.peakWithoutRecompute = budgetPlan->peakWithout;
+    }
+    report.tflops = reportTflops;
+    report.nvlinkGBps = reportNvlink;
+    report.networkGBps = reportNetwork;
+    report.gpusPerNode = reportGpusPerNode;
     pm.addPass(dpc::createReport(report));
   }
   if (failed(pm.run(*module)))
