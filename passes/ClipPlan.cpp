@@ -110,11 +110,15 @@ struct ClipPlanPass : dpc::impl::ClipPlanBase<ClipPlanPass> {
         findTrainingStep(getOperation(), getArgument());
     if (failed(compiled) ||
         failed(plan(compiled->step, compiled->recipe.getClip(),
-                    getComputeType(compiled->model))))
+                    getComputeType(compiled->model),
+                    compiled->recipe.getRecordsPerUnit())))
       return signalPassFailure();
   }
 
-  LogicalResult plan(StepOp step, ClipAttr clip, Type computeType);
+  /// unitRecords: k under user-level DP (the lowering runs each norm over
+  /// k records' rows), else 1.
+  LogicalResult plan(StepOp step, ClipAttr clip, Type computeType,
+                     int64_t unitRecords);
 
   /// The norm ops of a table tied to a linear head (`grads`: its two
   /// weight-gradient ops), after the later of the two so that both output
@@ -183,7 +187,8 @@ ClipPlanPass::planTiedNorm(ArrayRef<Operation *> grads, OpBuilder &builder,
   return SmallVector<Value>{headNorm, embeddingNorm, cross};
 }
 
-LogicalResult ClipPlanPass::plan(StepOp step, ClipAttr clip, Type computeType) {
+LogicalResult ClipPlanPass::plan(StepOp step, ClipAttr clip, Type computeType,
+                                 int64_t unitRecords) {
   Block &body = step.getBodyBlock();
   // The weight-gradient ops of each parameter, in the order of the step:
   // one, or two for a table tied to a linear head.
@@ -331,8 +336,12 @@ LogicalResult ClipPlanPass::plan(StepOp step, ClipAttr clip, Type computeType) {
   double longest = 1.0;
   for (Value norm : norms)
     longest = std::max(longest, accumulationLength(norm.getDefiningOp()));
+  // User-level DP: the lowering runs each norm over a user's k records (k T
+  // tokens, or k rows), and every length above is at most quadratic in T
+  // (a rank-1 norm becomes a Gram norm of T = k: width + k^2).
+  double k2 = double(unitRecords) * double(unitRecords);
   double relErr =
-      normRelativeError(longest + double(norms.size()), unitRoundoff);
+      normRelativeError(longest * k2 + k2 + double(norms.size()), unitRoundoff);
   Value mask = step.getMask();
   auto f64 = [](double v) { return APFloat(v); };
   double maxNorm = clip.getMaxNorm().convertToDouble();

@@ -26,8 +26,15 @@ Operation *sinkOf(Value norm) {
 
 struct FuseNormsPass : dpc::impl::FuseNormsBase<FuseNormsPass> {
   void runOnOperation() override {
+    // User-level DP needs the norm of a user's summed scale gradients, not
+    // the sum of its records' norms that the fused kernels add.
+    // (After dp-specialize the module holds the one recipe it compiles.)
+    bool perRecord = true;
+    for (RecipeOp recipe : getOperation().getOps<RecipeOp>())
+      perRecord = perRecord && recipe.getRecordsPerUnit() == 1;
     getOperation().walk([&](StepOp step) {
-      fuseNormLayers(step);
+      if (perRecord)
+        fuseNormLayers(step);
       fuseBiases(step);
     });
   }

@@ -421,6 +421,8 @@ void ReportPass::runOnOperation() {
              {"all_reduce_seconds_per_step", allReduceTime},
              {"step_seconds", stepTime}}},
         {"memory_per_rank", std::move(memory)}};
+    if (int64_t k = recipe.getRecordsPerUnit(); k > 1)
+      report["max_records_per_user"] = k;
     os << llvm::formatv("{0:2}", llvm::json::Value(std::move(report))) << "\n";
     file->keep();
     return;
@@ -440,6 +442,12 @@ void ReportPass::runOnOperation() {
   if (dpOff)
     os << "DP off: no clipping and no noise; the program is NOT "
           "differentially private\n";
+  // The norm FLOPs below are per record; a user's norm over its k records
+  // costs up to k times more (Gram norms k^2).
+  if (int64_t k = recipe.getRecordsPerUnit(); k > 1)
+    os << "privacy unit: one user (at most " << k
+       << " records in consecutive slots), its records' gradients summed "
+          "and clipped together\n";
   os << "parameters: " << trainableElems << " trainable ("
      << mib(double(trainableElems) * double(bytesOf(compute))) << " MiB), "
      << frozenElems << " frozen ("

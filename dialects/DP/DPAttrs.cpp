@@ -150,6 +150,16 @@ LogicalResult ClipAttr::verify(EmitErrorFn emitError, ClipMode mode,
   return checkFloat(emitError, "gamma", gamma, kPositive);
 }
 
+LogicalResult PrivacyUnitAttr::verify(EmitErrorFn emitError, UnitKind kind,
+                                      int64_t maxRecords) {
+  if (kind == UnitKind::record && maxRecords != 1)
+    return emitError() << "max_records = " << maxRecords
+                       << " is for the user unit; a record is one record";
+  if (maxRecords < 1)
+    return emitError() << "max_records must be >= 1, got " << maxRecords;
+  return success();
+}
+
 LogicalResult NoiseAttr::verify(EmitErrorFn emitError, APFloat sigma,
                                 APFloat delta, NoiseGenerator, Accountant) {
   if (failed(checkFloat(emitError, "sigma", sigma, kNonNegative)))

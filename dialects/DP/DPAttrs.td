@@ -39,6 +39,14 @@ def DP_ClipMode : I32EnumAttr<"ClipMode", "per-sample clipping mode", [
   let cppNamespace = "::dpc::dp";
 }
 
+def DP_UnitKind : I32EnumAttr<"UnitKind",
+    "what one clipped gradient covers", [
+    I32EnumAttrCase<"record", 0>,   // one record (sample)
+    I32EnumAttrCase<"user", 1>]> {  // every record of one user in the step
+  let cppNamespace = "::dpc::dp";
+  let genSpecializedAttr = 0;
+}
+
 def DP_NoiseGenerator : I32EnumAttr<"NoiseGenerator",
     "counter-based generator of the Gaussian noise", [
     I32EnumAttrCase<"fast", 0>,     // Philox-4x32-10
@@ -177,6 +185,29 @@ def DP_ClipAttr : DP_Attr<"Clip", "clip"> {
                         DP_DefaultF64Param<"0.01", "stability constant of automatic clipping">:$gamma);
   let assemblyFormat = "`<` $mode (`,` struct($max_norm, $gamma)^)? `>`";
   let genVerifyDecl = 1;
+}
+
+def DP_PrivacyUnitAttr : DP_Attr<"PrivacyUnit", "unit"> {
+  let summary = "the privacy unit: one record or one user";
+  let description = [{
+    `#dp.unit<record>` (the default): one record is the privacy unit.
+    `#dp.unit<user, max_records = k>`: one user is. Poisson sampling draws
+    users; a sampled user contributes at most k of its records, chosen
+    uniformly at random with the step's key, in k consecutive sample slots
+    of one physical batch (unused slots are masked); the sum of its records'
+    gradients is clipped as one unit to C. The physical batch must be a
+    multiple of k (docs/privacy.md, "User-level DP").
+  }];
+  let parameters = (ins EnumParameter<DP_UnitKind>:$kind,
+                        DP_DefaultI64Param<"1", "records a user contributes to a step, at most">:$max_records);
+  let assemblyFormat = "`<` $kind (`,` struct($max_records)^)? `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Records one clipped gradient covers at most (1 for records).
+    int64_t recordsPerUnit() const {
+      return getKind() == UnitKind::user ? getMaxRecords() : 1;
+    }
+  }];
 }
 
 def DP_NoiseAttr : DP_Attr<"Noise", "noise"> {

@@ -636,6 +636,11 @@ int64_t RecipeOp::getPhysicalBatch() {
       .Default([](Attribute) { return 0; });
 }
 
+int64_t RecipeOp::getRecordsPerUnit() {
+  std::optional<PrivacyUnitAttr> unit = getUnit();
+  return unit ? unit->recordsPerUnit() : 1;
+}
+
 ParseResult RecipeOp::parse(OpAsmParser &parser, OperationState &result) {
   StringAttr name;
   FlatSymbolRefAttr model;
@@ -667,6 +672,7 @@ void RecipeOp::print(OpAsmPrinter &p) {
   field("clip", getClipAttr());
   field("noise", getNoiseAttr());
   field("sampling", getSamplingAttr());
+  field("unit", getUnitAttr());
   field("optimizer", getOptimizerAttr());
   field("schedule", getScheduleAttr());
   field("steps", getStepsAttr());
@@ -690,8 +696,8 @@ LogicalResult RecipeOp::verify() {
     return emitOpError("unknown recipe field '")
            << field.getName().getValue()
            << "'; the fields are clip, noise, sampling, optimizer, "
-              "schedule, steps, precision, shard, grid, seed, train, freeze "
-              "and lora";
+              "schedule, steps, precision, shard, grid, seed, train, freeze, "
+              "lora and unit";
   if (getSeedAttr().getInt() < 0)
     return emitOpError("seed must be >= 0");
   if (getTrainAttr() && getFreezeAttr())
@@ -736,6 +742,24 @@ LogicalResult RecipeOp::verify() {
                        "not differentially private and the per-sample norms "
                        "buy nothing; use clip = #dp.clip<none> with noise = "
                        "#dp.none for training without DP, or add noise");
+  if (std::optional<PrivacyUnitAttr> unit = getUnit();
+      unit && unit->getKind() == UnitKind::user) {
+    int64_t k = unit->getMaxRecords();
+    // A user's k slots are one sample of the norm kernels (k T tokens), so
+    // they must lie in one physical batch: k divides it.
+    if (getPhysicalBatch() % k != 0)
+      return emitOpError("unit: max_records = ")
+             << k << " must divide the physical batch " << getPhysicalBatch()
+             << ": a user's records fill k consecutive slots of one physical "
+                "batch";
+    if (!isa<PoissonAttr>(getSampling()))
+      return emitOpError("unit: user-level DP samples users with Poisson "
+                         "sampling; #dp.shuffle draws records");
+    if (getClip().getMode() == ClipMode::none)
+      return emitOpError("unit: user-level DP bounds each user's gradient, "
+                         "which needs clipping; clip = #dp.clip<none> trains "
+                         "without DP");
+  }
   if (std::optional<ScheduleAttr> schedule = getSchedule();
       schedule && schedule->getWarmup() > getSteps())
     return emitOpError("schedule warms up over ")

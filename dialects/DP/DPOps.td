@@ -362,6 +362,9 @@ def DP_RecipeOp : DP_Op<"recipe", [Symbol,
     `train` names it. A frozen parameter has no gradient, no per-sample
     norm, no optimizer state and no noise, and is stored only in the
     compute type.
+
+    `unit = #dp.unit<user, max_records = k>` makes one user the privacy
+    unit (user-level DP, docs/privacy.md); the default is one record.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, FlatSymbolRefAttr:$model,
                        DP_ClipAttr:$clip,
@@ -376,14 +379,19 @@ def DP_RecipeOp : DP_Op<"recipe", [Symbol,
                        OptionalAttr<StrArrayAttr>:$train,
                        OptionalAttr<StrArrayAttr>:$freeze,
                        OptionalAttr<DP_LoRAAttr>:$lora,
-                       // Last, so that builders may leave it out; printed
-                       // after the optimizer.
-                       OptionalAttr<DP_ScheduleAttr>:$schedule);
+                       // Last, so that builders may leave them out; the
+                       // schedule is printed after the optimizer, the unit
+                       // after the sampling.
+                       OptionalAttr<DP_ScheduleAttr>:$schedule,
+                       OptionalAttr<DP_PrivacyUnitAttr>:$unit);
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     /// The physical batch per rank from the sampling attribute.
     int64_t getPhysicalBatch();
+    /// Records one clipped gradient covers at most: k of
+    /// `unit = #dp.unit<user, max_records = k>`, else 1.
+    int64_t getRecordsPerUnit();
   }];
 }
 

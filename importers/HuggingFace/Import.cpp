@@ -199,7 +199,7 @@ void addRecipe(ModuleOp module, dp::ModelOp model, Type element, int64_t batch,
                         /*reshard_after_forward=*/true, /*prefetch=*/1),
       FlatSymbolRefAttr::get(ctx, "ranks"), builder.getI64IntegerAttr(0),
       /*train=*/ArrayAttr(), /*freeze=*/ArrayAttr(), lora,
-      /*schedule=*/dp::ScheduleAttr());
+      /*schedule=*/dp::ScheduleAttr(), /*unit=*/dp::PrivacyUnitAttr());
 }
 
 } // namespace

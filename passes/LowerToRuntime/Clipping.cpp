@@ -39,6 +39,7 @@ LogicalResult lowerClipFactor(ClipFactorOp c, LoweringContext &context) {
       .buffer(context.buf(c.getMask()))
       .buffer(factors)
       .i64(context.batch)
+      .i64(context.recipe.getRecordsPerUnit())
       .attr(clipModeAttr(c.getMode(), context.getContext()))
       .f64(c.getMaxNorm().convertToDouble() /
            context.recipe.getClip().getMaxNorm().convertToDouble())

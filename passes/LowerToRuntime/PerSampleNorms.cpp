@@ -5,6 +5,24 @@
 // runtime/cpu/PerSampleNorms.cpp. Every norm kernel adds into an n2 buffer; the
 // norms one dp.norm_sum adds up share its buffer.
 //
+// User-level DP (`unit = #dp.unit<user, max_records = k>`): a user fills k
+// consecutive slots of the physical batch, and its gradient is the sum of
+// theirs, so its squared norm is that of ONE sample of k T tokens: the batch
+// [B, T, d] is viewed as [B/k, k T, d] and each kernel gets B/k samples of
+// k T tokens, writing the users' norms to n2[0, B/k) (clip_factors reads
+// user b / k for slot b). This is exact, cross terms between the records
+// included, for every norm that is a function of the unit's rows alone:
+//   Gram/direct  ||sum_j G_j^T A_j||^2 = ||G^T A||^2 of the stacked rows,
+//   bias         ||sum_{j,t} g_jt||^2,
+//   embedding    sum_v ||sum_{j,t: x_jt = v} g_jt||^2 (and a tied table's
+//                E + L, whose two parts both sum over the rows),
+//   rank-1       (T = 1) a user of k rows is a Gram norm of T = k,
+//   rows         materialized per-record gradients g_j: ||sum_j g_j||^2 is
+//                the bias norm of k "tokens" of width numel.
+// Learned positions are not: row t of the table gets sum_j g_jt, the same t
+// of every record, which the stacked view would keep apart; they are
+// refused.
+//
 //===----------------------------------------------------------------------===//
 
 #include "passes/LowerToRuntime/Lowerings.h"
@@ -18,8 +36,66 @@ using namespace dpc::lowering;
 
 namespace {
 
+/// Records a clipped unit covers (k under user-level DP, else 1).
+int64_t unitRecords(LoweringContext &context) {
+  return context.recipe.getRecordsPerUnit();
+}
+
+/// Samples of the norm kernels: users under user-level DP.
+int64_t unitCount(LoweringContext &context) {
+  return context.batch / unitRecords(context);
+}
+
+/// ||sum_t dy_ut||^2 of `units` units of `tokens` rows of width `dim`.
+void callBiasNorm(LoweringContext &context, ::dprt::DType dt, Value dy,
+                  Value n2, int64_t units, int64_t tokens, int64_t dim) {
+  CallArgs a = context.args();
+  a.dtype(dt).buffer(dy).buffer(n2).i64(units).i64(tokens).i64(dim);
+  context.call("norm_bias", a);
+}
+
+/// n2[u] += <X_u X_u^T, sum_i Dy_iu Dy_iu^T> over `units` units of `tokens`
+/// rows.
+void callGramNorm(LoweringContext &context, Value x, ValueRange dys, Value n2,
+                  int64_t units, int64_t tokens) {
+  Value ka = context.alloc("gram_a", context.acc, {units, tokens, tokens});
+  Value kg = context.alloc("gram_g", context.acc, {units, tokens, tokens});
+  CallArgs a = context.args();
+  a.dtype(context.dt)
+      .buffer(context.buf(x))
+      .buffer(ka)
+      .i64(units)
+      .i64(tokens)
+      .i64(lastDim(x))
+      .flag(false);
+  context.call("gram", a);
+  for (auto [i, dy] : llvm::enumerate(dys)) {
+    CallArgs g = context.args();
+    g.dtype(context.dt)
+        .buffer(context.buf(dy))
+        .buffer(kg)
+        .i64(units)
+        .i64(tokens)
+        .i64(lastDim(dy))
+        .flag(i > 0);
+    context.call("gram", g);
+  }
+  CallArgs d = context.args();
+  d.dtype(context.acc).buffer(ka).buffer(kg).buffer(n2).i64(units).i64(tokens);
+  context.call("gram_dot", d);
+}
+
 LogicalResult lowerRank1(NormRank1Op n, LoweringContext &context) {
   Value n2 = context.normTarget(n);
+  if (int64_t k = unitRecords(context); k > 1) {
+    // A user's gradient sum_j g_j a_j^T has rank up to k: its Gram norm.
+    callGramNorm(context, n.getX(), ValueRange{n.getDy()}, n2,
+                 unitCount(context), k);
+    if (n.getBias())
+      callBiasNorm(context, context.dt, context.buf(n.getDy()), n2,
+                   unitCount(context), k, lastDim(n.getDy()));
+    return success();
+  }
   CallArgs a = context.args();
   a.dtype(context.dt)
       .buffer(context.buf(n.getX()))
@@ -37,37 +113,8 @@ LogicalResult lowerRank1(NormRank1Op n, LoweringContext &context) {
 /// the input), and their inner product.
 LogicalResult lowerGram(NormGramOp n, LoweringContext &context) {
   Value n2 = context.normTarget(n);
-  int64_t t = tokensOf(n.getX());
-  Value ka = context.alloc("gram_a", context.acc, {context.batch, t, t});
-  Value kg = context.alloc("gram_g", context.acc, {context.batch, t, t});
-  CallArgs a = context.args();
-  a.dtype(context.dt)
-      .buffer(context.buf(n.getX()))
-      .buffer(ka)
-      .i64(context.batch)
-      .i64(t)
-      .i64(lastDim(n.getX()))
-      .flag(false);
-  context.call("gram", a);
-  for (auto [i, dy] : llvm::enumerate(n.getDys())) {
-    CallArgs g = context.args();
-    g.dtype(context.dt)
-        .buffer(context.buf(dy))
-        .buffer(kg)
-        .i64(context.batch)
-        .i64(t)
-        .i64(lastDim(dy))
-        .flag(i > 0);
-    context.call("gram", g);
-  }
-  CallArgs d = context.args();
-  d.dtype(context.acc)
-      .buffer(ka)
-      .buffer(kg)
-      .buffer(n2)
-      .i64(context.batch)
-      .i64(t);
-  context.call("gram_dot", d);
+  callGramNorm(context, n.getX(), n.getDys(), n2, unitCount(context),
+               tokensOf(n.getX()) * unitRecords(context));
   return success();
 }
 
@@ -83,8 +130,8 @@ LogicalResult lowerDirect(NormDirectOp n, LoweringContext &context) {
       .buffer(context.buf(n.getX()))
       .buffer(context.buf(n.getDy()))
       .buffer(n2)
-      .i64(context.batch)
-      .i64(tokensOf(n.getX()))
+      .i64(unitCount(context))
+      .i64(tokensOf(n.getX()) * unitRecords(context))
       .i64(in)
       .i64(out)
       .buffer(ws);
@@ -94,14 +141,9 @@ LogicalResult lowerDirect(NormDirectOp n, LoweringContext &context) {
 
 LogicalResult lowerBias(NormBiasOp n, LoweringContext &context) {
   Value n2 = context.normTarget(n);
-  CallArgs a = context.args();
-  a.dtype(context.dt)
-      .buffer(context.buf(n.getDy()))
-      .buffer(n2)
-      .i64(context.batch)
-      .i64(tokensOf(n.getDy()))
-      .i64(lastDim(n.getDy()));
-  context.call("norm_bias", a);
+  callBiasNorm(context, context.dt, context.buf(n.getDy()), n2,
+               unitCount(context), tokensOf(n.getDy()) * unitRecords(context),
+               lastDim(n.getDy()));
   return success();
 }
 
@@ -112,8 +154,8 @@ LogicalResult lowerEmbeddingNorm(NormEmbeddingOp n, LoweringContext &context) {
       .buffer(context.buf(n.getTokens()))
       .buffer(context.buf(n.getDy()))
       .buffer(n2)
-      .i64(context.batch)
-      .i64(tokensOf(n.getDy()))
+      .i64(unitCount(context))
+      .i64(tokensOf(n.getDy()) * unitRecords(context))
       .i64(lastDim(n.getDy()));
   context.call("norm_embedding", a);
   return success();
@@ -121,6 +163,12 @@ LogicalResult lowerEmbeddingNorm(NormEmbeddingOp n, LoweringContext &context) {
 
 LogicalResult lowerPositionNorm(NormPositionEmbeddingOp n,
                                 LoweringContext &context) {
+  if (unitRecords(context) > 1)
+    return n.emitOpError("learned positions cannot be clipped per user: row t "
+                         "of the table gets the sum of the user's records' "
+                         "position-t gradients, which the per-user norm "
+                         "kernels do not form; use rotary positions or "
+                         "unit = #dp.unit<user, max_records = 1>");
   Value n2 = context.normTarget(n);
   CallArgs a = context.args();
   a.dtype(context.dt)
@@ -138,8 +186,8 @@ LogicalResult lowerPositionNorm(NormPositionEmbeddingOp n,
 /// gradient, n2 and the shapes.
 template <typename OpTy>
 CallArgs tiedNormArgs(OpTy n, Value n2, LoweringContext &context) {
-  int64_t tokensEmb = rowsOf(n.getDembedding()) / context.batch;
-  int64_t tokensHead = rowsOf(n.getX()) / context.batch;
+  int64_t tokensEmb = rowsOf(n.getDembedding()) / unitCount(context);
+  int64_t tokensHead = rowsOf(n.getX()) / unitCount(context);
   CallArgs a = context.args();
   a.dtype(context.dt)
       .buffer(context.buf(n.getTokens()))
@@ -147,7 +195,7 @@ CallArgs tiedNormArgs(OpTy n, Value n2, LoweringContext &context) {
       .buffer(context.buf(n.getX()))
       .buffer(context.buf(n.getDlogits()))
       .buffer(n2)
-      .i64(context.batch)
+      .i64(unitCount(context))
       .i64(tokensEmb)
       .i64(tokensHead)
       .i64(lastDim(n.getDlogits()))
@@ -159,10 +207,10 @@ CallArgs tiedNormArgs(OpTy n, Value n2, LoweringContext &context) {
 /// sample.
 LogicalResult lowerTiedCross(NormTiedCrossOp n, LoweringContext &context) {
   Value n2 = context.normTarget(n);
-  int64_t tokensEmb = rowsOf(n.getDembedding()) / context.batch;
-  int64_t tokensHead = rowsOf(n.getX()) / context.batch;
+  int64_t tokensEmb = rowsOf(n.getDembedding()) / unitCount(context);
+  int64_t tokensHead = rowsOf(n.getX()) / unitCount(context);
   Value ws = context.alloc("tied_cross", context.acc,
-                           {context.batch, tokensHead, tokensEmb});
+                           {unitCount(context), tokensHead, tokensEmb});
   CallArgs a = tiedNormArgs(n, n2, context);
   a.buffer(ws);
   context.call("norm_tied_cross", a);
@@ -186,12 +234,22 @@ LogicalResult lowerTiedDirect(NormTiedDirectOp n, LoweringContext &context) {
 LogicalResult lowerRows(NormRowsOp n, LoweringContext &context) {
   // Fused: the backward op that formed the gradients added the norm.
   if (n.getFused()) {
+    // dp-fuse-norms leaves these alone under user-level DP.
+    if (unitRecords(context) > 1)
+      return n.emitOpError("is fused into its backward op, which adds "
+                           "per-record norms; user-level DP needs the norm "
+                           "of the user's sum");
     if (!context.buf(n.getNorms()))
       return n.emitOpError("is fused into an op that did not form its "
                            "gradients");
     return success();
   }
   Value n2 = context.normTarget(n);
+  if (int64_t k = unitRecords(context); k > 1) {
+    callBiasNorm(context, context.acc, context.buf(n.getGrads()), n2,
+                 unitCount(context), k, lastDim(n.getGrads()));
+    return success();
+  }
   CallArgs a = context.args();
   a.dtype(context.acc)
       .buffer(context.buf(n.getGrads()))

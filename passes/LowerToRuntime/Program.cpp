@@ -91,6 +91,12 @@ void describeRecipe(LoweringContext &context) {
   CallArgs account = context.args();
   account.string(stringifyAccountant(accountant));
   context.call("describe_accountant", account);
+  if (std::optional<PrivacyUnitAttr> unit = recipe.getUnit();
+      unit && unit->getKind() == UnitKind::user) {
+    CallArgs u = context.args();
+    u.i64(unit->getMaxRecords());
+    context.call("describe_privacy_unit", u);
+  }
 }
 
 /// What a forward input holds, from how the forward pass reads it.

@@ -307,6 +307,16 @@ void describe_accountant(ProgramSpec *spec, const char *accountant) {
   spec->recipe.accountant = name;
 }
 
+void describe_privacy_unit(ProgramSpec *spec, int64_t maxRecords) {
+  const char *fn = "describe_privacy_unit";
+  requireProgram(spec, fn);
+  DPRT_REQUIRE(maxRecords >= 1 && spec->physicalBatch % maxRecords == 0, spec,
+               fn,
+               "max_records " << maxRecords << " must be >= 1 and divide the "
+                              << "physical batch " << spec->physicalBatch);
+  spec->recipe.userRecords = maxRecords;
+}
+
 void describe_input(ProgramSpec *spec, const char *name, InputRole role,
                     int64_t offset, int64_t dim0, int64_t dim1, int64_t dim2) {
   const char *fn = "describe_input";

@@ -4,11 +4,19 @@
 
 #include "dprt/kernels.h"
 
+#include <stdexcept>
+#include <string>
+
 namespace dprt::cpu {
 
 void clip_factors(Rank *rank, DType acc, const void *n2, const void *mask,
-                  void *c, int64_t batch, ClipMode mode, double clipShare,
-                  double gamma, double relErr) {
+                  void *c, int64_t batch, int64_t unitRecords, ClipMode mode,
+                  double clipShare, double gamma, double relErr) {
+  if (unitRecords < 1 || batch % unitRecords != 0)
+    throw std::invalid_argument("clip_factors: the batch " +
+                                std::to_string(batch) +
+                                " is not a multiple of the unit's " +
+                                std::to_string(unitRecords) + " records");
   // The run's C (StepState::clipNorm) times this factor's share of it.
   const double maxNorm = stepState(rank).clipNorm * clipShare;
   dispatchAcc(acc, [&](auto tag) {
@@ -17,7 +25,7 @@ void clip_factors(Rank *rank, DType acc, const void *n2, const void *mask,
     auto *m = static_cast<const A *>(mask);
     auto *ca = static_cast<A *>(c);
     for (int64_t b = 0; b < batch; ++b) {
-      double sq = n2a[b];
+      double sq = n2a[b / unitRecords];
       // A masked sample, or one whose norm is NaN (min(1, NaN) would let
       // it through unclipped), contributes nothing. A Gram norm can round
       // to slightly below zero; its true value is >= 0.

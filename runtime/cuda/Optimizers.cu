@@ -15,6 +15,8 @@
 
 #include "dprt/kernels.h"
 
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
 namespace dprt::cuda {
@@ -128,14 +130,14 @@ __global__ void adamwKernel(float *master, float *m, float *v,
 }
 
 __global__ void clipFactorsKernel(const float *n2, const float *mask, float *c,
-                                  int64_t batch, ClipMode mode,
-                                  double clipShare, double gamma, double relErr,
-                                  const StepState *state) {
+                                  int64_t batch, int64_t unitRecords,
+                                  ClipMode mode, double clipShare, double gamma,
+                                  double relErr, const StepState *state) {
   // The run's C times this factor's share of it.
   const double maxNorm = state->clipNorm * clipShare;
   for (int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; b < batch;
        b += int64_t(gridDim.x) * blockDim.x) {
-    const double sq = n2[b];
+    const double sq = n2[b / unitRecords];
     const double mk = mask[b];
     // A masked sample, or one whose norm is NaN (min(1, NaN) would let it
     // through unclipped), contributes nothing. A Gram norm can round to
@@ -165,16 +167,21 @@ bool vectorizable(std::initializer_list<const void *> ptrs) {
 } // namespace
 
 void clip_factors(Rank *rank, DType acc, const void *n2, const void *mask,
-                  void *c, int64_t batch, ClipMode mode, double clipShare,
-                  double gamma, double relErr) {
+                  void *c, int64_t batch, int64_t unitRecords, ClipMode mode,
+                  double clipShare, double gamma, double relErr) {
   requireAcc(acc, "clip_factors");
+  if (unitRecords < 1 || batch % unitRecords != 0)
+    throw std::invalid_argument("clip_factors: the batch " +
+                                std::to_string(batch) +
+                                " is not a multiple of the unit's " +
+                                std::to_string(unitRecords) + " records");
   if (batch <= 0)
     return;
   clipFactorsKernel<<<gridFor(rank, batch, kThreads), kThreads, 0,
                       computeStream(rank)>>>(
       static_cast<const float *>(n2), static_cast<const float *>(mask),
-      static_cast<float *>(c), batch, mode, clipShare, gamma, relErr,
-      deviceStepState(rank));
+      static_cast<float *>(c), batch, unitRecords, mode, clipShare, gamma,
+      relErr, deviceStepState(rank));
   checkLaunch("clip_factors");
 }
 

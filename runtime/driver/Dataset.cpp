@@ -210,6 +210,18 @@ std::string DataLayout::describe() const {
   return os.str();
 }
 
+void Dataset::groupByUser(const std::string &path) {
+  if (!tokenFile_ || !tokenFile_->hasUsers())
+    throw UsageError(
+        path + ": the program is compiled for user-level DP (unit = "
+               "#dp.unit<user, ...>) but the data names no users; prepare a "
+               "token file with dpc-prepare from JSON records with a 'user' "
+               "field (docs/data.md)");
+  userRecords_.assign(static_cast<size_t>(tokenFile_->users()), {});
+  for (int64_t r = 0; r < records_; ++r)
+    userRecords_[static_cast<size_t>(tokenFile_->user(r))].push_back(r);
+}
+
 Dataset Dataset::loadTokenFile(const std::string &path,
                                const DataLayout &layout, bool truncate) {
   Dataset d;

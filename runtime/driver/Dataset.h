@@ -68,6 +68,21 @@ public:
   int64_t truncatedRecords() const { return truncated_; }
 
   int64_t size() const { return records_; }
+
+  /// User-level DP: the privacy unit becomes the user of each record (the
+  /// token file's `users`). Throws UsageError naming `path` when the data
+  /// names no users.
+  void groupByUser(const std::string &path);
+  bool byUser() const { return !userRecords_.empty(); }
+  /// What Poisson sampling draws and the accountant counts: the users
+  /// after groupByUser, else the records.
+  int64_t privacyUnits() const {
+    return byUser() ? static_cast<int64_t>(userRecords_.size()) : records_;
+  }
+  /// The records of each user, in increasing order (after groupByUser).
+  const std::vector<std::vector<int64_t>> &userRecords() const {
+    return userRecords_;
+  }
   /// FNV-1a of the records' content: a resumed run checks that it trains on
   /// the same data.
   uint64_t fingerprint() const { return fingerprint_; }
@@ -104,6 +119,7 @@ private:
   // targets, and labels_[i].
   std::vector<double> values_;
   std::vector<int32_t> labels_;
+  std::vector<std::vector<int64_t>> userRecords_;
 };
 
 /// Stores `value` as one element of type `dt` (bf16: round to nearest even).

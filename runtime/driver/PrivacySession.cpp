@@ -253,7 +253,7 @@ PrivacySession PrivacySession::resume(const Options &o, const RecipeSpec &r,
       s.generator != generatorName(r.generator))
     throw UsageError("the checkpoint '" + path +
                      "' used another sampler or noise generator");
-  if (data && (data->size() != s.datasetRecords ||
+  if (data && (data->privacyUnits() != s.datasetRecords ||
                data->fingerprint() != s.datasetFingerprint))
     throw UsageError("--data '" + o.data +
                      "' is not the data of the "
@@ -459,6 +459,7 @@ privacy::PrivacyReport PrivacySession::report(int64_t steps) const {
     report.epsilon = steps > 0 ? HUGE_VAL : 0;
   }
   report.sampler = samplerName(recipe_.sampling);
+  report.userRecords = recipe_.userRecords;
   report.noiseGenerator = generatorName(recipe_.generator);
   return report;
 }
@@ -474,6 +475,9 @@ std::string PrivacySession::describe() const {
   os << "q = " << q_ << ", sigma = " << sigma_ << " (" << sigmaSource_
      << "), C = " << clip_ << ", delta = " << delta_ << ", "
      << privacy::accountantName(accountantKind_) << " accountant";
+  if (recipe_.userRecords > 0)
+    os << "; one user (at most " << recipe_.userRecords
+       << " records) as the privacy unit: q samples users";
   if (targetEpsilon_ > 0 && budgetStop_ &&
       budgetSteps_ < std::numeric_limits<int64_t>::max() &&
       budgetSteps_ < lastStep_)

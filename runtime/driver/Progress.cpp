@@ -29,6 +29,10 @@ std::string toJsonLine(const StepMetrics &m) {
      << ", \"wall_time_s\": " << jsonNumber(m.wallSeconds)
      << ", \"memory_bytes\": " << m.memoryBytes
      << ", \"skipped\": " << (m.skipped ? "true" : "false");
+  if (m.users >= 0)
+    os << ", \"users\": " << m.users
+       << ", \"privacy_unit\": \"one user (at most " << m.maxRecordsPerUser
+       << " records)\"";
   if (!std::isnan(m.exposedCommSeconds))
     os << ", \"exposed_comm_s\": " << jsonNumber(m.exposedCommSeconds);
   if (!m.ranks.empty()) {

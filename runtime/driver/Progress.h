@@ -40,6 +40,11 @@ struct StepMetrics {
   /// The step took no update: its loss or gradient was not finite
   /// (--skip-nonfinite-steps).
   bool skipped = false;
+  /// User-level DP (the privacy unit is one user of at most
+  /// maxRecordsPerUser records): the users of the step's batch, whose
+  /// records `samples` counts. -1 when one record is the unit.
+  int64_t users = -1;
+  int64_t maxRecordsPerUser = 0;
   /// Every rank's heartbeat ("ranks" in the JSON) when launched with several
   /// processes; empty otherwise.
   std::vector<RankHeartbeat> ranks;

@@ -35,6 +35,7 @@
 #include "common/Trace.h"
 #include "dprt/backend.h"
 #include "dprt/kernels.h"
+#include "dprt/keys.h"
 #include "dprt/program.h"
 #include "privacy/Sampler.h"
 
@@ -123,6 +124,9 @@ private:
   std::unique_ptr<HfInit> initAdapter_;
   int64_t evaluatedStep_ = -1;
   std::optional<PrivacySession> privacy_;
+  /// User-level DP (RecipeSpec::userRecords): draws users, then at most k
+  /// records of each.
+  std::optional<privacy::UserSampler> userSampler_;
   /// The learning rate, weight decay and schedule of the run (Schedule.h).
   Hyperparameters hyper_;
   /// The model's tokenizer folder ("" for byte-level models), kept in the
@@ -139,9 +143,12 @@ private:
 };
 
 void Trainer::loadData() {
-  if (!o_.data.empty())
+  if (!o_.data.empty()) {
     data_ = std::make_unique<Dataset>(
         Dataset::load(o_.data, DataLayout::of(spec_), o_.truncate));
+    if (spec_.recipe.userRecords > 0)
+      data_->groupByUser(o_.data);
+  }
   if (!o_.evalData.empty())
     evalData_ = std::make_unique<Dataset>(
         Dataset::load(o_.evalData, DataLayout::of(spec_)));
@@ -205,7 +212,13 @@ std::string Trainer::dataDescription() const {
 }
 
 void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
-  const std::vector<int64_t> batch = privacy_->sample(step, data_->size());
+  // Under user-level DP the batch is k slots a sampled user: its records,
+  // then -1 (padding) up to k; k divides the physical batch, so a user's
+  // slots lie in one physical batch, where the clip factor of slot b is that
+  // of the user b / k.
+  const std::vector<int64_t> batch =
+      userSampler_ ? userSampler_->sample(step)
+                   : privacy_->sample(step, data_->size());
   const privacy::PhysicalBatchPlan plan =
       privacy::planPhysicalBatches(static_cast<int64_t>(batch.size()),
                                    ranks_->launch().world, spec_.physicalBatch);
@@ -253,7 +266,8 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
                       static_cast<int64_t>(rows.size()));
         }
         for (int64_t row = 0; row < spec_.physicalBatch; ++row)
-          storeAs(acc, row < part.count ? 1.0 : 0.0,
+          storeAs(acc,
+                  row < part.count && batch[part.first + row] >= 0 ? 1.0 : 0.0,
                   slot.mask.data() + row * accBytes);
         copyToArena(&rank, spec_.maskOffset, slot.mask.data(),
                     static_cast<int64_t>(slot.mask.size()));
@@ -266,12 +280,15 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
         copyFromArena(&rank, slot.losses.data(), spec_.lossOffset,
                       static_cast<int64_t>(slot.losses.size()));
         for (int64_t row = 0; row < part.count; ++row)
-          sums[0] += loadAs(acc, slot.losses.data() + row * accBytes);
+          if (batch[part.first + row] >= 0)
+            sums[0] += loadAs(acc, slot.losses.data() + row * accBytes);
       }
-      sums[1] += static_cast<double>(part.count);
       for (int64_t row = 0; row < part.count; ++row)
-        sums[2] +=
-            static_cast<double>(data_->tokensOf(batch[part.first + row]));
+        if (batch[part.first + row] >= 0) {
+          sums[1] += 1;
+          sums[2] +=
+              static_cast<double>(data_->tokensOf(batch[part.first + row]));
+        }
     }
     // Before the update: a non-finite loss or clipped gradient sum would
     // spread NaN into every parameter. The verdict is all-reduced, so that
@@ -341,6 +358,11 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
   metrics.epsilon = privacy_->metricsEpsilon(step, metrics.epsilonExact);
   metrics.lr = state.lr * state.lrScale;
   metrics.microSteps = plan.microSteps;
+  if (userSampler_) {
+    metrics.maxRecordsPerUser = userSampler_->maxRecords();
+    metrics.users =
+        static_cast<int64_t>(batch.size()) / metrics.maxRecordsPerUser;
+  }
   metrics.stepSeconds = seconds;
   metrics.wallSeconds = secondsSince(start_);
   metrics.memoryBytes = peak;
@@ -360,7 +382,8 @@ void Trainer::saveCheckpoint() {
   state.step = step_;
   state.totalSteps = totalSteps_;
   state.nextSamplerStep = step_ + 1;
-  state.datasetRecords = data_ ? data_->size() : 0;
+  // The privacy units: users under user-level DP.
+  state.datasetRecords = data_ ? data_->privacyUnits() : 0;
   state.datasetFingerprint = data_ ? data_->fingerprint() : 0;
   const std::string path = checkpointer_->save(o_.save, state);
   log("saved checkpoint of step " + std::to_string(step_) + " to " + path);
@@ -437,9 +460,15 @@ int Trainer::run() {
     if (resumed->step > 0)
       step_ = resumed->step;
   } else {
-    privacy_.emplace(PrivacySession::start(
-        o_, spec_.recipe, data_ ? data_->size() : 0, totalSteps_, keyShared));
+    privacy_.emplace(PrivacySession::start(o_, spec_.recipe,
+                                           data_ ? data_->privacyUnits() : 0,
+                                           totalSteps_, keyShared));
   }
+  if (data_ && data_->byUser())
+    userSampler_.emplace(
+        privacy_->samplingKey(), data_->userRecords(), spec_.recipe.userRecords,
+        privacy_->samplingRate(),
+        noiseGeneratorOf(static_cast<int32_t>(spec_.recipe.generator)));
   {
     std::vector<std::string> notes;
     hyper_ = resolveHyperparameters(

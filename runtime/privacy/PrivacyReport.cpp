@@ -69,6 +69,13 @@ std::string jsonString(const std::string &value) {
   return out + "\"";
 }
 
+std::string PrivacyReport::unitDescription() const {
+  if (userRecords == 0)
+    return "one record (sample)";
+  return "one user (at most " + std::to_string(userRecords) + " record" +
+         (userRecords == 1 ? "" : "s") + ")";
+}
+
 std::string toJson(const PrivacyReport &report) {
   std::ostringstream os;
   os << "{\"accountant\": " << jsonString(report.accountant)
@@ -81,6 +88,9 @@ std::string toJson(const PrivacyReport &report) {
      << ", \"delta\": " << jsonNumber(report.delta)
      << ", \"epsilon\": " << jsonNumber(report.epsilon)
      << ", \"rdp_order\": " << jsonNumber(report.rdpOrder);
+  if (report.userRecords > 0)
+    os << ", \"privacy_unit\": " << jsonString(report.unitDescription())
+       << ", \"max_records_per_user\": " << report.userRecords;
   if (!report.isPrivate)
     os << ", \"private\": false";
   if (report.accountant == "pld")
@@ -109,8 +119,8 @@ void printPrivacyReport(std::ostream &os, const PrivacyReport &report) {
   }
   os << "privacy report\n"
      << "  guarantee         (epsilon = " << number(report.epsilon)
-     << ", delta = " << number(report.delta)
-     << ")-DP, one record (sample) as the privacy unit\n"
+     << ", delta = " << number(report.delta) << ")-DP, "
+     << report.unitDescription() << " as the privacy unit\n"
      << "  accountant        " << report.accountant;
   if (report.accountant == "pld")
     os << " (privacy loss distribution of the sampled Gaussian, grid interval "

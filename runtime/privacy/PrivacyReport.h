@@ -38,7 +38,12 @@ struct PrivacyReport {
   /// false: the program adds no noise (noise = #dp.none), so the run is not
   /// differentially private; epsilon is infinite and the rest is unused.
   bool isPrivate = true;
+  /// User-level DP: one user, at most this many of its records a step, is
+  /// the privacy unit (q and the accountant count users); 0: one record.
+  int64_t userRecords = 0;
 
+  /// "one record (sample)" or "one user (at most k records)".
+  std::string unitDescription() const;
   /// True when the accountant's assumption (Poisson sampling) does not hold.
   bool samplerMismatch() const { return sampler != "poisson"; }
 };

@@ -63,6 +63,54 @@ std::vector<int64_t> PoissonSampler::sample(int64_t step) const {
   return batch;
 }
 
+UserSampler::UserSampler(uint64_t seed,
+                         std::vector<std::vector<int64_t>> userRecords,
+                         int64_t maxRecords, double q, NoiseGenerator generator)
+    : UserSampler(seedKey(seed), std::move(userRecords), maxRecords, q,
+                  generator) {}
+
+UserSampler::UserSampler(const NoiseKey &key,
+                         std::vector<std::vector<int64_t>> userRecords,
+                         int64_t maxRecords, double q, NoiseGenerator generator)
+    : users_(key, static_cast<int64_t>(userRecords.size()), q, generator),
+      key_(key), generator_(generator), userRecords_(std::move(userRecords)),
+      maxRecords_(maxRecords) {
+  assert(maxRecords >= 1 && "a user contributes at least one record");
+}
+
+std::vector<int64_t> UserSampler::recordsOf(int64_t step, int64_t user) const {
+  const std::vector<int64_t> &records = userRecords_[user];
+  const uint64_t n = records.size();
+  const uint64_t m = std::min<uint64_t>(n, maxRecords_);
+  std::vector<uint64_t> chosen; // positions in `records`
+  chosen.reserve(m);
+  for (uint64_t j = n - m, i = 0; j < n; ++j, ++i) {
+    const uint64_t bits = randomBits64(
+        generator_, key_, static_cast<uint64_t>(step),
+        static_cast<uint64_t>(user) * maxRecords_ + i, kUserRecordsStream);
+    const uint64_t t = static_cast<uint64_t>(
+        (static_cast<unsigned __int128>(bits) * (j + 1)) >> 64);
+    chosen.push_back(
+        std::find(chosen.begin(), chosen.end(), t) == chosen.end() ? t : j);
+  }
+  std::sort(chosen.begin(), chosen.end());
+  std::vector<int64_t> result;
+  result.reserve(m);
+  for (uint64_t position : chosen)
+    result.push_back(records[position]);
+  return result;
+}
+
+std::vector<int64_t> UserSampler::sample(int64_t step) const {
+  std::vector<int64_t> slots;
+  for (int64_t user : users_.sample(step)) {
+    std::vector<int64_t> records = recordsOf(step, user);
+    slots.insert(slots.end(), records.begin(), records.end());
+    slots.resize(slots.size() + (maxRecords_ - records.size()), -1);
+  }
+  return slots;
+}
+
 ShuffleSampler::ShuffleSampler(uint64_t seed, int64_t datasetSize,
                                int64_t batchSize, NoiseGenerator generator)
     : ShuffleSampler(seedKey(seed), datasetSize, batchSize, generator) {}

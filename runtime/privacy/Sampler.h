@@ -60,6 +60,48 @@ private:
   double log1mQ_;
 };
 
+/// User-level Poisson sampling: every user independently with probability q
+/// (a PoissonSampler over the U users, same key and stream), then, for each
+/// sampled user with n records, min(n, k) of them chosen uniformly at random
+/// without replacement (Floyd's algorithm: for j = n - m .. n - 1, draw
+/// t uniform in [0, j] and take t, or j if t is taken already; every m-subset
+/// is equally likely). The draws of user u at step s are uniforms
+/// u * k + i, i < m, of (key, step = s, stream = kUserRecordsStream): a pure
+/// function of (key, step, u), the same on every rank and after a resume.
+/// An integer in [0, j] is floor(64 random bits * (j + 1) / 2^64), whose
+/// deviation from uniform is below (j + 1) / 2^64.
+class UserSampler {
+public:
+  /// `userRecords[u]`: the records of user u in increasing order; k =
+  /// maxRecords >= 1. Keyed as a run with `seed` keys its sampler.
+  UserSampler(uint64_t seed, std::vector<std::vector<int64_t>> userRecords,
+              int64_t maxRecords, double q,
+              NoiseGenerator generator = NoiseGenerator::Philox);
+  UserSampler(const NoiseKey &key,
+              std::vector<std::vector<int64_t>> userRecords, int64_t maxRecords,
+              double q, NoiseGenerator generator);
+
+  /// The slots of `step`'s logical batch: for each sampled user in
+  /// increasing order, k entries, its chosen records in increasing order
+  /// followed by -1 (padding) up to k. The size is k times the users.
+  std::vector<int64_t> sample(int64_t step) const;
+  /// The records the step uses of user `user` (sorted, at most k).
+  std::vector<int64_t> recordsOf(int64_t step, int64_t user) const;
+
+  int64_t users() const { return static_cast<int64_t>(userRecords_.size()); }
+  int64_t maxRecords() const { return maxRecords_; }
+  double samplingRate() const { return users_.samplingRate(); }
+  /// q U, the divisor of the noised gradient sum.
+  double expectedBatchSize() const { return users_.expectedBatchSize(); }
+
+private:
+  PoissonSampler users_;
+  NoiseKey key_;
+  NoiseGenerator generator_;
+  std::vector<std::vector<int64_t>> userRecords_;
+  int64_t maxRecords_;
+};
+
 /// Epochs of a keyed pseudo-random permutation of the records, each epoch cut
 /// into ceil(N / batchSize) consecutive batches (the last one smaller when
 /// batchSize does not divide N). Step s belongs to epoch s / stepsPerEpoch().

@@ -122,8 +122,8 @@ dprt.program @p {
   dprt.func @f {
     %n = dprt.alloc {bytes = 16}
     %c = dprt.alloc {bytes = 16}
-    // expected-error @+1 {{argument #5 of 'clip_factors' must be a #dprt.clip_mode, not #dprt.reduction<Mean>}}
-    dprt.call "clip_factors"(%n, %n, %c) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2 : index, 4, #dprt.reduction<Mean>, 1.0, 0.01, 0.0]}
+    // expected-error @+1 {{argument #6 of 'clip_factors' must be a #dprt.clip_mode, not #dprt.reduction<Mean>}}
+    dprt.call "clip_factors"(%n, %n, %c) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2 : index, 4, 1, #dprt.reduction<Mean>, 1.0, 0.01, 0.0]}
     dprt.return
   }
 }
@@ -135,7 +135,7 @@ dprt.program @p {
     %n = dprt.alloc {bytes = 16}
     %c = dprt.alloc {bytes = 16}
     // expected-error @+1 {{argument #0 of 'clip_factors' must be a #dprt.dtype, not #emitc.opaque<"dprt::DType::F32">}}
-    dprt.call "clip_factors"(%n, %n, %c) {args = [#emitc.opaque<"dprt::DType::F32">, 0 : index, 1 : index, 2 : index, 4, #dprt.clip_mode<Flat>, 1.0, 0.01, 0.0]}
+    dprt.call "clip_factors"(%n, %n, %c) {args = [#emitc.opaque<"dprt::DType::F32">, 0 : index, 1 : index, 2 : index, 4, 1, #dprt.clip_mode<Flat>, 1.0, 0.01, 0.0]}
     dprt.return
   }
 }

@@ -49,8 +49,8 @@ dprt.program @m.program attributes {prefetch = 1 : i64, arena_bytes = 8192 : i64
     dprt.call "cross_entropy_forward"(%y, %t, %l, %lse) {args = [#dprt.dtype<BF16>, 0 : index, 1 : index, 2 : index, 3 : index, 2, 4, 16, true, -1, #dprt.reduction<Sum>]}
 // CHECK-NEXT: %{{[0-9]+}} = dprt.alloc {bytes = 8 : i64}
     %c = dprt.alloc {bytes = 8}
-// CHECK-NEXT: dprt.call "clip_factors"(%{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2 : index, 2, #dprt.clip_mode<PerLayer>, 1.000000e+00, 1.000000e-02, 2.000000e-06]}
-    dprt.call "clip_factors"(%l, %l, %c) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2 : index, 2, #dprt.clip_mode<PerLayer>, 1.0, 0.01, 2.0e-06]}
+// CHECK-NEXT: dprt.call "clip_factors"(%{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2 : index, 2, 1, #dprt.clip_mode<PerLayer>, 1.000000e+00, 1.000000e-02, 2.000000e-06]}
+    dprt.call "clip_factors"(%l, %l, %c) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2 : index, 2, 1, #dprt.clip_mode<PerLayer>, 1.0, 0.01, 2.0e-06]}
 // CHECK-NEXT: dprt.return %[[Y]]
     dprt.return %y
   }

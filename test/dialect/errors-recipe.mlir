@@ -24,7 +24,7 @@ dp.model @m {
     dp.return %l : tensor<?xf32>
   }
 }
-// expected-error @+1 {{unknown recipe field 'batch_size'; the fields are clip, noise, sampling, optimizer, schedule, steps, precision, shard, grid, seed, train, freeze and lora}}
+// expected-error @+1 {{unknown recipe field 'batch_size'; the fields are clip, noise, sampling, optimizer, schedule, steps, precision, shard, grid, seed, train, freeze, lora and unit}}
 dp.recipe @r for @m {
   clip = #dp.clip<flat, max_norm = 1.0>, noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
   sampling = #dp.poisson<rate = 0.01, physical_batch = 4>, optimizer = #dp.sgd<lr = 0.1>,
@@ -365,4 +365,58 @@ dp.recipe @r for @m {
   clip = #dp.clip<flat, max_norm = 1.0>, noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
   sampling = #dp.poisson<rate = 0.01, physical_batch = 4>, optimizer = #dp.sgd<lr = 0.1>,
   schedule = #dp.schedule<warmup = 20, decay = cosine>, steps = 10
+}
+
+// -----
+
+// A user's k slots must fit a physical batch.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<?x8xf32>, %y: tensor<?xi32>) -> tensor<?xf32> {
+    %h = dp.linear @w(%x) : tensor<?x8xf32> -> tensor<?x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<?x4xf32>, tensor<?xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+// expected-error @+1 {{'dp.recipe' op unit: max_records = 3 must divide the physical batch 4: a user's records fill k consecutive slots of one physical batch}}
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>, noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>, optimizer = #dp.sgd<lr = 0.1>, steps = 10,
+  unit = #dp.unit<user, max_records = 3>
+}
+
+// -----
+
+// User-level DP samples users by Poisson sampling.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<?x8xf32>, %y: tensor<?xi32>) -> tensor<?xf32> {
+    %h = dp.linear @w(%x) : tensor<?x8xf32> -> tensor<?x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<?x4xf32>, tensor<?xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+// expected-error @+1 {{'dp.recipe' op unit: user-level DP samples users with Poisson sampling; #dp.shuffle draws records}}
+dp.recipe @r for @m {
+  clip = #dp.clip<flat, max_norm = 1.0>, noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  sampling = #dp.shuffle<batch = 8, physical_batch = 4>, optimizer = #dp.sgd<lr = 0.1>, steps = 10,
+  unit = #dp.unit<user, max_records = 2>
+}
+
+// -----
+
+// User-level DP needs clipping.
+dp.model @m {
+  dp.param @w : tensor<4x8xf32>
+  dp.forward(%x: tensor<?x8xf32>, %y: tensor<?xi32>) -> tensor<?xf32> {
+    %h = dp.linear @w(%x) : tensor<?x8xf32> -> tensor<?x4xf32>
+    %l = dp.cross_entropy %h, %y : tensor<?x4xf32>, tensor<?xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+// expected-error @+1 {{'dp.recipe' op unit: user-level DP bounds each user's gradient, which needs clipping; clip = #dp.clip<none> trains without DP}}
+dp.recipe @r for @m {
+  clip = #dp.clip<none>, noise = #dp.none,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 4>, optimizer = #dp.sgd<lr = 0.1>, steps = 10,
+  unit = #dp.unit<user, max_records = 2>
 }

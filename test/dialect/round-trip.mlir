@@ -203,6 +203,28 @@ dp.recipe @lora for @adapted {
   lora = #dp.lora<rank = 2, alpha = 4, targets = ["w"]>,
   train = ["w*", "b?.n[12]"]
 }
+// CHECK-LABEL: dp.recipe @users for @adapted {
+// CHECK:         sampling = #dp.poisson<expected_batch = 128, physical_batch = 16>,
+// CHECK-NEXT:    unit = #dp.unit<user, max_records = 4>,
+// CHECK-NEXT:    optimizer = #dp.sgd<lr = 1.0>,
+dp.recipe @users for @adapted {
+  clip = #dp.clip<flat, max_norm = 1.0>,
+  noise = #dp.noise<sigma = 0.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<expected_batch = 128, physical_batch = 16>,
+  optimizer = #dp.sgd<lr = 1.0>,
+  steps = 1,
+  unit = #dp.unit<user, max_records = 4>
+}
+// CHECK-LABEL: dp.recipe @records for @adapted {
+// CHECK:         unit = #dp.unit<record>,
+dp.recipe @records for @adapted {
+  clip = #dp.clip<flat, max_norm = 1.0>,
+  noise = #dp.noise<sigma = 0.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<expected_batch = 128, physical_batch = 16>,
+  optimizer = #dp.sgd<lr = 1.0>,
+  steps = 1,
+  unit = #dp.unit<record>
+}
 // CHECK-LABEL: dp.recipe @frozen for @adapted {
 // CHECK:         freeze = ["s"]
 dp.recipe @frozen for @adapted {

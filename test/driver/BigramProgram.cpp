@@ -104,7 +104,7 @@ void dp_microstep(Rank *rank) {
   zero(rank, a + kN2, kBatch * kElem);
   norm_embedding(rank, kCompute, tokens(a), a + kDLogits, a + kN2, kBatch,
                  kTokens, kVocab);
-  clip_factors(rank, kCompute, a + kN2, a + kMask, a + kClip, kBatch,
+  clip_factors(rank, kCompute, a + kN2, a + kMask, a + kClip, kBatch, 1,
                ClipMode::Flat, 1.0, 0.01, 1e-6);
   zero(rank, a + kDFull, kShard * kRanks * kElem);
   embedding_grad(rank, kCompute, tokens(a), a + kDLogits, a + kClip, a + kDFull,

@@ -194,7 +194,7 @@ void dp_microstep(Rank *rank) {
   norm_rank1(rank, kCompute, a + kX, a + kDLogits, a + kN2, kBatch, kFeatures,
              kClasses);
   norm_bias(rank, kCompute, a + kDLogits, a + kN2, kBatch, 1, kClasses);
-  clip_factors(rank, kCompute, a + kN2, a + kMask, a + kClip, kBatch,
+  clip_factors(rank, kCompute, a + kN2, a + kMask, a + kClip, kBatch, 1,
                ClipMode::Flat, 1.0, 0.01, 1e-6);
   zero(rank, a + kDFullW, kShardW * kRanks * kElem);
   linear_weight_grad(rank, kCompute, a + kX, a + kDLogits, a + kClip,

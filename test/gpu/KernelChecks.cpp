@@ -1141,13 +1141,37 @@ void accChecks(Context &ctx) {
           mask.set(b, b == 1 ? 0.0 : 1.0);
         mask.upload();
         c.poison();
-        cpu::clip_factors(ctx.cpu, F32, n2.h(), mask.h(), c.h(), batch, mode,
+        cpu::clip_factors(ctx.cpu, F32, n2.h(), mask.h(), c.h(), batch, 1, mode,
                           share, 0.01, 1e-3);
-        gpu::clip_factors(ctx.gpu, F32, n2.d(), mask.d(), c.d(), batch, mode,
+        gpu::clip_factors(ctx.gpu, F32, n2.d(), mask.d(), c.d(), batch, 1, mode,
                           share, 0.01, 1e-3);
         ctx.compare("c", c, 1e-6);
       });
   }
+  // User-level DP: slot b takes the factor of user b / 4 (n2[0, 16) holds
+  // the users' norms, the rest is poison the kernel must not read).
+  if (ctx.begin("clip_factors", dn, dims({{"B", 64}}, false) + " users of 4"))
+    ctx.guarded([&] {
+      const int64_t batch = 64, k = 4;
+      dprt::StepState state{};
+      state.step = 1;
+      state.clipNorm = 1.5;
+      ctx.setStepState(state);
+      Buffer n2(F32, batch), mask(F32, batch), c(F32, batch);
+      n2.uniform(ctx.rng, 0, 4);
+      for (int64_t b = batch / k; b < batch; ++b)
+        n2.set(b, nan);
+      n2.upload();
+      for (int64_t b = 0; b < batch; ++b)
+        mask.set(b, b % k == 3 || b == 9 ? 0.0 : 1.0);
+      mask.upload();
+      c.poison();
+      cpu::clip_factors(ctx.cpu, F32, n2.h(), mask.h(), c.h(), batch, k,
+                        ClipMode::Flat, 1.0, 0.01, 1e-3);
+      gpu::clip_factors(ctx.gpu, F32, n2.d(), mask.d(), c.d(), batch, k,
+                        ClipMode::Flat, 1.0, 0.01, 1e-3);
+      ctx.compare("c", c, 1e-6);
+    });
   for (bool odd : {false, true}) {
     int64_t n = odd ? 100003 : 65536, mis = odd ? 1 : 0;
     std::string shape = dims({{"n", n}}, odd);
@@ -1292,7 +1316,7 @@ constexpr int64_t kClipBatch = 64;
 /// replay must follow the values of its call.
 void capturedStep(dprt::Rank *r) {
   char *a = dprt::arena(r);
-  gpu::clip_factors(r, F32, a + kN2, a + kMask, a + kClip, kClipBatch,
+  gpu::clip_factors(r, F32, a + kN2, a + kMask, a + kClip, kClipBatch, 1,
                     ClipMode::Flat, 1.0, 0.01, 1e-3);
   gpu::adamw_update(r, F32, a + kMaster, a + kM, a + kV, a + kGrad, kStepN, 0.9,
                     0.999, 1e-8);
@@ -1345,7 +1369,7 @@ void capturedStepCheck(Context &ctx) {
       gpu::copyToArena(ctx.gpu, kGrad, grad.data(), int64_t(bytes));
       gpu::runCaptured(ctx.gpu, 7, capturedStep);
       cpu::clip_factors(ctx.cpu, F32, n2.data(), mask.data(), clip.data(),
-                        kClipBatch, ClipMode::Flat, 1.0, 0.01, 1e-3);
+                        kClipBatch, 1, ClipMode::Flat, 1.0, 0.01, 1e-3);
       cpu::adamw_update(ctx.cpu, F32, master.data(), m.data(), v.data(),
                         grad.data(), kStepN, 0.9, 0.999, 1e-8);
       for (int64_t i = 0; i < kStepN; ++i)

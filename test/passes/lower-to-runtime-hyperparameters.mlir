@@ -29,7 +29,7 @@ dp.recipe @r for @m {
 
 // One factor per parameter, each with the share 1/sqrt(3) of C.
 // CHECK-LABEL: dprt.func @dp_microstep
-// CHECK-COUNT-3: "clip_factors"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2 : index, 2, #dprt.clip_mode<PerLayer>, 0.57735026918962584, 1.000000e-02,
+// CHECK-COUNT-3: "clip_factors"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2 : index, 2, 1, #dprt.clip_mode<PerLayer>, 0.57735026918962584, 1.000000e-02,
 
 // CHECK-LABEL: dprt.func @dp_apply
 // CHECK:      "sgd_update_range"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 192, 0, 144]}

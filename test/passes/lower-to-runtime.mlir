@@ -59,7 +59,7 @@ dp.recipe @r for @m {
 // CHECK:      "norm_rank1"(%{{.*}}, %{{.*}}, %[[N2]])
 // CHECK-NEXT: "norm_bias"(%{{.*}}, %[[N2]])
 // CHECK:      %[[C:.*]] = dprt.alloc {bytes = 8 : i64, name = "clip_factors"}
-// CHECK-NEXT: "clip_factors"(%[[N2]], %{{.*}}, %[[C]]) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2 : index, 2, #dprt.clip_mode<Flat>, 1.000000e+00
+// CHECK-NEXT: "clip_factors"(%[[N2]], %{{.*}}, %[[C]]) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2 : index, 2, 1, #dprt.clip_mode<Flat>, 1.000000e+00
 // CHECK:      "linear_weight_grad"(%{{.*}}, %{{.*}}, %[[C]],
 // CHECK:      "linear_weight_grad"(%{{.*}}, %{{.*}}, %[[C]],
 // CHECK:      "bias_grad"(%{{.*}}, %[[C]],

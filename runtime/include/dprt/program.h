@@ -189,6 +189,10 @@ struct RecipeSpec {
   /// The accountant the recipe names ("pld" or "rdp"; describe_accountant),
   /// empty when the program does not say: the driver's default then.
   std::string accountant;
+  /// User-level DP (describe_privacy_unit): a sampled user contributes at
+  /// most this many records, clipped as one unit; 0: one record is the
+  /// privacy unit.
+  int64_t userRecords = 0;
 };
 
 struct ProgramSpec {
@@ -220,8 +224,9 @@ struct ProgramSpec {
 
 // Called by the emitted dp_describe, in this order: program, grid (2-D
 // grids only), loss, recipe (describe_recipe, describe_optimizer,
-// describe_schedule, describe_accountant), inputs, units, params, then
-// with #dp.lora describe_lora and describe_adapter for each adapter part.
+// describe_schedule, describe_accountant, describe_privacy_unit), inputs,
+// units, params, then with #dp.lora describe_lora and describe_adapter for
+// each adapter part.
 void describe_program(ProgramSpec *spec, const char *model, const char *backend,
                       int32_t ranks, int64_t arenaBytes, int64_t stateOffset,
                       DType compute, int64_t physicalBatch, int64_t tokens,
@@ -248,6 +253,9 @@ void describe_schedule(ProgramSpec *spec, int64_t warmup, const char *decay,
                        double minLrRatio);
 /// The accountant of the recipe: "pld" or "rdp".
 void describe_accountant(ProgramSpec *spec, const char *accountant);
+/// User-level DP: one user, at most `maxRecords` of its records a step, is
+/// the privacy unit. A program without the call clips records.
+void describe_privacy_unit(ProgramSpec *spec, int64_t maxRecords);
 /// dims: up to three per-sample dimensions; unused ones are 0.
 void describe_input(ProgramSpec *spec, const char *name, InputRole role,
                     int64_t offset, int64_t dim0, int64_t dim1, int64_t dim2);

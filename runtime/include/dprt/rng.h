@@ -72,6 +72,7 @@ enum NoiseStream : uint32_t {
   kParameterInitStream = 1,
   kSamplingStream = 2,
   kShuffleStream = 3,
+  kUserRecordsStream = 4, ///< which records of a sampled user a step uses
 };
 
 /// SplitMix64 (Steele, Lea, Flood 2014): a bijective 64-bit mixer, used only

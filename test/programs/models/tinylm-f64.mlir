@@ -201,3 +201,31 @@ dp.recipe @frozen_sgd for @tinylm {
   shard = #dp.fsdp<unit = block>,
   grid = @ranks
 }
+
+// User-level DP (UserLevelTest): one user, at most 2 of its records a step,
+// is the privacy unit. Poisson sampling draws 4 of the data's users a step
+// in expectation; two users fill a physical batch of 4. A user's gradient,
+// the sum of its records', is larger than a record's: hence C = 9.
+dp.recipe @user_sgd for @tinylm {
+  clip = #dp.clip<flat, max_norm = 9.0>,
+  noise = #dp.noise<sigma = 0.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<expected_batch = 4, physical_batch = 4>,
+  unit = #dp.unit<user, max_records = 2>,
+  optimizer = #dp.sgd<lr = 0.5, weight_decay = 0.0>,
+  steps = 3,
+  precision = #dp.precision<compute = f64, master = f64>,
+  shard = #dp.fsdp<unit = block>,
+  grid = @ranks
+}
+
+dp.recipe @user_per_layer_sgd for @tinylm {
+  clip = #dp.clip<per_layer, max_norm = 9.0>,
+  noise = #dp.noise<sigma = 0.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<expected_batch = 4, physical_batch = 4>,
+  unit = #dp.unit<user, max_records = 2>,
+  optimizer = #dp.sgd<lr = 0.5, weight_decay = 0.0>,
+  steps = 3,
+  precision = #dp.precision<compute = f64, master = f64>,
+  shard = #dp.fsdp<unit = block>,
+  grid = @ranks
+}

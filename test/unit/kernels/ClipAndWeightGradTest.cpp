@@ -10,6 +10,7 @@
 #include "KernelTestSupport.h"
 
 #include <limits>
+#include <stdexcept>
 
 using namespace dpc::test;
 using dprt::accOf;
@@ -72,7 +73,7 @@ TEST(ClipFactors, MatchFormulaForEveryModeWithMaskAndRelErr) {
       TestRank r;
       r.state().clipNorm = clipNorm;
       cpu::clip_factors(r.get(), acc, n2.data(), mask.data(), c.data(), batch,
-                        mode, share, gamma, relErr);
+                        1, mode, share, gamma, relErr);
       Vec want(batch);
       for (int64_t b = 0; b < batch; ++b)
         want[b] = maskv[b] *
@@ -92,7 +93,7 @@ TEST(ClipFactors, NaNNormOrZeroMaskGivesZero) {
     Buffer n2(acc, Vec{kNaN, 4.0, kNaN, 0.0}), mask(acc, Vec{1, 0, 0, 1}),
         c(acc, 4);
     TestRank r;
-    cpu::clip_factors(r.get(), acc, n2.data(), mask.data(), c.data(), 4,
+    cpu::clip_factors(r.get(), acc, n2.data(), mask.data(), c.data(), 4, 1,
                       ClipMode::Flat, 1.0, 0.01, 0.0);
     EXPECT_EQ(c.values(), (Vec{0, 0, 0, 1}));
   }
@@ -108,12 +109,33 @@ TEST(ClipFactors, FollowTheRunsBoundFromTheStepState) {
     for (double clipNorm : {1.0, 2.0, 4.0})
       for (double share : {1.0, 0.5}) {
         r.state().clipNorm = clipNorm;
-        cpu::clip_factors(r.get(), acc, n2.data(), mask.data(), c.data(), 1,
+        cpu::clip_factors(r.get(), acc, n2.data(), mask.data(), c.data(), 1, 1,
                           ClipMode::Flat, share, 0.01, 0.0);
         const double bound = clipNorm * share;
         EXPECT_NEAR(c.get(0), std::min(1.0, bound / (3.0 + 1e-6)), 1e-7)
             << "C = " << clipNorm << ", share " << share;
       }
+  }
+}
+
+TEST(ClipFactors, UserLevelSlotsTakeTheirUsersFactor) {
+  // unitRecords = 3: slot b takes the factor of user b / 3 from n2[b / 3]
+  // (only n2[0, 2) is read; the NaNs after it would zero a slot that read
+  // them), times its own mask.
+  for (DType acc : {DType::F64, DType::F32}) {
+    Buffer n2(acc, Vec{9.0, 0.25, kNaN, kNaN, kNaN, kNaN}),
+        mask(acc, Vec{1, 1, 0, 1, 0, 1}), c(acc, 6);
+    TestRank r;
+    cpu::clip_factors(r.get(), acc, n2.data(), mask.data(), c.data(), 6, 3,
+                      ClipMode::Flat, 1.0, 0.01, 0.0);
+    const double first = 1.0 / (3.0 + 1e-6);
+    const Vec want{first, first, 0, 1, 0, 1};
+    for (int64_t b = 0; b < 6; ++b)
+      EXPECT_NEAR(c.get(b), want[b], 1e-7) << "slot " << b;
+    EXPECT_THROW(cpu::clip_factors(r.get(), acc, n2.data(), mask.data(),
+                                   c.data(), 5, 3, ClipMode::Flat, 1.0, 0.01,
+                                   0.0),
+                 std::invalid_argument);
   }
 }
 

@@ -149,7 +149,7 @@ TEST(ClipBound, EveryClippedPerSampleGradientHasNormAtMostC) {
     auto clip = [&](Buffer &n2, double bound) {
       Buffer c(acc, batch);
       cpu::clip_factors(r.get(), acc, n2.data(), mask.data(), c.data(), batch,
-                        mode, bound / maxNorm, 0.01, relErr);
+                        1, mode, bound / maxNorm, 0.01, relErr);
       return c.values();
     };
     auto clippedNorm2 = [&](const std::vector<Param> &group, int64_t b,

@@ -14,6 +14,7 @@
 #include "KernelTestSupport.h"
 #include "reference/Models.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -273,8 +274,8 @@ KernelStep tinyLmStep(DType dt, const ref::TinyLmShape &s, KernelParams &p,
   cpu::norm_embedding(r, dt, tok, val("dx0", R * W), n2.data(), B, T, W);
 
   rank.state().clipNorm = recipe.maxNorm;
-  cpu::clip_factors(r, acc, n2.data(), maskBuf.data(), c.data(), B, recipe.clip,
-                    1.0, recipe.gamma, 0.0);
+  cpu::clip_factors(r, acc, n2.data(), maskBuf.data(), c.data(), B, 1,
+                    recipe.clip, 1.0, recipe.gamma, 0.0);
 
   // Each clipped weight gradient once.
   auto wgrad = [&](const std::string &param, const std::string &in,
@@ -308,9 +309,14 @@ KernelStep tinyLmStep(DType dt, const ref::TinyLmShape &s, KernelParams &p,
 }
 
 /// One physical batch of examples/mlp.mlir (T = 1: rank-1 norms).
+/// k > 1: user-level DP as dp-lower-to-runtime composes it, every k
+/// consecutive samples one user: each norm kernel on B/k units of k rows (a
+/// rank-1 norm as the Gram norm of T = k, a bias or a materialized row
+/// gradient as the bias norm of k "tokens"), the user's norm in n2[u], and
+/// clip_factors giving slot b the factor of user b / k.
 KernelStep mlpStep(DType dt, int64_t features, int64_t hidden, int64_t classes,
                    KernelParams &p, const ref::Batch &batch, const Vec &mask,
-                   const ref::Recipe &recipe, TestRank &rank) {
+                   const ref::Recipe &recipe, TestRank &rank, int64_t k = 1) {
   dprt::Rank *r = rank.get();
   DType acc = accOf(dt);
   const int64_t B = batch.size, F = features, H = hidden, C = classes;
@@ -339,9 +345,25 @@ KernelStep mlpStep(DType dt, int64_t features, int64_t hidden, int64_t classes,
   cpu::cross_entropy_backward(
       r, dt, val("logits", B * C), label, accv("lse", B), maskBuf.data(),
       val("dlogits", B * C), B, 1, C, false, -1, Reduction::Mean);
-  cpu::norm_rank1(r, dt, val("a", B * H), val("dlogits", B * C), n2.data(), B,
-                  H, C);
-  cpu::norm_bias(r, dt, val("dlogits", B * C), n2.data(), B, 1, C);
+  const int64_t U = B / k;
+  auto rank1 = [&](const void *a, const void *dy, int64_t in, int64_t out) {
+    if (k == 1) {
+      cpu::norm_rank1(r, dt, a, dy, n2.data(), B, in, out);
+      return;
+    }
+    cpu::gram(r, dt, a, accv("Ka", U * k * k), U, k, in, false);
+    cpu::gram(r, dt, dy, accv("Kg", U * k * k), U, k, out, false);
+    cpu::gram_dot(r, acc, accv("Ka", U * k * k), accv("Kg", U * k * k),
+                  n2.data(), U, k);
+  };
+  auto rows = [&](const void *g, int64_t dim) {
+    if (k == 1)
+      cpu::norm_rows(r, acc, g, n2.data(), B, dim);
+    else
+      cpu::norm_bias(r, acc, g, n2.data(), U, k, dim);
+  };
+  rank1(val("a", B * H), val("dlogits", B * C), H, C);
+  cpu::norm_bias(r, dt, val("dlogits", B * C), n2.data(), U, k, C);
   cpu::linear_backward_input(r, dt, val("dlogits", B * C), p.w("fc2.w"),
                              val("da", B * H), B, H, C, false);
   cpu::activation_backward(r, dt, Activation::Relu, val("n", B * H),
@@ -350,14 +372,14 @@ KernelStep mlpStep(DType dt, int64_t features, int64_t hidden, int64_t classes,
                            accv("rstd", B), val("dn", B * H), val("dh", B * H),
                            accv("gg", B * H), accv("gb", B * H), B, 1, H,
                            false);
-  cpu::norm_rows(r, acc, accv("gg", B * H), n2.data(), B, H);
-  cpu::norm_rows(r, acc, accv("gb", B * H), n2.data(), B, H);
-  cpu::norm_rank1(r, dt, x.data(), val("dh", B * H), n2.data(), B, F, H);
-  cpu::norm_bias(r, dt, val("dh", B * H), n2.data(), B, 1, H);
+  rows(accv("gg", B * H), H);
+  rows(accv("gb", B * H), H);
+  rank1(x.data(), val("dh", B * H), F, H);
+  cpu::norm_bias(r, dt, val("dh", B * H), n2.data(), U, k, H);
 
   rank.state().clipNorm = recipe.maxNorm;
-  cpu::clip_factors(r, acc, n2.data(), maskBuf.data(), c.data(), B, recipe.clip,
-                    1.0, recipe.gamma, 0.0);
+  cpu::clip_factors(r, acc, n2.data(), maskBuf.data(), c.data(), B, k,
+                    recipe.clip, 1.0, recipe.gamma, 0.0);
 
   std::vector<unsigned char> ws(
       dprt::weightGradWorkspaceBytes(dt, B, std::max(H, C)));
@@ -435,6 +457,65 @@ TEST(MlpStep, KernelsMatchNaivePerSampleReference) {
       ref::StepResult want = m.dpStep(batch, mask, recipe);
       expectStepsAgree(k, grads, params, m, want, mask,
                        dt == DType::F64 ? 1e-10 : 1e-4, dt);
+    }
+  });
+}
+
+// User-level DP on the MLP (T = 1), as the lowering composes it for
+// `unit = #dp.unit<user, max_records = 3>`: three users of three slots
+// each, some slots padding, against the reference's clipping of each
+// user's summed gradient. The bound lies between the two smallest users'
+// norms, so that the two larger users are clipped and the smallest is not.
+TEST(MlpStep, UserLevelKernelsMatchReference) {
+  forEachCase(3, [](Rng &rng) {
+    const int64_t features = 9, hidden = 16, classes = 5, B = 9, k = 3;
+    ref::Model model = ref::mlpClassifier(features, hidden, classes);
+    randomizeParams(model, rng, 0.4);
+    ref::Batch batch = mlpBatch(rng, B, features, classes);
+    for (int64_t b = 0; b < B; ++b)
+      batch.users.push_back(b / k);
+    const Vec mask{1, 1, 0, 1, 0, 0, 1, 1, 1};
+    ref::Recipe recipe;
+    recipe.unit = ref::PrivacyUnit::User;
+    recipe.lr = 0.5;
+    recipe.expectedBatch = 2.5;
+    {
+      ref::Model probe = model;
+      recipe.maxNorm = 1e9;
+      Vec norms = probe.dpStep(batch, mask, recipe).userNorm;
+      std::sort(norms.begin(), norms.end());
+      recipe.maxNorm = 0.5 * (norms[0] + norms[1]);
+    }
+    for (DType dt : {DType::F64, DType::F32}) {
+      SCOPED_TRACE(dprt::nameOf(dt));
+      ref::Model m = model;
+      KernelParams params(dt, m);
+      TestRank rank;
+      KernelStep got = mlpStep(dt, features, hidden, classes, params, batch,
+                               mask, recipe, rank, k);
+      Vec grads = allGradients(m, params);
+      rank.state().gradScale = 1.0 / recipe.expectedBatch;
+      params.apply(rank, recipe);
+      ref::StepResult want = m.dpStep(batch, mask, recipe);
+      ASSERT_EQ(want.users.size(), 3u);
+      int64_t clipped = 0;
+      for (double c : want.userClip.begin()->second)
+        clipped += c < 1.0;
+      EXPECT_EQ(clipped, 2) << "the two larger users clipped, one not";
+      Vec wantGrads, masters, wantMasters;
+      for (const std::string &p : m.paramNames()) {
+        const Vec &g = want.clippedSum.at(p);
+        wantGrads.insert(wantGrads.end(), g.begin(), g.end());
+        Vec w = params.master(p);
+        masters.insert(masters.end(), w.begin(), w.end());
+        wantMasters.insert(wantMasters.end(), m.param(p).begin(),
+                           m.param(p).end());
+      }
+      const double tol = dt == DType::F64 ? 1e-10 : 1e-4;
+      EXPECT_CLOSE(Vec(got.n2.begin(), got.n2.begin() + 3),
+                   ref::mulForward(want.userNorm, want.userNorm), tol, dt);
+      EXPECT_CLOSE(grads, wantGrads, tol, dt);
+      EXPECT_CLOSE(masters, wantMasters, tol, dt);
     }
   });
 }

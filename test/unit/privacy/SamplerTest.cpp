@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 
 using namespace dprt;
@@ -187,6 +188,138 @@ TEST(ShuffleSampler, PositionsAreUniformOverEpochs) {
   double sd = std::sqrt(epochs * (1.0 / records) * (1 - 1.0 / records));
   for (int64_t r = 0; r < records; ++r)
     EXPECT_LT(std::fabs(counts[r] - mean), 5 * sd) << "record " << r;
+}
+
+//===----------------------------------------------------------------------===//
+// User-level sampling
+//===----------------------------------------------------------------------===//
+
+/// Users 0..U-1 with `counts[u]` records each, interleaved: record r belongs
+/// to user r % U while that user still needs records.
+std::vector<std::vector<int64_t>>
+usersWith(const std::vector<int64_t> &counts) {
+  std::vector<std::vector<int64_t>> users(counts.size());
+  int64_t record = 0;
+  for (bool more = true; more;) {
+    more = false;
+    for (size_t u = 0; u < counts.size(); ++u)
+      if (int64_t(users[u].size()) < counts[u]) {
+        users[u].push_back(record++);
+        more = true;
+      }
+  }
+  return users;
+}
+
+// Every slot group is one sampled user: at most k of its own records,
+// sorted and distinct, the rest -1; a user with n <= k records brings all
+// of them; the draw is a pure function of (key, step).
+TEST(UserSampler, EachSampledUserBringsAtMostKOfItsRecords) {
+  const std::vector<int64_t> counts = {1, 2, 3, 4, 5, 6, 7, 1, 9, 2};
+  const auto users = usersWith(counts);
+  std::vector<int64_t> owner(64, -1);
+  for (size_t u = 0; u < users.size(); ++u)
+    for (int64_t r : users[u])
+      owner[r] = int64_t(u);
+  const int64_t k = 3;
+  for (NoiseGenerator gen :
+       {NoiseGenerator::Philox, NoiseGenerator::ChaCha20}) {
+    UserSampler sampler(/*seed=*/5, users, k, 0.4, gen);
+    UserSampler again(/*seed=*/5, users, k, 0.4, gen);
+    int64_t groups = 0;
+    for (int64_t step = 0; step < 200; ++step) {
+      const std::vector<int64_t> slots = sampler.sample(step);
+      EXPECT_EQ(slots, again.sample(step)) << "step " << step;
+      ASSERT_EQ(slots.size() % k, 0u);
+      int64_t lastUser = -1;
+      for (size_t g = 0; g < slots.size(); g += k, ++groups) {
+        ASSERT_GE(slots[g], 0) << "a sampled user has at least one record";
+        const int64_t u = owner[slots[g]];
+        EXPECT_GT(u, lastUser) << "users in increasing order";
+        lastUser = u;
+        int64_t real = 0;
+        for (int64_t j = 0; j < k; ++j) {
+          const int64_t r = slots[g + j];
+          if (r < 0) {
+            for (int64_t rest = j; rest < k; ++rest)
+              EXPECT_EQ(slots[g + rest], -1) << "padding only at the end";
+            break;
+          }
+          ++real;
+          EXPECT_EQ(owner[r], u) << "a record of another user";
+          if (j > 0)
+            EXPECT_LT(slots[g + j - 1], r) << "sorted, distinct";
+        }
+        EXPECT_EQ(real, std::min<int64_t>(k, counts[u]));
+        EXPECT_EQ(
+            std::vector<int64_t>(slots.begin() + g, slots.begin() + g + real),
+            sampler.recordsOf(step, u));
+      }
+    }
+    EXPECT_GT(groups, 0);
+  }
+}
+
+// Which k of a user's n records a step uses is uniform over the C(n, k)
+// subsets: for n = 5, k = 2 each of the 10 pairs has probability 1/10 at
+// every step. Over 20000 steps the chi-square statistic of the pair counts
+// (9 degrees of freedom) exceeds 33.7 with probability 1e-4; the users are
+// also each sampled with probability q (a 5.5-sigma bound on each user's
+// count).
+TEST(UserSampler, RecordsOfAUserAreAUniformSubset) {
+  const auto users = usersWith({5, 5, 1});
+  const double q = 0.5;
+  const int64_t steps = 20000;
+  UserSampler sampler(/*seed=*/23, users, 2, q);
+  std::map<std::pair<int64_t, int64_t>, int64_t> pairs;
+  int64_t draws = 0;
+  for (int64_t step = 0; step < steps; ++step) {
+    const std::vector<int64_t> r = sampler.recordsOf(step, 0);
+    ASSERT_EQ(r.size(), 2u);
+    ++pairs[{r[0], r[1]}];
+    ++draws;
+  }
+  EXPECT_EQ(pairs.size(), 10u);
+  double chi2 = 0;
+  for (const auto &[pair, count] : pairs) {
+    const double expected = draws / 10.0;
+    chi2 += (count - expected) * (count - expected) / expected;
+  }
+  EXPECT_LT(chi2, 33.7) << "the pairs of user 0 are not uniform";
+
+  std::vector<int64_t> sampled(users.size(), 0);
+  for (int64_t step = 0; step < steps / 10; ++step) {
+    const std::vector<int64_t> slots = sampler.sample(step);
+    for (size_t g = 0; g < slots.size(); g += 2)
+      for (size_t u = 0; u < users.size(); ++u)
+        if (std::find(users[u].begin(), users[u].end(), slots[g]) !=
+            users[u].end())
+          ++sampled[u];
+  }
+  const double n = steps / 10, sd = std::sqrt(n * q * (1 - q));
+  for (size_t u = 0; u < users.size(); ++u)
+    EXPECT_LT(std::fabs(sampled[u] - n * q), 5.5 * sd) << "user " << u;
+}
+
+// A user's selection does not depend on the other users: the same
+// (key, step, user) draws the same records whatever the dataset around it.
+TEST(UserSampler, SelectionDependsOnlyOnKeyStepAndUser) {
+  UserSampler small(/*seed=*/3, usersWith({6, 2}), 2, 1.0);
+  UserSampler large(/*seed=*/3, usersWith({6, 2, 9, 9, 9}), 2, 1.0);
+  for (int64_t step = 0; step < 50; ++step) {
+    // User 0 has records 0, 2, 4, 6, ... in both (interleaved with user 1
+    // at first), but not at the same indices: compare positions.
+    auto positions = [](const UserSampler &s, int64_t step,
+                        const std::vector<int64_t> &records) {
+      std::vector<int64_t> p;
+      for (int64_t r : s.recordsOf(step, 0))
+        p.push_back(std::find(records.begin(), records.end(), r) -
+                    records.begin());
+      return p;
+    };
+    EXPECT_EQ(positions(small, step, usersWith({6, 2})[0]),
+              positions(large, step, usersWith({6, 2, 9, 9, 9})[0]));
+  }
 }
 
 TEST(PhysicalBatchPlan, MicroStepCount) {
