@@ -242,7 +242,8 @@ std::vector<std::string> stringsAfter(const std::string &text,
 //===----------------------------------------------------------------------===//
 
 std::string ProgramId::name() const {
-  return model + "." + recipe + ".r" + std::to_string(ranks);
+  return model + "." + recipe + (normMethod.empty() ? "" : "." + normMethod) +
+         ".r" + std::to_string(ranks);
 }
 
 bool ProgramId::isLanguageModel() const {
@@ -273,9 +274,12 @@ std::string programPath(const ProgramId &id) {
   // same time never see half a binary.
   fs::create_directories(DPC_PROGRAM_DIR);
   const std::string tmp = path + ".tmp" + std::to_string(getpid());
-  dpctest::RunResult r = dpctest::runProgram(
-      DPC_COMPILER, {modelFile(id), "--recipe", id.recipe, "--ranks",
-                     std::to_string(id.ranks), "--keep-cpp", "-o", tmp});
+  std::vector<std::string> args = {
+      modelFile(id), "--recipe", id.recipe, "--ranks", std::to_string(id.ranks),
+      "--keep-cpp",  "-o",       tmp};
+  if (!id.normMethod.empty())
+    args.push_back("--norm-method=*=" + id.normMethod);
+  dpctest::RunResult r = dpctest::runProgram(DPC_COMPILER, args);
   if (r.status != 0)
     fail("dpc failed for " + id.name() + ":\n" + r.err);
   fs::rename(tmp + ".cpp", path + ".cpp");

@@ -35,12 +35,15 @@ using reference::Vec;
 // Programs
 //===----------------------------------------------------------------------===//
 
-/// One binary: `dpc models/<model>.mlir --recipe <recipe> --ranks <ranks>`.
+/// One binary: `dpc models/<model>.mlir --recipe <recipe> --ranks <ranks>`
+/// (and `--norm-method '*=<normMethod>'` when that is set).
 /// `model` is a file stem such as "mlp-f64" or "tinylm-f32".
 struct ProgramId {
   std::string model;
   std::string recipe;
   int ranks = 1;
+  /// The per-sample norm method forced for every linear weight, or "".
+  std::string normMethod;
 
   std::string name() const;
   bool isLanguageModel() const;

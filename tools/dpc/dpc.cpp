@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "DP/DPDialect.h"
+#include "DP/DPOps.h"
 #include "DPRT/DPRTDialect.h"
 #include "dpc/RuntimeConfig.h"
 #include "passes/Passes.h"
@@ -91,6 +92,13 @@ static cl::opt<std::string> memoryBudgetOpt(
              "(B, KiB, MiB, GiB, TiB, kB, MB, GB, TB); default for cuda: "
              "an 80 GB H100's 81559 MiB less 4 GiB, for cpu: none"),
     cl::value_desc("size"), cl::init(""), cl::cat(dpcCategory));
+
+static cl::list<std::string> normMethodOpt(
+    "norm-method",
+    cl::desc("Force the per-sample norm method of linear weights: "
+             "PARAM=METHOD or *=METHOD, METHOD gram, direct or materialized "
+             "(default: chosen by the cost model under --memory-budget)"),
+    cl::value_desc("param=method"), cl::CommaSeparated, cl::cat(dpcCategory));
 
 namespace {
 
@@ -254,34 +262,99 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
 
-  PassManager pm(&context);
   dpc::CompileOptions options;
   options.ranks = ranksOpt;
   options.recipe = recipeOpt;
   options.backend = backendOpt;
   options.prefetch = prefetchOpt;
-  dpc::buildCompilePipeline(pm, options);
-  if (reportOpt) {
-    dpc::ReportOptions report;
-    report.format = reportFormat;
-    pm.addPass(dpc::createReport(report));
-  }
-  if (failed(pm.run(*module)))
-    return 1;
-  // The arena is what a rank allocates: it holds the plan's peak.
-  if (budget)
-    for (auto program : module->getOps<dpc::rt::ProgramOp>())
-      if (program.getArenaBytes() && *program.getArenaBytes() > *budget)
+  std::vector<std::string> forcedMethods(normMethodOpt.begin(),
+                                         normMethodOpt.end());
+  options.normMethods = ArrayRef<std::string>(forcedMethods);
+  // The pipeline on a copy of the input, with `materialize` bytes for
+  // per-sample weight gradients; the planned module or null.
+  auto compile = [&](int64_t materialize) -> OwningOpRef<ModuleOp> {
+    OwningOpRef<ModuleOp> copy = module->clone();
+    PassManager pm(&context);
+    options.materializeBytes = materialize;
+    dpc::buildCompilePipeline(pm, options);
+    if (failed(pm.run(*copy)))
+      return nullptr;
+    return copy;
+  };
+  auto arenaOf = [](ModuleOp planned) {
+    int64_t arena = 0;
+    for (auto program : planned.getOps<dpc::rt::ProgramOp>())
+      arena = std::max<int64_t>(arena, program.getArenaBytes().value_or(0));
+    return arena;
+  };
+  // Bytes of the per-sample weight gradients a plan materializes.
+  auto materializedOf = [](ModuleOp planned) {
+    int64_t bytes = 0;
+    planned.walk([&](dpc::dp::LinearPerSampleGradOp op) {
+      auto type = cast<RankedTensorType>(op.getGrads().getType());
+      bytes += type.getNumElements() * (type.getElementType().isF64() ? 8 : 4);
+    });
+    return bytes;
+  };
+
+  // The budget arbitrates the materialized norm method: first the plan
+  // without it (the least memory any plan needs), then with the headroom
+  // it leaves; a plan whose arena still exceeds the budget (per-sample
+  // gradients live at once, alignment, fragmentation) is redone with the
+  // excess taken off, and after a few tries without.
+  OwningOpRef<ModuleOp> planned;
+  if (!budget) {
+    planned = compile(-1);
+    if (!planned)
+      return 1;
+  } else {
+    OwningOpRef<ModuleOp> least = compile(0);
+    if (!least)
+      return 1;
+    int64_t arena = arenaOf(*least);
+    // The arena is what a rank allocates: it holds the plan's peak.
+    if (arena > *budget)
+      for (auto program : least->getOps<dpc::rt::ProgramOp>())
         return fail(
             "@" + program.getSymName() + " needs an arena of " +
-            formatGiB(*program.getArenaBytes()) + " per rank (peak in use " +
+            formatGiB(arena) + " per rank (peak in use " +
             formatGiB(program.getPeakBytes().value_or(0)) +
-            "), above the memory budget of " + formatGiB(*budget) +
+            ") with no per-sample gradient materialized beyond those "
+            "forced, above the memory budget of " +
+            formatGiB(*budget) +
             (memoryBudgetOpt.getNumOccurrences()
                  ? llvm::Twine(" (--memory-budget)")
                  : llvm::Twine(" (the default for the cuda backend)")) +
-            "; give a larger --memory-budget, a smaller physical_batch or more "
-            "ranks");
+            "; give a larger --memory-budget, a smaller physical_batch or "
+            "more ranks");
+    int64_t allowance = *budget - arena;
+    for (int attempt = 0; attempt < 4 && allowance > 0; ++attempt) {
+      OwningOpRef<ModuleOp> candidate = compile(allowance);
+      if (!candidate)
+        return 1;
+      int64_t used = materializedOf(*candidate);
+      int64_t excess = arenaOf(*candidate) - *budget;
+      if (used == materializedOf(*least))
+        break;
+      if (excess <= 0) {
+        planned = std::move(candidate);
+        break;
+      }
+      allowance = std::min(allowance, used) - excess;
+    }
+    if (!planned)
+      planned = std::move(least);
+  }
+  module = std::move(planned);
+  if (reportOpt) {
+    PassManager pm(&context);
+    dpc::ReportOptions report;
+    report.format = reportFormat;
+    report.backend = backendOpt;
+    pm.addPass(dpc::createReport(report));
+    if (failed(pm.run(*module)))
+      return 1;
+  }
 
   if (emitOpt == Emit::MLIR) {
     auto out = openOutputFile(
