@@ -8,7 +8,10 @@
 #include "passes/Shapes.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
@@ -60,7 +63,11 @@ double accumulationLength(Operation *norm) {
       })
       .Case([](NormRowsOp op) {
         auto g = cast<RankedTensorType>(op.getGrads().getType());
-        return double(g.getShape().back());
+        // A materialized weight gradient's elements are sums of T products.
+        double products = 1.0;
+        if (auto grad = op.getGrads().getDefiningOp<LinearPerSampleGradOp>())
+          products = double(tokensOf(grad.getX()));
+        return products + double(g.getShape().back());
       })
       .Case([](NormPositionEmbeddingOp op) {
         return double(rowsOf(op.getDy()) / batchOf(op.getDy())) *
@@ -119,6 +126,26 @@ struct ClipPlanPass : dpc::impl::ClipPlanBase<ClipPlanPass> {
   /// k records' rows), else 1.
   LogicalResult plan(StepOp step, ClipAttr clip, Type computeType,
                      int64_t unitRecords);
+
+  /// The norm-methods option: the method forced for a parameter (by name,
+  /// or "*" for every linear weight). Fails with an error naming the entry.
+  LogicalResult parseForcedMethods(StepOp step,
+                                   const llvm::StringSet<> &linearWeights);
+
+  /// The linear weights whose per-sample gradients are materialized: the
+  /// forced ones, then greedily by predicted time saved per byte while the
+  /// bytes fit materialize-bytes (their sum under flat and automatic
+  /// clipping, where all of them live until the clip factors are known; the
+  /// largest one under per-layer clipping, where each dies at once).
+  llvm::DenseSet<StringAttr>
+  chooseMaterialized(ArrayRef<LinearGradWeightOp> linears, bool perLayer,
+                     bool share);
+
+  /// The method forced for `param`, if any.
+  std::optional<NormMethod> forcedMethod(StringRef param) const;
+
+  llvm::StringMap<NormMethod> forced;
+  std::optional<NormMethod> forcedAll;
 
   /// The norm ops of a table tied to a linear head (`grads`: its two
   /// weight-gradient ops), after the later of the two so that both output
@@ -187,6 +214,105 @@ ClipPlanPass::planTiedNorm(ArrayRef<Operation *> grads, OpBuilder &builder,
   return SmallVector<Value>{headNorm, embeddingNorm, cross};
 }
 
+std::optional<NormMethod> ClipPlanPass::forcedMethod(StringRef param) const {
+  auto it = forced.find(param);
+  if (it != forced.end())
+    return it->second;
+  return forcedAll;
+}
+
+LogicalResult
+ClipPlanPass::parseForcedMethods(StepOp step,
+                                 const llvm::StringSet<> &linearWeights) {
+  for (const std::string &entry : normMethods) {
+    auto [name, methodName] = StringRef(entry).split('=');
+    std::optional<NormMethod> method =
+        llvm::StringSwitch<std::optional<NormMethod>>(methodName.trim())
+            .Case("gram", NormMethod::gram)
+            .Case("direct", NormMethod::direct)
+            .Case("materialized", NormMethod::materialized)
+            .Default(std::nullopt);
+    name = name.trim();
+    if (!method || name.empty())
+      return step.emitOpError("norm-methods entry '")
+             << entry
+             << "' is not PARAM=METHOD with METHOD gram, direct or "
+                "materialized";
+    if (name == "*") {
+      forcedAll = method;
+      continue;
+    }
+    if (!linearWeights.contains(name))
+      return step.emitOpError("norm-methods entry '")
+             << entry << "' names @" << name
+             << ", which is not the trainable weight of a linear layer "
+                "(a table tied to a head keeps its own norms)";
+    forced[name] = *method;
+  }
+  return success();
+}
+
+llvm::DenseSet<StringAttr>
+ClipPlanPass::chooseMaterialized(ArrayRef<LinearGradWeightOp> linears,
+                                 bool perLayer, bool share) {
+  llvm::DenseSet<StringAttr> chosen;
+  // Layers that would share one A A^T pay a share of it each.
+  llvm::DenseMap<Value, int64_t> gramReaders;
+  for (LinearGradWeightOp grad : linears)
+    if (chooseLinearNormMethod(linearNormShape(grad.getX(), grad.getDy())) ==
+        NormMethod::gram)
+      ++gramReaders[grad.getX()];
+  DeviceRates rates = deviceRates(backend);
+  struct Candidate {
+    StringAttr param;
+    double saved;
+    int64_t bytes;
+  };
+  SmallVector<Candidate> candidates;
+  int64_t used = 0;
+  for (LinearGradWeightOp grad : linears) {
+    LinearNormShape shape = linearNormShape(grad.getX(), grad.getDy());
+    Type element =
+        cast<RankedTensorType>(grad.getX().getType()).getElementType();
+    int64_t computeBytes = element.isF64() ? 8 : element.isF32() ? 4 : 2;
+    int64_t accBytes = element.isF64() ? 8 : 4;
+    int64_t bytes = materializedBytes(shape, accBytes);
+    StringAttr param = grad.getWeightAttr().getAttr();
+    std::optional<NormMethod> method = forcedMethod(param.getValue());
+    if (method == NormMethod::materialized) {
+      chosen.insert(param);
+      used = perLayer ? std::max(used, bytes) : used + bytes;
+      continue;
+    }
+    if (method)
+      continue;
+    NormMethod usual = chooseLinearNormMethod(shape);
+    double gramShare = usual == NormMethod::gram && share
+                           ? 1.0 / double(gramReaders.lookup(grad.getX()))
+                           : 1.0;
+    double saved = linearParamSeconds(shape, usual, computeBytes, accBytes,
+                                      rates, gramShare) -
+                   linearParamSeconds(shape, NormMethod::materialized,
+                                      computeBytes, accBytes, rates);
+    if (saved > 0)
+      candidates.push_back({param, saved, bytes});
+  }
+  if (materializeBytes == 0)
+    return chosen;
+  // Most time saved per byte first.
+  llvm::stable_sort(candidates, [](const Candidate &a, const Candidate &b) {
+    return a.saved / double(a.bytes) > b.saved / double(b.bytes);
+  });
+  for (const Candidate &c : candidates) {
+    int64_t next = perLayer ? std::max(used, c.bytes) : used + c.bytes;
+    if (materializeBytes >= 0 && next > materializeBytes)
+      continue;
+    chosen.insert(c.param);
+    used = next;
+  }
+  return chosen;
+}
+
 LogicalResult ClipPlanPass::plan(StepOp step, ClipAttr clip, Type computeType,
                                  int64_t unitRecords) {
   Block &body = step.getBodyBlock();
@@ -226,6 +352,34 @@ LogicalResult ClipPlanPass::plan(StepOp step, ClipAttr clip, Type computeType,
   OpBuilder builder(step.getContext());
   auto flatRef = [&](FlatSymbolRefAttr ref) -> Attribute { return ref; };
 
+  // Linear weights with one weight-gradient op: those may take any method.
+  llvm::StringSet<> linearWeights;
+  SmallVector<LinearGradWeightOp> linears;
+  for (auto &[param, grads] : gradsOf)
+    if (auto grad = dyn_cast<LinearGradWeightOp>(grads.front());
+        grad && grads.size() == 1) {
+      linearWeights.insert(param.getValue());
+      linears.push_back(grad);
+    }
+  if (failed(parseForcedMethods(step, linearWeights)))
+    return failure();
+  // Under user-level DP a unit is k records: its norm is that of the sum of
+  // their gradients, while materialized gradients are one per record (row),
+  // so their norms would be the records'. Not chosen, and refused if forced.
+  if (unitRecords > 1) {
+    if (forcedAll == NormMethod::materialized ||
+        llvm::any_of(forced, [](const auto &entry) {
+          return entry.getValue() == NormMethod::materialized;
+        }))
+      return step.emitOpError(
+          "cannot force the materialized norm method under user-level DP "
+          "(#dp.unit<user>): its per-sample gradients are per record, and a "
+          "user's norm is that of the sum of its records' gradients");
+    linears.clear();
+  }
+  llvm::DenseSet<StringAttr> materialized =
+      chooseMaterialized(linears, perLayer, share);
+
   // Gram layers grouped by the activation they read (q/k/v, gate/up).
   llvm::MapVector<Value, SmallVector<LinearGradWeightOp>> gramGroups;
   // The squared norm of each parameter (for per-layer clipping).
@@ -256,6 +410,31 @@ LogicalResult ClipPlanPass::plan(StepOp step, ClipAttr clip, Type computeType,
     Operation *op = grads.front();
     builder.setInsertionPointAfter(op);
     Location loc = op->getLoc();
+    if (materialized.contains(param)) {
+      // g_b = dy_b^T x_b for every sample where the weight gradient was,
+      // its norm, and the clipped sum of the slices in place of the
+      // weight-gradient product.
+      auto grad = cast<LinearGradWeightOp>(op);
+      LinearNormShape shape = linearNormShape(grad.getX(), grad.getDy());
+      Type acc =
+          cast<RankedTensorType>(perSample(grad.getX())).getElementType();
+      auto gradsType =
+          RankedTensorType::get({shape.batch, shape.out * shape.in}, acc);
+      Value perSampleGrads = LinearPerSampleGradOp::create(
+          builder, loc, gradsType, grad.getX(), grad.getDy());
+      Value norm = NormRowsOp::create(
+          builder, loc, perSample(grad.getX()), perSampleGrads,
+          builder.getArrayAttr({flatRef(grad.getWeightAttr())}), false);
+      auto sum = VectorGradOp::create(builder, loc, grad.getWeightAttr(),
+                                      perSampleGrads, Value());
+      *llvm::find(weightGrads, op) = sum;
+      grads.front() = sum;
+      op->erase();
+      ++numMaterialized;
+      normOf[param] = norm;
+      norms.push_back(norm);
+      continue;
+    }
     Value norm =
         llvm::TypeSwitch<Operation *, Value>(op)
             .Case([&](LinearGradWeightOp grad) -> Value {
@@ -264,7 +443,9 @@ LogicalResult ClipPlanPass::plan(StepOp step, ClipAttr clip, Type computeType,
               ArrayAttr params =
                   builder.getArrayAttr({flatRef(grad.getWeightAttr())});
               Type type = perSample(grad.getX());
-              switch (chooseLinearNormMethod(shape)) {
+              std::optional<NormMethod> method =
+                  forcedMethod(grad.getWeightAttr().getValue());
+              switch (method ? *method : chooseLinearNormMethod(shape)) {
               case NormMethod::rank1:
                 ++numRank1;
                 return builder.create<NormRank1Op>(loc, type, grad.getX(),

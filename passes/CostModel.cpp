@@ -45,6 +45,55 @@ double dpc::linearWeightGradFlops(const LinearNormShape &s) {
   return 2.0 * rows * double(s.in) * double(s.out) + rows * double(s.out);
 }
 
+double dpc::materializedNormFlops(const LinearNormShape &s) {
+  return double(s.batch) * 2.0 * double(s.in) * double(s.out);
+}
+
+double dpc::materializedGradFlops(const LinearNormShape &s) {
+  double dp = double(s.in) * double(s.out);
+  return double(s.batch) * (2.0 * double(s.tokens) * dp + 2.0 * dp);
+}
+
+int64_t dpc::materializedBytes(const LinearNormShape &s, int64_t accBytes) {
+  return s.batch * s.in * s.out * accBytes;
+}
+
+DeviceRates dpc::deviceRates(Backend backend) {
+  return backend == Backend::CUDA ? DeviceRates{700e12, 3e12}
+                                  : DeviceRates{100e9, 10e9};
+}
+
+double dpc::linearParamSeconds(const LinearNormShape &s, dp::NormMethod method,
+                               int64_t computeBytes, int64_t accBytes,
+                               const DeviceRates &rates,
+                               double gramInputShare) {
+  double b = double(s.batch), t = double(s.tokens);
+  double dp = double(s.in) * double(s.out);
+  double acc = double(accBytes);
+  double flops = 0, bytes = 0;
+  if (method == dp::NormMethod::materialized) {
+    flops = materializedNormFlops(s) + materializedGradFlops(s);
+    bytes = 3.0 * b * dp * acc + 2.0 * dp * acc;
+  } else {
+    flops = linearWeightGradFlops(s);
+    bytes = 2.0 * b * t * double(s.out) * double(computeBytes);
+    switch (method) {
+    case dp::NormMethod::rank1:
+      flops += rank1NormFlops(s);
+      break;
+    case dp::NormMethod::gram:
+      flops += gramInputShare * gramInputFlops(s) + gramOutputFlops(s);
+      bytes += (2.0 + 2.0 * gramInputShare) * b * t * t * acc;
+      break;
+    default:
+      flops += directNormFlops(s);
+      bytes += 2.0 * b * dp * acc;
+      break;
+    }
+  }
+  return flops / rates.flopsPerSecond + bytes / rates.bytesPerSecond;
+}
+
 double dpc::normRelativeError(double terms, double unitRoundoff) {
   constexpr double lambda = 8.0;
   return lambda * std::sqrt(std::max(terms, 1.0)) * unitRoundoff;

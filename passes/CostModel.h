@@ -11,6 +11,7 @@
 #define DPC_PASSES_COSTMODEL_H
 
 #include "DP/DPOps.h"
+#include "passes/OptionValues.h"
 
 #include <cstdint>
 
@@ -43,6 +44,38 @@ dp::NormMethod chooseLinearNormMethod(const LinearNormShape &s);
 /// The clipped weight gradient sum_b c_b G_b^T A_b: 2 B T d p (+ B T p for
 /// scaling G).
 double linearWeightGradFlops(const LinearNormShape &s);
+
+/// The materialized method (`dp.linear_per_sample_grad`): each sample's
+/// gradient G_b^T A_b formed (2 B T d p, the FLOPs of the weight-gradient
+/// product), its squares summed (norm: 2 B d p) and the clipped sum
+/// sum_b c_b g_b formed from the B slices (2 B d p).
+double materializedNormFlops(const LinearNormShape &s);
+double materializedGradFlops(const LinearNormShape &s);
+/// Bytes of the B per-sample gradients in the accumulation type.
+int64_t materializedBytes(const LinearNormShape &s, int64_t accBytes);
+
+/// Sustained matrix-product rate and memory bandwidth of one rank's device:
+/// the time model that ranks norm methods. Not a benchmark: an H100-class
+/// GPU for cuda (700 TFLOP/s in bf16 with f32 accumulation, 3 TB/s), a few
+/// cores for cpu (100 GFLOP/s, 10 GB/s).
+struct DeviceRates {
+  double flopsPerSecond, bytesPerSecond;
+};
+DeviceRates deviceRates(Backend backend);
+
+/// Predicted seconds, per physical batch, of a linear weight's norm and
+/// clipped weight gradient by `method` (rank1, gram, direct or
+/// materialized): flops / rate + bytes moved / bandwidth. Bytes moved:
+/// Gram 4 B T^2 acc (A A^T and G G^T written and read back; the A side's
+/// share `gramInputShare` in [0, 1], 0 when another layer pays it), direct
+/// 2 B d p acc (each sample's gradient written and read back), the
+/// book-keeping weight gradient 2 B T p c (diag(c) G written and read),
+/// materialized 3 B d p acc + 2 d p acc (the slices written, read by the
+/// norm and by the weighted sum, the gradient read and written).
+double linearParamSeconds(const LinearNormShape &s, dp::NormMethod method,
+                          int64_t computeBytes, int64_t accBytes,
+                          const DeviceRates &rates,
+                          double gramInputShare = 1.0);
 
 /// Bias: per sample, T p additions and p squares: B (T p + 2 p).
 double biasNormFlops(int64_t batch, int64_t tokens, int64_t out);

@@ -39,14 +39,16 @@ struct FuseNormsPass : dpc::impl::FuseNormsBase<FuseNormsPass> {
     });
   }
 
-  /// norm_rows of per-sample scale/bias gradients -> the backward op that
-  /// forms them adds their norms. All norm_rows of one backward op must add
-  /// into one place, since the kernel adds them into one buffer.
+  /// norm_rows of per-sample scale/bias gradients or of materialized
+  /// linear weight gradients -> the op that forms them adds their norms. All
+  /// norm_rows of one backward op must add into one place, since the kernel
+  /// adds them into one buffer.
   void fuseNormLayers(StepOp step) {
     llvm::DenseMap<Operation *, SmallVector<NormRowsOp>> byProducer;
     step.walk([&](NormRowsOp rows) {
       Operation *producer = rows.getGrads().getDefiningOp();
-      if (isa_and_nonnull<RMSNormGradOp, LayerNormGradOp>(producer))
+      if (isa_and_nonnull<RMSNormGradOp, LayerNormGradOp,
+                          LinearPerSampleGradOp>(producer))
         byProducer[producer].push_back(rows);
     });
     for (auto &[producer, rows] : byProducer) {

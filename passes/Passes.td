@@ -127,7 +127,12 @@ def ClipPlan : Pass<"dp-clip-plan", "mlir::ModuleOp"> {
     gradients). A table tied to a linear head is one parameter: its norm is
     the head's, the embedding's and their cross term (`dp.norm_tied_cross`),
     or its whole per-sample gradient formed (`dp.norm_tied_direct`) where
-    that is cheaper.
+    that is cheaper. The materialized method replaces a linear weight's
+    norm and weight-gradient product by its per-sample gradients
+    (`dp.linear_per_sample_grad`), their norms (`dp.norm_rows`) and their
+    clipped sum (`dp.vector_grad`): forced by `norm-methods`, or chosen
+    greedily by predicted time saved per byte (the `backend`'s time model)
+    within `materialize-bytes`.
 
     Flat and automatic clipping (book-keeping): all norms are summed,
     `dp.clip_factor` computes one factor per sample, and every weight
@@ -141,8 +146,21 @@ def ClipPlan : Pass<"dp-clip-plan", "mlir::ModuleOp"> {
   let options = [
     Option<"shareGram", "share-gram", "bool", /*default=*/"true",
            "Share A A^T between Gram norms of layers reading one activation">,
+    Option<"materializeBytes", "materialize-bytes", "int64_t",
+           /*default=*/"0",
+           "Bytes the materialized norm method's per-sample weight gradients "
+           "may take (0: none, -1: no limit)">,
+    Option<"backend", "backend", "::dpc::Backend",
+           /*default=*/"::dpc::Backend::CPU",
+           "The device whose time model ranks the norm methods",
+           "::dpc::backendValues()">,
+    ListOption<"normMethods", "norm-methods", "std::string",
+               "PARAM=METHOD (or *=METHOD for every linear weight): force "
+               "gram, direct or materialized">,
   ];
   let statistics = [
+    Statistic<"numMaterialized", "materialized-norms",
+              "Parameters with materialized per-sample gradients">,
     Statistic<"numRank1", "rank1-norms", "Parameters with rank-1 norms">,
     Statistic<"numGram", "gram-norms", "Parameters with Gram norms">,
     Statistic<"numDirect", "direct-norms", "Parameters with direct norms">,
@@ -160,7 +178,9 @@ def FuseNorms : Pass<"dp-fuse-norms", "mlir::ModuleOp"> {
     - the norm of a normalization layer's per-sample scale (and bias)
       gradients is added by the backward op that forms them
       (`dp.norm_rows {fused}`; the lowering calls the `_norm` form of the
-      normalization backward kernel), saving a pass over B x d values;
+      normalization backward kernel), saving a pass over B x d values; so
+      is the norm of materialized linear weight gradients
+      (`dp.linear_per_sample_grad`), summed while each slice is in cache;
     - the norm of a linear layer's bias joins the rank-1 or direct norm of
       its weight (`dp.norm_rank1 {bias}`, `dp.norm_direct {bias}`), which
       reads the same output gradient: a bias is a weight column whose input
@@ -318,6 +338,10 @@ def Report : Pass<"dp-report", "mlir::ModuleOp"> {
            "GB/s a rank sends (and receives) to ranks of other nodes">,
     Option<"gpusPerNode", "gpus-per-node", "int64_t", /*default=*/"8",
            "Ranks per node: consecutive ranks share a node">,
+    Option<"backend", "backend", "::dpc::Backend",
+           /*default=*/"::dpc::Backend::CPU",
+           "The device whose time model predicts norm and weight-gradient "
+           "times", "::dpc::backendValues()">,
   ];
 }
 

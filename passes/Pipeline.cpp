@@ -28,6 +28,10 @@ void dpc::buildCompilePipeline(OpPassManager &pm,
   pm.addPass(createRecompute(recompute));
   ClipPlanOptions clip;
   clip.shareGram = options.shareGram;
+  clip.materializeBytes = options.materializeBytes;
+  clip.backend = options.backend;
+  clip.normMethods.assign(options.normMethods.begin(),
+                          options.normMethods.end());
   pm.addPass(createClipPlan(clip));
   pm.addPass(createFuseNorms());
   pm.addPass(createShard());

@@ -36,6 +36,15 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
   Option<bool> shareGram{*this, "share-gram",
                          llvm::cl::desc("Share A A^T between Gram norms"),
                          llvm::cl::init(true)};
+  Option<int64_t> materializeBytes{
+      *this, "materialize-bytes",
+      llvm::cl::desc("Bytes per-sample weight gradients may take (0: none, "
+                     "-1: no limit; dpc sets it from --memory-budget)"),
+      llvm::cl::init(0)};
+  ListOption<std::string> normMethods{
+      *this, "norm-methods",
+      llvm::cl::desc("PARAM=METHOD or *=METHOD: force gram, direct or "
+                     "materialized for linear weights")};
 };
 
 /// dp-specialize ... dprt-plan-memory: a model and recipe to a planned dprt

@@ -32,6 +32,11 @@ namespace {
 struct ParamRow {
   std::string name, shape, method;
   double normFlops = 0, gradFlops = 0;
+  /// Predicted seconds of its norm and clipped weight gradient
+  /// (linearParamSeconds for linear weights, FLOPs at the device's rate
+  /// for the rest).
+  double seconds = 0;
+  bool timed = false;
 };
 
 struct Totals {
@@ -139,6 +144,17 @@ void ReportPass::runOnOperation() {
                        ")");
     row.normFlops += biasNormFlops(batchOf(dy), tokensOf(dy), lastDim(dy));
   };
+  DeviceRates rates = deviceRates(backend);
+  // A linear weight's norm and clipped weight gradient by its method (a
+  // layer sharing another's A A^T pays no A side).
+  auto timeLinear = [&](ParamRow &row, const LinearNormShape &s,
+                        NormMethod method, Value x,
+                        double gramInputShare = 1.0) {
+    Type element = tensorOf(x).getElementType();
+    row.seconds += linearParamSeconds(s, method, bytesOf(element),
+                                      bytesOf(accType), rates, gramInputShare);
+    row.timed = true;
+  };
   for (Operation &op : step.getBodyBlock()) {
     llvm::TypeSwitch<Operation *>(&op)
         .Case([&](LinearOp l) {
@@ -166,6 +182,8 @@ void ReportPass::runOnOperation() {
         })
         .Case([&](NormRank1Op n) {
           ParamRow &row = rowOf(n.getParams()[0]);
+          timeLinear(row, linearNormShape(n.getX(), n.getDy()),
+                     NormMethod::rank1, n.getX());
           addMethod(row, "rank-1");
           row.normFlops += rank1NormFlops(linearNormShape(n.getX(), n.getDy()));
           if (n.getBias())
@@ -187,6 +205,7 @@ void ReportPass::runOnOperation() {
               method += ")";
             }
             addMethod(row, method);
+            timeLinear(row, s, NormMethod::gram, n.getX(), i == 0 ? 1.0 : 0.0);
             if (i == 0)
               row.normFlops += gramInputFlops(s);
             row.normFlops += gramOutputFlops(s);
@@ -194,6 +213,8 @@ void ReportPass::runOnOperation() {
         })
         .Case([&](NormDirectOp n) {
           ParamRow &row = rowOf(n.getParams()[0]);
+          timeLinear(row, linearNormShape(n.getX(), n.getDy()),
+                     NormMethod::direct, n.getX());
           addMethod(row, "direct");
           row.normFlops +=
               directNormFlops(linearNormShape(n.getX(), n.getDy()));
@@ -230,6 +251,13 @@ void ReportPass::runOnOperation() {
         })
         .Case([&](NormRowsOp n) {
           ParamRow &row = rowOf(n.getParams()[0]);
+          if (auto grad = n.getGrads().getDefiningOp<LinearPerSampleGradOp>()) {
+            LinearNormShape s = linearNormShape(grad.getX(), grad.getDy());
+            addMethod(row, "materialized");
+            timeLinear(row, s, NormMethod::materialized, grad.getX());
+            row.normFlops += materializedNormFlops(s);
+            return;
+          }
           addMethod(row, n.getFused() ? "per-sample vector (fused)"
                                       : "per-sample vector");
           // The per-sample gradient is formed over the layer's tokens.
@@ -237,6 +265,15 @@ void ReportPass::runOnOperation() {
           Value x = producer ? producer->getOperand(0) : n.getGrads();
           row.normFlops += rowsNormFlops(batchOf(n.getGrads()), tokensOf(x),
                                          lastDim(n.getGrads()));
+        })
+        .Case([&](LinearPerSampleGradOp g) {
+          // The B products with K = T; vector_grad adds the weighted sum.
+          for (Operation *user : g.getGrads().getUsers())
+            if (auto sum = dyn_cast<VectorGradOp>(user))
+              rowOf(sum.getParamAttr()).gradFlops +=
+                  materializedGradFlops(linearNormShape(g.getX(), g.getDy())) -
+                  elementGradFlops(batchOf(g.getGrads()),
+                                   lastDim(g.getGrads()));
         })
         .Case([&](LinearGradWeightOp g) {
           rowOf(g.getWeightAttr()).gradFlops +=
@@ -271,9 +308,14 @@ void ReportPass::runOnOperation() {
           ++totals.scatters;
         });
   }
+  double predictedSeconds = 0;
   for (const std::string &name : order) {
-    totals.norms += rows[name].normFlops;
-    totals.weightGrads += rows[name].gradFlops;
+    ParamRow &row = rows[name];
+    totals.norms += row.normFlops;
+    totals.weightGrads += row.gradFlops;
+    if (!row.timed)
+      row.seconds = (row.normFlops + row.gradFlops) / rates.flopsPerSecond;
+    predictedSeconds += row.seconds;
   }
   double total = totals.forward + totals.recompute + totals.inputGrads +
                  totals.norms + totals.weightGrads;
@@ -358,12 +400,12 @@ void ReportPass::runOnOperation() {
     llvm::json::Array params;
     for (const std::string &name : order) {
       const ParamRow &row = rows[name];
-      params.push_back(
-          llvm::json::Object{{"name", row.name},
-                             {"shape", row.shape},
-                             {"norm_method", row.method},
-                             {"norm_flops", row.normFlops},
-                             {"weight_grad_flops", row.gradFlops}});
+      params.push_back(llvm::json::Object{{"name", row.name},
+                                          {"shape", row.shape},
+                                          {"norm_method", row.method},
+                                          {"norm_flops", row.normFlops},
+                                          {"weight_grad_flops", row.gradFlops},
+                                          {"predicted_seconds", row.seconds}});
     }
     llvm::json::Object memory{{"arena_bytes", arena}, {"peak_bytes", peak}};
     for (auto &[kind, bytes] : globals) {
@@ -380,6 +422,7 @@ void ReportPass::runOnOperation() {
         {"physical_batch", physical},
         {"tokens", tokens},
         {"compute_type", llvm::formatv("{0}", compute).str()},
+        {"time_model", nameOf(backend)},
         {"private", !dpOff},
         {"trainable_elements", trainableElems},
         {"frozen_elements", frozenElems},
@@ -392,6 +435,7 @@ void ReportPass::runOnOperation() {
              {"norm_flops", totals.norms},
              {"weight_grad_flops", totals.weightGrads},
              {"total_flops", total},
+             {"norm_and_weight_grad_seconds", predictedSeconds},
              {"all_gathers", totals.gathers},
              {"all_gather_bytes_per_rank", totals.gatherBytes},
              {"reduce_scatters", totals.scatters},
@@ -467,14 +511,14 @@ void ReportPass::runOnOperation() {
   pad("parameter", nameWidth);
   pad("shape", shapeWidth);
   pad("norm method", methodWidth);
-  os << "norm GFLOP  weight-grad GFLOP\n";
+  os << "norm GFLOP  weight-grad GFLOP  predicted us\n";
   for (const std::string &name : order) {
     const ParamRow &row = rows[name];
     pad(row.name, nameWidth);
     pad(row.shape, shapeWidth);
     pad(row.method, methodWidth);
-    os << llvm::format("%10.3f  %17.3f\n", row.normFlops / 1e9,
-                       row.gradFlops / 1e9);
+    os << llvm::format("%10.3f  %17.3f  %12.3f\n", row.normFlops / 1e9,
+                       row.gradFlops / 1e9, row.seconds * 1e6);
   }
   os << "\nper physical batch and rank (GFLOP of matrix products):\n"
      << "  forward " << giga(totals.forward);
@@ -483,6 +527,9 @@ void ReportPass::runOnOperation() {
   os << ", input gradients " << giga(totals.inputGrads) << ", per-sample norms "
      << giga(totals.norms) << ", clipped weight gradients "
      << giga(totals.weightGrads) << ", total " << giga(total) << "\n";
+  os << "  predicted time of norms and clipped weight gradients: "
+     << llvm::format("%.3f", predictedSeconds * 1e3) << " ms ("
+     << nameOf(backend) << " time model)\n";
   os << "  communication per rank: " << totals.gathers << " all-gathers, "
      << mib(totals.gatherBytes) << " MiB received; " << totals.scatters
      << " reduce-scatters, " << mib(totals.scatterBytes) << " MiB\n";

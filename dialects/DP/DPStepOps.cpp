@@ -170,6 +170,36 @@ LogicalResult NormTiedCrossOp::verify() {
                         getDlogits(), getParams());
 }
 
+LogicalResult LinearPerSampleGradOp::verify() {
+  auto x = cast<RankedTensorType>(getX().getType());
+  auto dy = cast<RankedTensorType>(getDy().getType());
+  auto grads = cast<RankedTensorType>(getGrads().getType());
+  if (!x.hasStaticShape() || !dy.hasStaticShape() || !grads.hasStaticShape())
+    return emitOpError("needs static shapes");
+  // Rows: [B, d] and [B, p] (one row per sample) or [B, T, d] and [B, T, p].
+  if (x.getRank() != dy.getRank() || x.getRank() < 2 || x.getRank() > 3 ||
+      x.getShape().drop_back() != dy.getShape().drop_back())
+    return emitOpError("takes the input and output gradient of one linear "
+                       "layer, with the same samples and tokens; got ")
+           << x << " and " << dy;
+  int64_t batch = x.getDimSize(0);
+  std::optional<int64_t> elements =
+      llvm::checkedMul<int64_t>(x.getShape().back(), dy.getShape().back());
+  if (grads.getRank() != 2 || grads.getDimSize(0) != batch || !elements ||
+      grads.getDimSize(1) != *elements)
+    return emitOpError("result must be [")
+           << batch << ", " << dy.getShape().back() << " * "
+           << x.getShape().back() << "], one weight gradient per sample; got "
+           << getGrads().getType();
+  // Accumulated in f64 for f64 models, in f32 otherwise.
+  bool f64 = x.getElementType().isF64();
+  if (grads.getElementType().isF64() != f64)
+    return emitOpError("result must be in ")
+           << (f64 ? "f64" : "f32") << " for " << x.getElementType()
+           << " operands; got " << grads.getElementType();
+  return success();
+}
+
 LogicalResult NormTiedDirectOp::verify() {
   return verifyTiedNorm(*this, getTokens(), getDembedding(), getX(),
                         getDlogits(), getParams());

@@ -24,7 +24,8 @@ def DP_ActivationKind : I32EnumAttr<"ActivationKind", "elementwise activation", 
 def DP_NormMethod : I32EnumAttr<"NormMethod", "per-sample norm method", [
     I32EnumAttrCase<"rank1", 0>, I32EnumAttrCase<"gram", 1>,
     I32EnumAttrCase<"direct", 2>, I32EnumAttrCase<"bias", 3>,
-    I32EnumAttrCase<"embedding", 4>, I32EnumAttrCase<"rows", 5>]> {
+    I32EnumAttrCase<"embedding", 4>, I32EnumAttrCase<"rows", 5>,
+    I32EnumAttrCase<"materialized", 6>]> {
   let cppNamespace = "::dpc::dp";
 }
 
@@ -385,6 +386,23 @@ def DP_NormTiedDirectOp : DP_NormOp<"norm_tied_direct"> {
   let assemblyFormat = [{
     $tokens `,` $dembedding `,` $x `,` $dlogits $params attr-dict `:` type($tokens) `,` type($dembedding) `,` type($x) `,` type($dlogits) `->` type($norms)
   }];
+  let hasVerifier = 1;
+}
+
+def DP_LinearPerSampleGradOp : DP_Op<"linear_per_sample_grad", [Pure]> {
+  let summary = "each sample's weight gradient dy_b^T x_b, materialized";
+  let description = [{
+    `%g = dp.linear_per_sample_grad %x, %dy : tensor<BxTxd>, tensor<BxTxp>
+    -> tensor<Bx(p*d)xf32>`: row b is sample b's gradient of the layer's
+    weight, dy_b^T x_b (p x d, row-major, the weight's layout), in the
+    accumulation type. dp-clip-plan emits it for the `materialized` norm
+    method: `dp.norm_rows %g` gives the norms and `dp.vector_grad @w(%g)
+    scale(%c)` the clipped gradient sum_b c_b g_b, so the weight-gradient
+    product is computed once, as B products with K = T.
+  }];
+  let arguments = (ins DP_Activation:$x, DP_Activation:$dy);
+  let results = (outs DP_AccTensor:$grads);
+  let assemblyFormat = "$x `,` $dy attr-dict `:` type($x) `,` type($dy) `->` type($grads)";
   let hasVerifier = 1;
 }
 

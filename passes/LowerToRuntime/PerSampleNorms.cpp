@@ -1,7 +1,8 @@
 //===- PerSampleNorms.cpp - Per-sample squared gradient norms -------------===//
 //
 // The norm ops dp-clip-plan chose (rank-1, Gram, direct, bias, embedding,
-// materialized rows, position tables, tied tables) to the kernels of
+// materialized rows and linear weight gradients, position tables, tied
+// tables) to the kernels of
 // runtime/cpu/PerSampleNorms.cpp. Every norm kernel adds into an n2 buffer; the
 // norms one dp.norm_sum adds up share its buffer.
 //
@@ -260,6 +261,31 @@ LogicalResult lowerRows(NormRowsOp n, LoweringContext &context) {
   return success();
 }
 
+/// The materialized method: each sample's weight gradient dy_b^T x_b in an
+/// acc [batch, out * in] buffer (read later by the clipped sum,
+/// rows_weighted_sum); with its dp.norm_rows fused, the same kernel adds
+/// the norms.
+LogicalResult lowerLinearPerSampleGrad(LinearPerSampleGradOp g,
+                                       LoweringContext &context) {
+  int64_t in = lastDim(g.getX()), out = lastDim(g.getDy());
+  Value grads =
+      context.alloc("per_sample_grads", context.acc, {context.batch, out, in});
+  context.setBuffer(g.getGrads(), grads);
+  Value n2 = context.fusedNormTarget({g.getGrads()});
+  CallArgs a = context.args();
+  a.dtype(context.dt)
+      .buffer(context.buf(g.getX()))
+      .buffer(context.buf(g.getDy()))
+      .buffer(grads)
+      .bufferOrNull(n2)
+      .i64(context.batch)
+      .i64(tokensOf(g.getX()))
+      .i64(in)
+      .i64(out);
+  context.call("linear_per_sample_grad", a);
+  return success();
+}
+
 /// The norms a dp.norm_sum adds up were added into its buffer already.
 LogicalResult lowerSum(NormSumOp s, LoweringContext &context) {
   Value n2 = context.sumBuffer(s);
@@ -283,4 +309,5 @@ void dpc::lowering::populatePerSampleNormsLowerings(
   registry.add(lowerTiedCross);
   registry.add(lowerTiedDirect);
   registry.add(lowerSum);
+  registry.add(lowerLinearPerSampleGrad);
 }

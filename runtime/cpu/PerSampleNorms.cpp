@@ -267,4 +267,26 @@ void norm_rows(Rank *, DType acc, const void *g, void *n2, int64_t batch,
   });
 }
 
+void linear_per_sample_grad(Rank *, DType dt, const void *x, const void *dy,
+                            void *g, void *n2, int64_t batch, int64_t tokens,
+                            int64_t in, int64_t out) {
+  dispatch(dt, [&](auto tag) {
+    using T = decltype(tag);
+    using A = AccOf<T>;
+    auto *xc = asCompute(static_cast<const T *>(x), batch * tokens * in, 0);
+    auto *dyc = asCompute(static_cast<const T *>(dy), batch * tokens * out, 1);
+    auto *ga = static_cast<A *>(g);
+    auto *n = static_cast<A *>(n2);
+    // g_b = dy_b^T x_b [out, in], one GEMM per sample (K = tokens), and its
+    // squared Frobenius norm while it is in cache.
+    for (int64_t b = 0; b < batch; ++b) {
+      A *gb = ga + b * out * in;
+      gemm(true, false, out, in, tokens, 1.0, dyc + b * tokens * out, out,
+           xc + b * tokens * in, in, 0.0, gb, in);
+      if (n)
+        n[b] = A(double(n[b]) + sumSquares(gb, out * in));
+    }
+  });
+}
+
 } // namespace dprt::cpu

@@ -425,6 +425,48 @@ void norm_rows(Rank *rank, DType acc, const void *g, void *n2, int64_t batch,
                static_cast<float *>(n2), true, partials, "norm_rows");
 }
 
+void linear_per_sample_grad(Rank *rank, DType dt, const void *x, const void *dy,
+                            void *g, void *n2, int64_t batch, int64_t tokens,
+                            int64_t in, int64_t out) {
+  requireCompute(dt, "linear_per_sample_grad");
+  if (batch <= 0 || in <= 0 || out <= 0)
+    return;
+  if (tokens <= 0) {
+    // No rows: every per-sample gradient is zero and adds nothing to n2.
+    checkCuda(cudaMemsetAsync(g, 0, size_t(batch * out * in) * sizeof(float),
+                              computeStream(rank)),
+              "linear_per_sample_grad");
+    return;
+  }
+  // g[b] = dy_b^T x_b [out, in] for every b: one strided-batched product
+  // (bf16 operands, f32 accumulation and result), K = tokens.
+  Gemm p;
+  p.ab = dt;
+  p.cd = DType::F32;
+  p.transA = true;
+  p.m = out;
+  p.n = in;
+  p.k = tokens;
+  p.a = dy;
+  p.lda = out;
+  p.strideA = tokens * out;
+  p.b = x;
+  p.ldb = in;
+  p.strideB = tokens * in;
+  p.c = g;
+  p.ldc = in;
+  p.strideC = out * in;
+  p.batch = batch;
+  gemm(rank, p);
+  if (!n2)
+    return;
+  auto *partials = static_cast<float *>(
+      scratch(rank, kComputeStream, segmentScratchBytes(batch, in * out)));
+  segmentedSum(
+      rank, batch, in * out, SquareOp{static_cast<const float *>(g), in * out},
+      static_cast<float *>(n2), true, partials, "linear_per_sample_grad");
+}
+
 } // namespace dprt::cuda
 
 namespace dprt::cuda {

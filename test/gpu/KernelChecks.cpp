@@ -903,6 +903,34 @@ void normChecks(Context &ctx, DType dt, bool odd) {
       });
   }
   {
+    // The materialized method: all samples' dy_b^T x_b in one
+    // strided-batched product, then their norms.
+    int64_t batch = odd ? 3 : 4, tokens = odd ? 13 : 64, in = odd ? 97 : 128,
+            out = odd ? 81 : 96;
+    for (bool withNorm : {true, false})
+      if (ctx.begin(
+              "linear_per_sample_grad", dn,
+              dims({{"B", batch}, {"T", tokens}, {"in", in}, {"out", out}},
+                   odd) +
+                  (withNorm ? " norm" : "")))
+        ctx.guarded([&] {
+          Buffer x(dt, batch * tokens * in), dy(dt, batch * tokens * out),
+              g(F32, batch * out * in), n2(F32, batch);
+          x.randn(ctx.rng);
+          dy.randn(ctx.rng);
+          g.poison();
+          n2.uniform(ctx.rng, 0, 10);
+          cpu::linear_per_sample_grad(ctx.cpu, dt, x.h(), dy.h(), g.h(),
+                                      withNorm ? n2.h() : nullptr, batch,
+                                      tokens, in, out);
+          gpu::linear_per_sample_grad(ctx.gpu, dt, x.d(), dy.d(), g.d(),
+                                      withNorm ? n2.d() : nullptr, batch,
+                                      tokens, in, out);
+          ctx.compare("g", g, 1e-5);
+          ctx.compare("n2", n2, 1e-5);
+        });
+  }
+  {
     int64_t batch = 4, tokens = odd ? 17 : 64, out = odd ? 301 : 300;
     if (ctx.begin("norm_bias", dn,
                   dims({{"B", batch}, {"T", tokens}, {"out", out}}, odd)))

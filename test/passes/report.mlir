@@ -29,6 +29,11 @@
 // backward): (2-1) * 4 bytes * (320 + 64 + 320) = 2816 bytes per rank;
 // reduce-scatters (320 + 64) * 4 = 1536. Expected batch 10 over 2 ranks x 2
 // samples: 3 physical batches per step.
+// Predicted seconds on the cpu time model (1e11 FLOP/s, 1e10 B/s): w1
+// (6336 FLOP; bytes moved 2 B T p 4 = 1024 for diag(c) G and 4 B T^2 4 = 512
+// for the Grams) 6.336e-8 + 1.536e-7 = 2.1696e-7; head (3712 FLOP, 512 + 512
+// bytes) 1.3952e-7; emb, n and head.b their FLOPs / 1e11: 5.12e-9,
+// 3.84e-9, 2.24e-9; in all 3.6768e-7.
 dp.model @small {
   dp.param @emb : tensor<8x16xf32>
   dp.param @n : tensor<16xf32>
@@ -54,28 +59,34 @@ dp.recipe @r for @small {
 // CHECK:   "name": "emb",
 // CHECK:   "norm_flops": 256,
 // CHECK:   "norm_method": "embedding",
+// CHECK:   "predicted_seconds": 5.1199999999999997e-09,
 // CHECK:   "weight_grad_flops": 256
 // CHECK:   "name": "n",
 // CHECK:   "norm_flops": 320,
 // CHECK:   "norm_method": "per-sample vector (fused)",
+// CHECK:   "predicted_seconds": 3.84e-09,
 // CHECK:   "weight_grad_flops": 64
 // CHECK:   "name": "w1",
 // CHECK:   "norm_flops": 2112,
 // CHECK:   "norm_method": "gram",
+// CHECK:   "predicted_seconds": 2.1696000000000001e-07,
 // CHECK:   "weight_grad_flops": 4224
 // CHECK:   "name": "head",
 // CHECK:   "norm_flops": 1600,
 // CHECK:   "norm_method": "gram",
+// CHECK:   "predicted_seconds": 1.3951999999999999e-07,
 // CHECK:   "weight_grad_flops": 2112
 // CHECK:   "name": "head.b",
 // CHECK:   "norm_flops": 96,
 // CHECK:   "norm_method": "bias",
+// CHECK:   "predicted_seconds": 2.2400000000000001e-09,
 // CHECK:   "weight_grad_flops": 128
 // CHECK: "per_physical_batch": {
 // CHECK-NEXT: "all_gather_bytes_per_rank": 2816,
 // CHECK-NEXT: "all_gathers": 3,
 // CHECK-NEXT: "forward_flops": 6144,
 // CHECK-NEXT: "input_grad_flops": 6144,
+// CHECK-NEXT: "norm_and_weight_grad_seconds": 3.6767999999999997e-07,
 // CHECK-NEXT: "norm_flops": 4384,
 // CHECK-NEXT: "recompute_flops": 0,
 // CHECK-NEXT: "reduce_scatter_bytes_per_rank": 1536,
@@ -84,8 +95,9 @@ dp.recipe @r for @small {
 // CHECK-NEXT: "weight_grad_flops": 6784
 
 // TABLE: DP training plan: model @small, recipe @r, 2 ranks, 2 samples x 4 tokens per rank and physical batch, f32
-// TABLE: parameter  shape  norm method        norm GFLOP  weight-grad GFLOP
-// TABLE: w1         16x16  gram                    0.000              0.000
+// TABLE: parameter  shape  norm method        norm GFLOP  weight-grad GFLOP  predicted us
+// TABLE: w1         16x16  gram                    0.000              0.000         0.217
+// TABLE: predicted time of norms and clipped weight gradients: 0.000 ms (cpu time model)
 // TABLE: communication per rank: 3 all-gathers, 0.00 MiB received; 2 reduce-scatters, 0.00 MiB
 // TABLE: per logical step: 3 physical batch(es) expected
 // TABLE-NOT: recomputed before their backward

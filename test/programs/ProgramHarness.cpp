@@ -242,7 +242,8 @@ std::vector<std::string> stringsAfter(const std::string &text,
 //===----------------------------------------------------------------------===//
 
 std::string ProgramId::name() const {
-  return model + "." + recipe + ".r" + std::to_string(ranks) +
+  return model + "." + recipe + (normMethod.empty() ? "" : "." + normMethod) +
+         ".r" + std::to_string(ranks) +
          (recompute.empty() ? "" : ".rc" + recompute);
 }
 
@@ -279,6 +280,8 @@ std::string programPath(const ProgramId &id) {
       "--keep-cpp",  "-o",       tmp};
   if (!id.recompute.empty())
     args.insert(args.end(), {"--recompute", id.recompute});
+  if (!id.normMethod.empty())
+    args.push_back("--norm-method=*=" + id.normMethod);
   dpctest::RunResult r = dpctest::runProgram(DPC_COMPILER, args);
   if (r.status != 0)
     fail("dpc failed for " + id.name() + ":\n" + r.err);

@@ -36,7 +36,8 @@ using reference::Vec;
 //===----------------------------------------------------------------------===//
 
 /// One binary: `dpc models/<model>.mlir --recipe <recipe> --ranks <ranks>
-/// [--recompute <recompute>]`.
+/// [--recompute <recompute>]` (and `--norm-method '*=<normMethod>'` when that
+/// is set).
 /// `model` is a file stem such as "mlp-f64" or "tinylm-f32".
 struct ProgramId {
   std::string model;
@@ -44,6 +45,8 @@ struct ProgramId {
   int ranks = 1;
   /// `dpc --recompute` ("" for dpc's default: none without a budget).
   std::string recompute = "";
+  /// The per-sample norm method forced for every linear weight, or "".
+  std::string normMethod;
 
   std::string name() const;
   bool isLanguageModel() const;

@@ -298,17 +298,33 @@ struct StepCase {
   const char *recipe;
   int steps; ///< 2 for the optimizers with state, so that the state counts
   const char *recompute = ""; ///< dpc --recompute
+  /// The norm method forced for every linear weight, or "".
+  const char *normMethod = "";
 };
 
 class WholeStep : public ::testing::TestWithParam<StepCase> {};
 
 TEST_P(WholeStep, MatchesReference) {
   const ProgramId id{GetParam().model, GetParam().recipe, 1,
-                     GetParam().recompute};
+                     GetParam().recompute, GetParam().normMethod};
   const uint64_t seed = chooseSeed(id, testSeed(), anyBatch);
   dpctest::TempDir dir;
   const Records records = makeRecords(id, seed, kRecords);
   writeRecords(records, dataPath(dir, id));
+  if (!id.normMethod.empty()) {
+    // The method the program was compiled for is the one that ran: no
+    // weight-gradient product is left but the one of a head tied to the
+    // embedding (its table keeps its own norms).
+    const std::string cpp = dpctest::readFile(programPath(id) + ".cpp");
+    EXPECT_NE(cpp.find("linear_per_sample_grad("), std::string::npos)
+        << id.name();
+    size_t products = 0;
+    for (size_t at = cpp.find("linear_weight_grad("); at != std::string::npos;
+         at = cpp.find("linear_weight_grad(", at + 1))
+      ++products;
+    EXPECT_EQ(products, id.model.rfind("tinylm-hf", 0) == 0 ? 1u : 0u)
+        << id.name();
+  }
   const ProgramRun program =
       trainProgram(id, dataPath(dir, id), seed, GetParam().steps, 0.0, dir);
   const ReferenceRun reference =
@@ -362,15 +378,31 @@ std::vector<StepCase> stepCases() {
   cases.push_back({"tinylm-f32", "flat_sgd", 1, "all"});
   cases.push_back({"tinylm-f32", "per_layer_sgd", 1, "1"});
   cases.push_back({"tinylm-hf-f64", "flat_sgd", 1, "all"});
+  // The materialized norm method for every linear weight: flat, per-layer
+  // and automatic clipping, LoRA adapters and frozen layers, the rank-1
+  // shapes of the MLP, and the Hugging Face variant's linear layers (its
+  // tied head keeps its own norms); and with every block recomputed.
+  const char *materialized = "materialized";
+  for (const char *recipe : {"flat_sgd", "per_layer_sgd", "automatic_sgd"})
+    cases.push_back({"tinylm-f64", recipe, 1, "", materialized});
+  cases.push_back({"tinylm-f64", "lora_momentum", 3, "", materialized});
+  for (const char *recipe : {"flat_sgd", "per_layer_sgd"})
+    cases.push_back({"tinylm-f32", recipe, 1, "", materialized});
+  cases.push_back({"tinylm-f32", "frozen_sgd", 2, "", materialized});
+  cases.push_back({"mlp-f64", "flat_sgd", 1, "", materialized});
+  cases.push_back({"tinylm-hf-f64", "flat_sgd", 1, "", materialized});
+  cases.push_back({"tinylm-f64", "flat_sgd", 1, "all", materialized});
   return cases;
 }
 
 INSTANTIATE_TEST_SUITE_P(ProgramStep, WholeStep,
                          ::testing::ValuesIn(stepCases()),
                          [](const ::testing::TestParamInfo<StepCase> &info) {
+                           std::string recipe = info.param.recipe;
+                           if (*info.param.normMethod)
+                             recipe += std::string("_") + info.param.normMethod;
                            std::string recompute = info.param.recompute;
-                           return caseName(info.param.model,
-                                           info.param.recipe) +
+                           return caseName(info.param.model, recipe) +
                                   (recompute.empty() ? ""
                                    : recompute == "all"
                                        ? "RecomputeAll"

@@ -47,6 +47,8 @@ constexpr double kAdamWithoutNoiseTolerance = 1e-3;
 struct ShardCase {
   const char *model;
   const char *recipe;
+  /// The norm method forced for every linear weight, or "".
+  const char *normMethod = "";
 };
 
 class RanksAgree : public ::testing::TestWithParam<ShardCase> {
@@ -54,7 +56,8 @@ protected:
   void compareRanks(double sigma, double tolerance) {
     const uint64_t seed = testSeed();
     dpctest::TempDir dir;
-    const ProgramId one{GetParam().model, GetParam().recipe, 1};
+    const ProgramId one{GetParam().model, GetParam().recipe, 1, "",
+                        GetParam().normMethod};
     const std::string data =
         dir / (one.isLanguageModel() ? "data.txt" : "data.csv");
     writeRecords(makeRecords(one, seed, kRecords), data);
@@ -127,9 +130,16 @@ INSTANTIATE_TEST_SUITE_P(
                       ShardCase{"tinylm-f32", "flat_adamw"},
                       // The tied table is gathered for the embedding and
                       // again, in the same unit, for the head.
-                      ShardCase{"tinylm-hf-f32", "flat_sgd"}),
+                      ShardCase{"tinylm-hf-f32", "flat_sgd"},
+                      // Materialized per-sample gradients: each clipped sum
+                      // of slices goes into the unit's gradient and is
+                      // reduce-scattered like a weight gradient.
+                      ShardCase{"tinylm-f32", "flat_sgd", "materialized"}),
     [](const ::testing::TestParamInfo<ShardCase> &info) {
-      return caseName(info.param.model, info.param.recipe);
+      std::string recipe = info.param.recipe;
+      if (*info.param.normMethod)
+        recipe += std::string("_") + info.param.normMethod;
+      return caseName(info.param.model, recipe);
     });
 
 //===----------------------------------------------------------------------===//

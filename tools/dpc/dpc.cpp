@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "DP/DPDialect.h"
+#include "DP/DPOps.h"
 #include "DPRT/DPRTDialect.h"
 #include "dpc/RuntimeConfig.h"
 #include "passes/Passes.h"
@@ -115,6 +116,13 @@ static cl::opt<int64_t>
     reportGpusPerNode("report-gpus-per-node",
                       cl::desc("Ranks per node for --report (default 8)"),
                       cl::init(8), cl::cat(dpcCategory));
+
+static cl::list<std::string> normMethodOpt(
+    "norm-method",
+    cl::desc("Force the per-sample norm method of linear weights: "
+             "PARAM=METHOD or *=METHOD, METHOD gram, direct or materialized "
+             "(default: chosen by the cost model under --memory-budget)"),
+    cl::value_desc("param=method"), cl::CommaSeparated, cl::cat(dpcCategory));
 
 namespace {
 
@@ -290,13 +298,17 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
 
-  PassManager pm(&context);
   dpc::CompileOptions options;
   options.ranks = ranksOpt;
   options.recipe = recipeOpt;
   options.backend = backendOpt;
   options.prefetch = prefetchOpt;
-  // Recomputation: as the budget needs, or as asked.
+  std::vector<std::string> forcedMethods(normMethodOpt.begin(),
+                                         normMethodOpt.end());
+  options.normMethods = ArrayRef<std::string>(forcedMethods);
+  // Recomputation: as the budget needs, or as asked, decided on plans that
+  // materialize no per-sample gradient (the least memory a plan needs);
+  // the headroom left then goes to the materialized norm method below.
   std::optional<dpc::BudgetPlan> budgetPlan;
   StringRef recompute = recomputeOpt;
   if (recompute == "auto") {
@@ -325,10 +337,87 @@ int main(int argc, char **argv) {
       return 1;
     budgetPlan = *plan;
   }
-  dpc::buildCompilePipeline(pm, options);
+  // The pipeline on a copy of the input, with `materialize` bytes for
+  // per-sample weight gradients; the planned module or null.
+  auto compile = [&](int64_t materialize) -> OwningOpRef<ModuleOp> {
+    OwningOpRef<ModuleOp> copy = module->clone();
+    PassManager pm(&context);
+    options.materializeBytes = materialize;
+    dpc::buildCompilePipeline(pm, options);
+    if (failed(pm.run(*copy)))
+      return nullptr;
+    return copy;
+  };
+  auto arenaOf = [](ModuleOp planned) {
+    int64_t arena = 0;
+    for (auto program : planned.getOps<dpc::rt::ProgramOp>())
+      arena = std::max<int64_t>(arena, program.getArenaBytes().value_or(0));
+    return arena;
+  };
+  // Bytes of the per-sample weight gradients a plan materializes.
+  auto materializedOf = [](ModuleOp planned) {
+    int64_t bytes = 0;
+    planned.walk([&](dpc::dp::LinearPerSampleGradOp op) {
+      auto type = cast<RankedTensorType>(op.getGrads().getType());
+      bytes += type.getNumElements() * (type.getElementType().isF64() ? 8 : 4);
+    });
+    return bytes;
+  };
+
+  // The budget arbitrates the materialized norm method: first the plan
+  // without it (the least memory any plan needs), then with the headroom
+  // it leaves; a plan whose arena still exceeds the budget (per-sample
+  // gradients live at once, alignment, fragmentation) is redone with the
+  // excess taken off, and after a few tries without.
+  OwningOpRef<ModuleOp> planned;
+  if (!budget) {
+    planned = compile(-1);
+    if (!planned)
+      return 1;
+  } else {
+    OwningOpRef<ModuleOp> least = compile(0);
+    if (!least)
+      return 1;
+    int64_t arena = arenaOf(*least);
+    // The arena is what a rank allocates: it holds the plan's peak.
+    if (arena > *budget)
+      for (auto program : least->getOps<dpc::rt::ProgramOp>())
+        return fail(
+            "@" + program.getSymName() + " needs an arena of " +
+            formatGiB(arena) + " per rank (peak in use " +
+            formatGiB(program.getPeakBytes().value_or(0)) +
+            ") with no per-sample gradient materialized beyond those "
+            "forced, above the memory budget of " +
+            formatGiB(*budget) +
+            (memoryBudgetOpt.getNumOccurrences()
+                 ? llvm::Twine(" (--memory-budget)")
+                 : llvm::Twine(" (the default for the cuda backend)")) +
+            "; give a larger --memory-budget, a smaller physical_batch or "
+            "more ranks");
+    int64_t allowance = *budget - arena;
+    for (int attempt = 0; attempt < 4 && allowance > 0; ++attempt) {
+      OwningOpRef<ModuleOp> candidate = compile(allowance);
+      if (!candidate)
+        return 1;
+      int64_t used = materializedOf(*candidate);
+      int64_t excess = arenaOf(*candidate) - *budget;
+      if (used == materializedOf(*least))
+        break;
+      if (excess <= 0) {
+        planned = std::move(candidate);
+        break;
+      }
+      allowance = std::min(allowance, used) - excess;
+    }
+    if (!planned)
+      planned = std::move(least);
+  }
+  module = std::move(planned);
   if (reportOpt) {
+    PassManager pm(&context);
     dpc::ReportOptions report;
     report.format = reportFormat;
+    report.backend = backendOpt;
     if (budgetPlan && options.recompute != 0) {
       report.arenaWithoutRecompute = budgetPlan->arenaWithout;
       report.peakWithoutRecompute = budgetPlan->peakWithout;
@@ -338,23 +427,9 @@ int main(int argc, char **argv) {
     report.networkGBps = reportNetwork;
     report.gpusPerNode = reportGpusPerNode;
     pm.addPass(dpc::createReport(report));
+    if (failed(pm.run(*module)))
+      return 1;
   }
-  if (failed(pm.run(*module)))
-    return 1;
-  // The arena is what a rank allocates: it holds the plan's peak.
-  if (budget)
-    for (auto program : module->getOps<dpc::rt::ProgramOp>())
-      if (program.getArenaBytes() && *program.getArenaBytes() > *budget)
-        return fail(
-            "@" + program.getSymName() + " needs an arena of " +
-            formatGiB(*program.getArenaBytes()) + " per rank (peak in use " +
-            formatGiB(program.getPeakBytes().value_or(0)) +
-            "), above the memory budget of " + formatGiB(*budget) +
-            (memoryBudgetOpt.getNumOccurrences()
-                 ? llvm::Twine(" (--memory-budget)")
-                 : llvm::Twine(" (the default for the cuda backend)")) +
-            "; give a larger --memory-budget, a smaller physical_batch or more "
-            "ranks");
 
   if (emitOpt == Emit::MLIR) {
     auto out = openOutputFile(

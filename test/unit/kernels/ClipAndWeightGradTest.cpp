@@ -164,6 +164,32 @@ TEST(LinearWeightGrad, EqualsClippedSumOfPerSampleGradients) {
   });
 }
 
+TEST(MaterializedWeightGrad, EqualsClippedSumOfPerSampleGradients) {
+  // The materialized method's clipped gradient: the per-sample gradients
+  // formed by linear_per_sample_grad, then rows_weighted_sum over them.
+  forEachCaseAndDType(16, [](Rng &rng, DType dt) {
+    int64_t batch = uniformInt(rng, 1, 6), tokens = uniformInt(rng, 1, 10),
+            in = uniformInt(rng, 1, 30), out = uniformInt(rng, 1, 30);
+    int64_t rows = batch * tokens;
+    DType acc = accOf(dt);
+    Buffer x(dt, uniform(rng, rows * in)), dy(dt, uniform(rng, rows * out));
+    ref::PerSample perSample = ref::linearWeightGradPerSample(
+        x.values(), dy.values(), batch, tokens, in, out);
+    poisonSample0(x, tokens * in);
+    Vec cv = randomClipFactors(rng, dt, batch);
+    Buffer c(acc, cv), g(acc, batch * out * in),
+        dw(acc, uniform(rng, out * in));
+    Vec init = dw.values();
+    TestRank r;
+    cpu::linear_per_sample_grad(r.get(), dt, x.data(), dy.data(), g.data(),
+                                nullptr, batch, tokens, in, out);
+    cpu::rows_weighted_sum(r.get(), acc, g.data(), c.data(), dw.data(), batch,
+                           out * in);
+    EXPECT_CLOSE(dw.values(), ref::addForward(init, clippedSum(perSample, cv)),
+                 accTolerance(dt), dt);
+  });
+}
+
 TEST(BiasGrad, EqualsClippedSumOfPerSampleGradients) {
   forEachCaseAndDType(16, [](Rng &rng, DType dt) {
     int64_t batch = uniformInt(rng, 1, 6), tokens = uniformInt(rng, 1, 10),

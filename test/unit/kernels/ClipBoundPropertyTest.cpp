@@ -45,7 +45,7 @@ std::vector<Param> randomGroup(Rng &rng, DType dt, int64_t batch,
     int64_t in = uniformInt(rng, 1, 24), out = uniformInt(rng, 1, 24);
     Buffer x(dt, normal(rng, rows * in, scale)),
         dy(dt, normal(rng, rows * out, scale));
-    int64_t method = uniformInt(rng, tokens == 1 ? 0 : 1, 2);
+    int64_t method = uniformInt(rng, tokens == 1 ? 0 : 1, 3);
     if (method == 0) {
       cpu::norm_rank1(r.get(), dt, x.data(), dy.data(), n2.data(), batch, in,
                       out);
@@ -56,6 +56,10 @@ std::vector<Param> randomGroup(Rng &rng, DType dt, int64_t batch,
       cpu::gram(r.get(), dt, dy.data(), kg.data(), batch, tokens, out, false);
       cpu::gram_dot(r.get(), accOf(dt), ka.data(), kg.data(), n2.data(), batch,
                     tokens);
+    } else if (method == 3) {
+      Buffer g(accOf(dt), batch * out * in);
+      cpu::linear_per_sample_grad(r.get(), dt, x.data(), dy.data(), g.data(),
+                                  n2.data(), batch, tokens, in, out);
     } else {
       std::vector<unsigned char> ws(
           dprt::normDirectWorkspaceBytes(dt, in, out));
@@ -190,6 +194,61 @@ TEST(ClipBound, EveryClippedPerSampleGradientHasNormAtMostC) {
       if (maskv[b] == 0)
         EXPECT_EQ(c[b], 0.0);
     }
+  });
+}
+
+TEST(ClipBound, MaterializedGradientsClippedAtTheBoundary) {
+  // The materialized method end to end (linear_per_sample_grad with its
+  // norms, clip_factors, rows_weighted_sum) with C at exactly sample 1's
+  // norm: sample 1 sits on the boundary, sample 0 (half its size) is not
+  // clipped, sample 2 (twice) is. Every clipped gradient has norm at most
+  // C, and the sum is the reference's sum_b c_b g_b with the reference's
+  // factors min(1, C / (n_b (1 + relErr) + 1e-6)).
+  forEachCaseAndDType(20, [](Rng &rng, DType dt) {
+    int64_t batch = 3, tokens = uniformInt(rng, 1, 8),
+            in = uniformInt(rng, 1, 24), out = uniformInt(rng, 1, 24);
+    DType acc = accOf(dt);
+    double relErr = dt == DType::F64 ? 0.0 : 1e-4;
+    Vec xv = normal(rng, batch * tokens * in), dyv;
+    Vec base = normal(rng, tokens * out);
+    for (double f : {0.5, 1.0, 2.0})
+      for (double v : base)
+        dyv.push_back(f * v);
+    // Sample b's x is sample 1's: the norms are in ratio 1 : 2 : 4.
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t i = 0; i < tokens * in; ++i)
+        xv[b * tokens * in + i] = xv[tokens * in + i];
+    Buffer x(dt, xv), dy(dt, dyv);
+    ref::PerSample grads = ref::linearWeightGradPerSample(
+        x.values(), dy.values(), batch, tokens, in, out);
+    double maxNorm = std::sqrt(ref::sumSquares(grads[1]));
+    TestRank r;
+    r.state().clipNorm = maxNorm;
+    Buffer g(acc, batch * out * in), n2(acc, Vec(batch, 0.0)),
+        mask(acc, Vec(batch, 1.0)), c(acc, batch), dw(acc, Vec(out * in, 0.0));
+    cpu::linear_per_sample_grad(r.get(), dt, x.data(), dy.data(), g.data(),
+                                n2.data(), batch, tokens, in, out);
+    cpu::clip_factors(r.get(), acc, n2.data(), mask.data(), c.data(), batch,
+                      ClipMode::Flat, 1.0, 0.01, relErr);
+    cpu::rows_weighted_sum(r.get(), acc, g.data(), c.data(), dw.data(), batch,
+                           out * in);
+    Vec cv = c.values(), want(batch);
+    for (int64_t b = 0; b < batch; ++b) {
+      double n = std::sqrt(ref::sumSquares(grads[b]));
+      want[b] = std::min(1.0, maxNorm / (n * (1 + relErr) + 1e-6));
+      Vec clipped = grads[b];
+      for (double &e : clipped)
+        e *= cv[b];
+      EXPECT_LE(std::sqrt(ref::sumSquares(clipped)), maxNorm * (1 + 1e-12))
+          << "sample " << b;
+    }
+    EXPECT_EQ(cv[0], 1.0);
+    EXPECT_LT(cv[1], 1.0);
+    EXPECT_GT(cv[1], 1.0 - 2 * relErr - 2e-6 / maxNorm);
+    EXPECT_LT(cv[2], 0.5 + 1e-6);
+    EXPECT_CLOSE(cv, want, accTolerance(dt), dt);
+    EXPECT_CLOSE(dw.values(), ref::weightedSum(grads, want), accTolerance(dt),
+                 dt);
   });
 }
 

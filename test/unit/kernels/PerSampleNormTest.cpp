@@ -167,6 +167,34 @@ TEST(DirectNorm, MatchesNaivePerSampleGradient) {
   });
 }
 
+TEST(LinearPerSampleGrad, FormsEachSamplesGradientAndAddsItsNorm) {
+  forEachCaseAndDType(16, [](Rng &rng, DType dt) {
+    int64_t batch = uniformInt(rng, 1, 5), tokens = uniformInt(rng, 1, 12),
+            in = uniformInt(rng, 1, 40), out = uniformInt(rng, 1, 40);
+    int64_t rows = batch * tokens;
+    Buffer x(dt, uniform(rng, rows * in)), dy(dt, uniform(rng, rows * out));
+    // NaN before: every element must be written.
+    Buffer g(accOf(dt), batch * out * in), alone(accOf(dt), batch * out * in);
+    Vec init;
+    Buffer n2 = startingNorms(rng, dt, batch, init);
+    TestRank r;
+    cpu::linear_per_sample_grad(r.get(), dt, x.data(), dy.data(), g.data(),
+                                n2.data(), batch, tokens, in, out);
+    // Without n2 it forms the same gradients and adds nothing anywhere.
+    cpu::linear_per_sample_grad(r.get(), dt, x.data(), dy.data(), alone.data(),
+                                nullptr, batch, tokens, in, out);
+    ref::PerSample want = ref::linearWeightGradPerSample(
+        x.values(), dy.values(), batch, tokens, in, out);
+    Vec flat;
+    for (const Vec &w : want)
+      flat.insert(flat.end(), w.begin(), w.end());
+    EXPECT_CLOSE(g.values(), flat, accTolerance(dt), dt);
+    EXPECT_EQ(alone.values(), g.values());
+    EXPECT_CLOSE(n2.values(), ref::addForward(init, squaredNorms(want)),
+                 accTolerance(dt), dt);
+  });
+}
+
 TEST(BiasNorm, MatchesNaivePerSampleGradient) {
   forEachCaseAndDType(16, [](Rng &rng, DType dt) {
     int64_t batch = uniformInt(rng, 1, 6), tokens = uniformInt(rng, 1, 12),
