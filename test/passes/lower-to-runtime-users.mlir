@@ -1,6 +1,11 @@
 // RUN: dp-opt %s --split-input-file --dp-compile | FileCheck %s
 // RUN: dp-opt %s --split-input-file --dp-compile --dp-report -o /dev/null | FileCheck %s --check-prefix=REPORT
 // RUN: not dp-opt %s.positions --dp-compile 2>&1 | FileCheck %s.positions --check-prefix=ERR
+// RUN: not dp-opt %s --split-input-file --dp-compile="norm-methods=*=materialized" 2>&1 | FileCheck %s --check-prefix=FORCED
+//
+// Materialized per-sample gradients are one per record, a user's norm that
+// of its records' sum: never chosen under user-level DP, refused if forced.
+// FORCED: cannot force the materialized norm method under user-level DP
 //
 // User-level DP (`unit = #dp.unit<user, max_records = k>`): a user fills k
 // consecutive slots, and every norm kernel runs on B/k units of k T tokens

@@ -228,7 +228,7 @@ TEST(ClipBound, MaterializedGradientsClippedAtTheBoundary) {
         mask(acc, Vec(batch, 1.0)), c(acc, batch), dw(acc, Vec(out * in, 0.0));
     cpu::linear_per_sample_grad(r.get(), dt, x.data(), dy.data(), g.data(),
                                 n2.data(), batch, tokens, in, out);
-    cpu::clip_factors(r.get(), acc, n2.data(), mask.data(), c.data(), batch,
+    cpu::clip_factors(r.get(), acc, n2.data(), mask.data(), c.data(), batch, 1,
                       ClipMode::Flat, 1.0, 0.01, relErr);
     cpu::rows_weighted_sum(r.get(), acc, g.data(), c.data(), dw.data(), batch,
                            out * in);
