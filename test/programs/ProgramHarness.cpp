@@ -585,8 +585,7 @@ Tensors readUnitStates(const std::string &checkpoint) {
     statesOf[unit.at("name").text] =
         frozen ? 1 : manifest.at("states").items.size();
     for (size_t s = 0; s < statesOf[unit.at("name").text]; ++s)
-      states[unit.at("name").text + "." +
-             manifest.at("states").items[s].text] =
+      states[unit.at("name").text + "." + manifest.at("states").items[s].text] =
           Vec(size_t(unit.at("numel").number), std::nan(""));
   }
   for (const Json &shard : manifest.at("shards").items) {
@@ -607,6 +606,22 @@ Tensors readUnitStates(const std::string &checkpoint) {
       }
   }
   return states;
+}
+
+void expectSameBits(const Tensors &a, const Tensors &b,
+                    const std::string &what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  size_t differing = 0, total = 0;
+  for (const auto &[name, values] : a) {
+    auto other = b.find(name);
+    ASSERT_NE(other, b.end()) << what << ": " << name;
+    ASSERT_EQ(other->second.size(), values.size()) << what << ": " << name;
+    for (size_t i = 0; i < values.size(); ++i, ++total)
+      differing += other->second[i] != values[i];
+  }
+  std::printf("[bits] %s: %zu of %zu values differ\n", what.c_str(), differing,
+              total);
+  EXPECT_EQ(differing, 0u) << what;
 }
 
 Tensors readCheckpointParams(const std::string &checkpoint) {

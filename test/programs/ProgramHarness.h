@@ -155,6 +155,11 @@ Tensors readUnitStates(const std::string &checkpoint);
 /// unit's "<unit>.master" (readUnitStates) at the manifest's offset.
 Tensors readCheckpointParams(const std::string &checkpoint);
 
+/// Expects `b` to hold the same tensors as `a` bit for bit: prints
+/// "[bits] <what>: N of M values differ" and fails the test unless N = 0.
+void expectSameBits(const Tensors &a, const Tensors &b,
+                    const std::string &what);
+
 /// The "loss" of each line of a --metrics file (NaN for null).
 std::vector<double> metricLosses(const std::string &path);
 /// The number `key` of each line of a --metrics file (NaN for null).

@@ -56,17 +56,7 @@ TEST_P(RecomputeBits, SameParametersAndLosses) {
   };
   const Tensors a = train(plain, "plain");
   const Tensors b = train(recomputed, "recomputed");
-  ASSERT_EQ(a.size(), b.size());
-  size_t differing = 0, total = 0;
-  for (const auto &[name, values] : a) {
-    ASSERT_EQ(b.at(name).size(), values.size()) << name;
-    for (size_t i = 0; i < values.size(); ++i, ++total)
-      differing += b.at(name)[i] != values[i];
-  }
-  std::printf("[bits] %s vs %s: %zu of %zu values differ\n",
-              recomputed.name().c_str(), plain.name().c_str(), differing,
-              total);
-  EXPECT_EQ(differing, 0u);
+  expectSameBits(a, b, recomputed.name() + " vs " + plain.name());
   const std::vector<double> lossA = metricLosses(dir / "plain.jsonl");
   const std::vector<double> lossB = metricLosses(dir / "recomputed.jsonl");
   ASSERT_EQ(lossA.size(), size_t(kSteps));

@@ -252,16 +252,7 @@ TEST(HybridProcesses, FourProcessesTrainTheBitsOfFourThreads) {
   ASSERT_EQ(r.status, 0) << r.err;
   const Tensors a = readCheckpointParams(latestCheckpoint(dir / "threads"));
   const Tensors b = readCheckpointParams(latestCheckpoint(dir / "processes"));
-  ASSERT_EQ(a.size(), b.size());
-  size_t differing = 0, total = 0;
-  for (const auto &[name, values] : a) {
-    ASSERT_EQ(b.at(name).size(), values.size()) << name;
-    for (size_t i = 0; i < values.size(); ++i, ++total)
-      differing += b.at(name)[i] != values[i];
-  }
-  std::printf("[bits] 4 processes vs 4 threads: %zu of %zu values differ\n",
-              differing, total);
-  EXPECT_EQ(differing, 0u);
+  expectSameBits(a, b, "4 processes vs 4 threads");
 }
 
 } // namespace
