@@ -124,6 +124,18 @@ static cl::list<std::string> normMethodOpt(
              "(default: chosen by the cost model under --memory-budget)"),
     cl::value_desc("param=method"), cl::CommaSeparated, cl::cat(dpcCategory));
 
+// The CUDA kernel of the materialized method (linear_per_sample_grad) has a
+// dpc-gpu-check but has not run on a GPU yet (docs/gpu-checks.md): until it
+// has, the cuda backend materializes only where asked. A wrong per-sample
+// norm is a privacy leak, so an unchecked kernel is not chosen silently.
+static cl::opt<std::string> materializedNormsOpt(
+    "materialized-norms",
+    cl::desc("Whether the cost model may choose the materialized per-sample "
+             "norm method under --memory-budget: auto (the cpu backend's "
+             "default) or off (the cuda backend's default until its kernel "
+             "has been checked on a GPU); --norm-method forces it anyway"),
+    cl::value_desc("auto|off"), cl::init(""), cl::cat(dpcCategory));
+
 namespace {
 
 int fail(const llvm::Twine &message) {
@@ -369,8 +381,19 @@ int main(int argc, char **argv) {
   // it leaves; a plan whose arena still exceeds the budget (per-sample
   // gradients live at once, alignment, fragmentation) is redone with the
   // excess taken off, and after a few tries without.
+  std::string materialized = materializedNormsOpt;
+  if (materialized.empty())
+    materialized = backendOpt == dpc::Backend::CPU ? "auto" : "off";
+  if (materialized != "auto" && materialized != "off")
+    return fail("--materialized-norms '" + materializedNormsOpt +
+                "' is not auto or off");
+  const bool materializedAuto = materialized == "auto";
   OwningOpRef<ModuleOp> planned;
-  if (!budget) {
+  if (!budget && !materializedAuto) {
+    planned = compile(0);
+    if (!planned)
+      return 1;
+  } else if (!budget) {
     planned = compile(-1);
     if (!planned)
       return 1;
@@ -394,7 +417,7 @@ int main(int argc, char **argv) {
                  : llvm::Twine(" (the default for the cuda backend)")) +
             "; give a larger --memory-budget, a smaller physical_batch or "
             "more ranks");
-    int64_t allowance = *budget - arena;
+    int64_t allowance = materializedAuto ? *budget - arena : 0;
     for (int attempt = 0; attempt < 4 && allowance > 0; ++attempt) {
       OwningOpRef<ModuleOp> candidate = compile(allowance);
       if (!candidate)
