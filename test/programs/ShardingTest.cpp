@@ -44,6 +44,25 @@ constexpr double kTolerance = 1e-6;
 // AdamW meets kTolerance.
 constexpr double kAdamWithoutNoiseTolerance = 1e-3;
 
+double toleranceWithoutNoise(const RecipeValues &recipe) {
+  return recipe.step.optimizer == dprt::OptimizerKind::AdamW
+             ? kAdamWithoutNoiseTolerance
+             : kTolerance;
+}
+
+// For SGD and momentum, sigma such that an SGD step of the noise moves each
+// element by lr sigma C / B = 0.02 (the initial weights are 0.2 to 0.5).
+// Much larger noise (0.35 per element and step) takes the transformer where
+// steps amplify rounding: the difference between 1 and 2 ranks grew 20x a
+// step, from 3e-8 after one step to 3e-4 after five, with every noise index
+// right. AdamW's step does not grow with the gradient: sigma = 1.
+double sigmaWithNoise(const RecipeValues &recipe) {
+  if (recipe.step.optimizer == dprt::OptimizerKind::AdamW)
+    return 1.0;
+  return 0.02 * double(recipe.expectedBatch) /
+         (recipe.step.lr * recipe.step.maxNorm);
+}
+
 struct ShardCase {
   const char *model;
   const char *recipe;
@@ -95,28 +114,14 @@ protected:
 };
 
 TEST_P(RanksAgree, WithoutNoise) {
-  const RecipeValues recipe =
-      readRecipe({GetParam().model, GetParam().recipe, 1});
-  compareRanks(0.0, recipe.step.optimizer == dprt::OptimizerKind::AdamW
-                        ? kAdamWithoutNoiseTolerance
-                        : kTolerance);
+  compareRanks(0.0, toleranceWithoutNoise(
+                        readRecipe({GetParam().model, GetParam().recipe, 1})));
 }
 
-// For SGD and momentum, sigma such that an SGD step of the noise moves each
-// element by lr sigma C / B = 0.02 (the initial weights are 0.2 to 0.5).
-// Much larger noise (0.35 per element and step) takes the transformer where
-// steps amplify rounding: the difference between 1 and 2 ranks grew 20x a
-// step, from 3e-8 after one step to 3e-4 after five, with every noise index
-// right. AdamW's step does not grow with the gradient: sigma = 1.
 TEST_P(RanksAgree, WithNoise) {
-  const RecipeValues recipe =
-      readRecipe({GetParam().model, GetParam().recipe, 1});
-  if (recipe.step.optimizer == dprt::OptimizerKind::AdamW)
-    compareRanks(1.0, kTolerance);
-  else
-    compareRanks(0.02 * double(recipe.expectedBatch) /
-                     (recipe.step.lr * recipe.step.maxNorm),
-                 kTolerance);
+  compareRanks(
+      sigmaWithNoise(readRecipe({GetParam().model, GetParam().recipe, 1})),
+      kTolerance);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -193,24 +198,15 @@ protected:
 };
 
 TEST_P(HybridAgrees, WithoutNoise) {
-  const RecipeValues recipe =
-      readRecipe({GetParam().model, GetParam().flat, 1});
-  compare(0.0, recipe.step.optimizer == dprt::OptimizerKind::AdamW
-                   ? kAdamWithoutNoiseTolerance
-                   : kTolerance);
+  compare(0.0, toleranceWithoutNoise(
+                   readRecipe({GetParam().model, GetParam().flat, 1})));
 }
 
 // The noise of every element is drawn once per step by each replica from
 // its global index: the replicas add the same noise to the same sum.
 TEST_P(HybridAgrees, WithNoise) {
-  const RecipeValues recipe =
-      readRecipe({GetParam().model, GetParam().flat, 1});
-  if (recipe.step.optimizer == dprt::OptimizerKind::AdamW)
-    compare(1.0, kTolerance);
-  else
-    compare(0.02 * double(recipe.expectedBatch) /
-                (recipe.step.lr * recipe.step.maxNorm),
-            kTolerance);
+  compare(sigmaWithNoise(readRecipe({GetParam().model, GetParam().flat, 1})),
+          kTolerance);
 }
 
 INSTANTIATE_TEST_SUITE_P(
