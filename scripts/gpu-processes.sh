@@ -18,10 +18,12 @@
 #                                    torchrun (compiled and eager)
 #   scripts/gpu-processes.sh resume  save with 2 processes, resume with 1,
 #                                    and 1 -> 2; against uninterrupted runs
-#   scripts/gpu-processes.sh faults  a rank that hangs (DPRT_TEST_FAULT) under
-#                                    torchrun; a rank killed with SIGKILL in a
-#                                    job started without a launcher's help
-#   scripts/gpu-processes.sh all     the three, in that order
+#   scripts/gpu-processes.sh faults  rank 1 of 2 hangs or exits at step 3
+#                                    (DPRT_TEST_FAULT), without a launcher and
+#                                    under torchrun: rank 0 must end within
+#                                    --collective-timeout; cuda-gdb
+#                                    backtraces of a rank that does not
+#   scripts/gpu-processes.sh all     resume, faults, speed, in that order
 #
 # Everything comes back in $OUT: processes-MODE.log and results.jsonl.
 set -u
@@ -78,6 +80,7 @@ if rows:
     if comm:
         r["exposed_comm_s_mean"] = sum(comm[1:] or comm) / len(comm[1:] or comm)
 print(json.dumps(r))
+# and into the log
 print(json.dumps(r), file=sys.stderr)
 EOF
 }
@@ -240,7 +243,6 @@ speed) speed ;;
 resume) resume ;;
 faults) faults ;;
 all) resume; faults; speed ;;
-diagnose) faults ;;
 *) echo "unknown mode $mode" >&2; exit 2 ;;
 esac
 date -u +"%Y-%m-%dT%H:%M:%SZ"
