@@ -2,7 +2,9 @@
 
 #include "DP/DPSizes.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/CheckedArithmetic.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <cstdio>
 
@@ -47,4 +49,19 @@ std::string dpc::dp::formatBytes(int64_t bytes) {
   char buffer[32];
   std::snprintf(buffer, sizeof(buffer), "%.1f %s", value, kUnits[unit]);
   return buffer;
+}
+
+std::string dpc::dp::shapeString(llvm::ArrayRef<int64_t> shape) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  llvm::interleave(
+      shape, os,
+      [&](int64_t d) {
+        if (mlir::ShapedType::isDynamic(d))
+          os << "?";
+        else
+          os << d;
+      },
+      "x");
+  return text;
 }

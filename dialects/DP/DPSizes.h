@@ -42,6 +42,9 @@ std::optional<int64_t> getNumBytes(mlir::ShapedType type,
 /// `bytes` as people read it: "1.5 GiB", "384 bytes".
 std::string formatBytes(int64_t bytes);
 
+/// Writes a shape as `4x?x8` for diagnostics.
+std::string shapeString(llvm::ArrayRef<int64_t> shape);
+
 } // namespace dpc::dp
 
 #endif // DPC_DIALECTS_DP_DPSIZES_H
