@@ -1,0 +1,236 @@
+//===- CapturedChecks.cpp - Kernels replayed in CUDA graphs --------------===//
+//
+// runCaptured: a step of kernels (clip factors, AdamW, events between the
+// two streams, an all-gather and a sum) and the fused attention step, each
+// warmed up, captured and replayed with new inputs and step state, every
+// call against the CPU backend. The kernels one by one are in
+// KernelChecks.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Cases.h"
+
+#include "AttentionPath.h"
+
+#include "dprt/backend.h"
+#include "dprt/kernels.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace dpc::gpucheck {
+
+namespace cpu = dprt::cpu;
+namespace gpu = dprt::cuda;
+using dprt::ClipMode;
+
+namespace {
+constexpr DType F32 = DType::F32;
+constexpr DType BF16 = DType::BF16;
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// runCaptured
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+// The captured step's buffers, at fixed arena offsets (a graph replays fixed
+// addresses); f32, kStepN elements each.
+constexpr int64_t kStepN = 4099;
+constexpr int64_t kSlotBytes = 32768;
+constexpr int64_t kMaster = 1 * kSlotBytes, kM = 2 * kSlotBytes,
+                  kV = 3 * kSlotBytes, kGrad = 4 * kSlotBytes,
+                  kCopy = 5 * kSlotBytes, kSum = 6 * kSlotBytes,
+                  kN2 = 7 * kSlotBytes, kMask = 8 * kSlotBytes,
+                  kClip = 9 * kSlotBytes;
+/// Samples of the captured clip factors.
+constexpr int64_t kClipBatch = 64;
+
+/// Clip factors and AdamW on the compute stream, a copy of the new master
+/// on the communication stream (all_gather of one rank), and a sum of the
+/// copies back on the compute stream, ordered by events. The clipping bound,
+/// the learning rate and the weight decay come from the StepState, so each
+/// replay must follow the values of its call.
+void capturedStep(dprt::Rank *r) {
+  char *a = dprt::arena(r);
+  gpu::clip_factors(r, F32, a + kN2, a + kMask, a + kClip, kClipBatch, 1,
+                    ClipMode::Flat, 1.0, 0.01, 1e-3);
+  gpu::adamw_update(r, F32, a + kMaster, a + kM, a + kV, a + kGrad, kStepN, 0.9,
+                    0.999, 1e-8);
+  gpu::record_event(r, 0, 0);
+  gpu::wait_event(r, 1, 0);
+  gpu::all_gather(r, F32, a + kMaster, a + kCopy, kStepN, 1);
+  gpu::record_event(r, 1, 1);
+  gpu::wait_event(r, 0, 1);
+  gpu::accumulate(r, F32, a + kCopy, a + kSum, kStepN);
+}
+
+} // namespace
+
+void capturedStepCheck(Context &ctx) {
+  if (!ctx.begin("runCaptured", "f32",
+                 "clip+adamw+events+copy, 4 calls, C/lr/wd per call"))
+    return;
+  ctx.guarded([&] {
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> master(kStepN), m(kStepN), v(kStepN), grad(kStepN),
+        sum(kStepN, 0.0f);
+    for (int64_t i = 0; i < kStepN; ++i) {
+      master[i] = normal(ctx.rng);
+      m[i] = 0.1f * normal(ctx.rng);
+      v[i] = 0.01f * std::fabs(normal(ctx.rng));
+    }
+    size_t bytes = size_t(kStepN) * sizeof(float);
+    gpu::copyToArena(ctx.gpu, kMaster, master.data(), int64_t(bytes));
+    gpu::copyToArena(ctx.gpu, kM, m.data(), int64_t(bytes));
+    gpu::copyToArena(ctx.gpu, kV, v.data(), int64_t(bytes));
+    gpu::copyToArena(ctx.gpu, kSum, sum.data(), int64_t(bytes));
+    std::vector<float> n2(kClipBatch), mask(kClipBatch, 1.0f), clip(kClipBatch);
+    for (int64_t b = 0; b < kClipBatch; ++b)
+      n2[b] = 4.0f * std::fabs(normal(ctx.rng));
+    gpu::copyToArena(ctx.gpu, kN2, n2.data(), kClipBatch * 4);
+    gpu::copyToArena(ctx.gpu, kMask, mask.data(), kClipBatch * 4);
+    // Call 1 runs un-captured, call 2 captures and launches, calls 3 and 4
+    // replay with a new StepState and new gradients.
+    for (int call = 1; call <= 4; ++call) {
+      dprt::StepState state{};
+      state.step = call;
+      state.gradScale = 1.0 / double(call + 1);
+      state.lrScale = 1.0 - 0.1 * call;
+      state.lr = 1e-2 * call;
+      state.weightDecay = 0.01 * (call % 2);
+      state.clipNorm = 0.5 * call;
+      ctx.setStepState(state);
+      for (int64_t i = 0; i < kStepN; ++i)
+        grad[i] = normal(ctx.rng);
+      gpu::copyToArena(ctx.gpu, kGrad, grad.data(), int64_t(bytes));
+      gpu::runCaptured(ctx.gpu, 7, capturedStep);
+      cpu::clip_factors(ctx.cpu, F32, n2.data(), mask.data(), clip.data(),
+                        kClipBatch, 1, ClipMode::Flat, 1.0, 0.01, 1e-3);
+      cpu::adamw_update(ctx.cpu, F32, master.data(), m.data(), v.data(),
+                        grad.data(), kStepN, 0.9, 0.999, 1e-8);
+      for (int64_t i = 0; i < kStepN; ++i)
+        sum[i] += master[i];
+      auto check = [&](const char *name, int64_t offset,
+                       const std::vector<float> &want, double tolerance) {
+        std::vector<float> got(want.size());
+        gpu::copyFromArena(ctx.gpu, got.data(), offset,
+                           int64_t(want.size() * sizeof(float)));
+        Row row = compareValues(std::vector<double>(got.begin(), got.end()),
+                                std::vector<double>(want.begin(), want.end()),
+                                tolerance);
+        row.kernel = "runCaptured." + std::string(name);
+        row.dtype = "f32";
+        row.shape = capturedCallLabel(call);
+        row.seed = ctx.seed;
+        ctx.report->add(row);
+      };
+      check("master", kMaster, master, 1e-6);
+      check("v", kV, v, 1e-6);
+      check("sum", kSum, sum, 1e-6);
+      check("clip", kClip, clip, 1e-6);
+    }
+  });
+}
+
+namespace {
+
+// The captured attention step: bf16, fixed arena offsets from 1 MiB on, 100
+// tokens (a partial block), causal, GQA group 2.
+constexpr int64_t kAttB = 1, kAttT = 100, kAttH = 4, kAttKV = 2, kAttHd = 64;
+constexpr int64_t kAttQ = kAttB * kAttT * kAttH * kAttHd;
+constexpr int64_t kAttK = kAttB * kAttT * kAttKV * kAttHd;
+constexpr int64_t kAttL = kAttB * kAttH * kAttT;
+constexpr int64_t kAttSlot = int64_t(1) << 16; // bytes, >= every buffer
+constexpr int64_t kAttBase = int64_t(1) << 20;
+enum AttBuffer { AttQ, AttK, AttV, AttO, AttLse, AttDout, AttDq, AttDk, AttDv };
+constexpr int64_t attOffset(AttBuffer b) { return kAttBase + b * kAttSlot; }
+
+void capturedAttention(dprt::Rank *r) {
+  char *a = dprt::arena(r);
+  auto at = [&](AttBuffer b) { return a + attOffset(b); };
+  gpu::attention_forward(r, BF16, at(AttQ), at(AttK), at(AttV), at(AttO),
+                         at(AttLse), kAttB, kAttT, kAttH, kAttKV, kAttHd, true);
+  gpu::attention_backward(r, BF16, at(AttQ), at(AttK), at(AttV), at(AttO),
+                          at(AttLse), at(AttDout), at(AttDq), at(AttDk),
+                          at(AttDv), kAttB, kAttT, kAttH, kAttKV, kAttHd, true);
+}
+
+} // namespace
+
+void capturedAttentionCheck(Context &ctx) {
+  if (!ctx.begin("runCaptured.attention", "bf16",
+                 "B1 T100 H4 KV2 hd64 causal, 3 calls"))
+    return;
+  static_assert(kAttQ * 2 <= kAttSlot && kAttL * 4 <= kAttSlot,
+                "the buffers fit their slots");
+  ctx.guarded([&] {
+    const bool fused =
+        gpu::attentionPath(BF16, kAttHd) == gpu::AttentionPath::Fused;
+    // Call 1 runs un-captured, call 2 captures and launches, call 3
+    // replays; each with new inputs at the same addresses.
+    for (int call = 1; call <= 3; ++call) {
+      Buffer q(BF16, kAttQ), k(BF16, kAttK), v(BF16, kAttK), o(BF16, kAttQ),
+          lse(F32, kAttL), dout(BF16, kAttQ), dq(BF16, kAttQ), dk(BF16, kAttK),
+          dv(BF16, kAttK);
+      for (Buffer *b : {&q, &k, &v, &dout})
+        b->randn(ctx.rng);
+      for (Buffer *b : {&o, &lse, &dq, &dk, &dv})
+        b->poison();
+      auto put = [&](AttBuffer at, Buffer &b) {
+        gpu::copyToArena(ctx.gpu, attOffset(at), b.h(),
+                         b.size() * dprt::sizeOf(b.type()));
+      };
+      put(AttQ, q);
+      put(AttK, k);
+      put(AttV, v);
+      put(AttDout, dout);
+      put(AttO, o);
+      put(AttLse, lse);
+      put(AttDq, dq);
+      put(AttDk, dk);
+      put(AttDv, dv);
+      gpu::runCaptured(ctx.gpu, 8, capturedAttention);
+      cpu::attention_forward(ctx.cpu, BF16, q.h(), k.h(), v.h(), o.h(), lse.h(),
+                             kAttB, kAttT, kAttH, kAttKV, kAttHd, true);
+      // The GPU's backward used its own forward outputs; so does the CPU's.
+      cpu::attention_backward(ctx.cpu, BF16, q.h(), k.h(), v.h(), o.h(),
+                              lse.h(), dout.h(), dq.h(), dk.h(), dv.h(), kAttB,
+                              kAttT, kAttH, kAttKV, kAttHd, true);
+      auto check = [&](const char *name, AttBuffer at, Buffer &want,
+                       double tolerance) {
+        std::vector<uint8_t> bytes(size_t(want.size()) *
+                                   size_t(dprt::sizeOf(want.type())));
+        gpu::copyFromArena(ctx.gpu, bytes.data(), attOffset(at),
+                           int64_t(bytes.size()));
+        std::vector<double> got(size_t(want.size()));
+        for (size_t i = 0; i < got.size(); ++i) {
+          if (want.type() == F32) {
+            float f;
+            std::memcpy(&f, bytes.data() + 4 * i, 4);
+            got[i] = f;
+          } else {
+            uint16_t h;
+            std::memcpy(&h, bytes.data() + 2 * i, 2);
+            got[i] = bf16ToFloat(h);
+          }
+        }
+        Row row = compareValues(got, want.hostValues(), tolerance);
+        row.kernel = std::string("runCaptured.attention.") + name;
+        row.dtype = "bf16";
+        row.shape = std::string(fused ? "fused" : "materialized") + ", " +
+                    capturedCallLabel(call);
+        row.seed = ctx.seed;
+        ctx.report->add(row);
+      };
+      check("o", AttO, o, 2e-2);
+      check("lse", AttLse, lse, 1e-5);
+      check("dq", AttDq, dq, 3e-2);
+      check("dk", AttDk, dk, 3e-2);
+      check("dv", AttDv, dv, 3e-2);
+    }
+  });
+}
+
+} // namespace dpc::gpucheck
