@@ -143,13 +143,13 @@ class Program:
     bytes: int = None
 
 
-def build(program, text, out, dpc, backend, gzip_it):
+def build(program, text, out, dpc, backend, gzip_it, dpc_args):
     mlir = os.path.join(out, program.name + ".mlir")
     with open(mlir, "w") as f:
         f.write(text)
     binary = os.path.join(out, program.name)
     start = datetime.datetime.now()
-    r = subprocess.run([dpc, mlir, "--backend", backend, "-o", binary],
+    r = subprocess.run([dpc, mlir, "--backend", backend, "-o", binary, *dpc_args],
                        capture_output=True, text=True)
     program.build_s = (datetime.datetime.now() - start).total_seconds()
     if r.returncode != 0 or not os.path.exists(binary):
@@ -210,6 +210,10 @@ def main():
                          "poisson, q = 0.021 as in docs/PERFORMANCE.md)")
     ap.add_argument("--jobs", type=int, default=2, help="dpc runs at once (default 2)")
     ap.add_argument("--no-gzip", dest="gzip", action="store_false")
+    ap.add_argument("--dpc-arg", action="append", default=[], metavar="ARG",
+                    help="one more dpc argument for every program, e.g. "
+                         "--dpc-arg=--materialized-norms=auto (repeatable; "
+                         "recorded in the manifest)")
     a = ap.parse_args()
 
     shapes = {s.name: s for s in SHAPES + [TINY]}
@@ -243,7 +247,7 @@ def main():
 
     programs = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
-        futures = [pool.submit(build, p, t, a.out, a.dpc, a.backend, a.gzip) for p, t in jobs]
+        futures = [pool.submit(build, p, t, a.out, a.dpc, a.backend, a.gzip, a.dpc_arg) for p, t in jobs]
         for fut in futures:
             p = fut.result()
             programs.append(p)
@@ -257,6 +261,7 @@ def main():
         "dpc_commit": commit,
         "dpc_dirty": dirty,
         "backend": a.backend,
+        "dpc_args": a.dpc_arg,
         "warmup": a.warmup,
         "steps": a.steps,
         "accum": a.accum,

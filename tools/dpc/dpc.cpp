@@ -91,7 +91,7 @@ static cl::opt<std::string> memoryBudgetOpt(
     "memory-budget",
     cl::desc("Memory per rank the planned arena may take, e.g. 60GiB "
              "(B, KiB, MiB, GiB, TiB, kB, MB, GB, TB); default for cuda: "
-             "an 80 GB H100's 81559 MiB less 4 GiB, for cpu: none"),
+             "the --target-gpu's memory less 4 GiB, for cpu: none"),
     cl::value_desc("size"), cl::init(""), cl::cat(dpcCategory));
 static cl::opt<std::string> recomputeOpt(
     "recompute",
@@ -124,17 +124,19 @@ static cl::list<std::string> normMethodOpt(
              "(default: chosen by the cost model under --memory-budget)"),
     cl::value_desc("param=method"), cl::CommaSeparated, cl::cat(dpcCategory));
 
-// The CUDA kernel of the materialized method (linear_per_sample_grad) has a
-// dpc-gpu-check but has not run on a GPU yet (docs/gpu-checks.md): until it
-// has, the cuda backend materializes only where asked. A wrong per-sample
-// norm is a privacy leak, so an unchecked kernel is not chosen silently.
 static cl::opt<std::string> materializedNormsOpt(
     "materialized-norms",
     cl::desc("Whether the cost model may choose the materialized per-sample "
-             "norm method under --memory-budget: auto (the cpu backend's "
-             "default) or off (the cuda backend's default until its kernel "
-             "has been checked on a GPU); --norm-method forces it anyway"),
-    cl::value_desc("auto|off"), cl::init(""), cl::cat(dpcCategory));
+             "norm method under --memory-budget: auto (default) or off; "
+             "--norm-method forces it anyway"),
+    cl::value_desc("auto|off"), cl::init("auto"), cl::cat(dpcCategory));
+static cl::opt<std::string> targetGpuOpt(
+    "target-gpu",
+    cl::desc("The GPU the cuda program will run on, for the default "
+             "--memory-budget (its memory less 4 GiB): h100 (default), "
+             "h100-nvl, h200, a100-40gb, a100-80gb, a10, l4, l40s, rtx3090, "
+             "rtx4090"),
+    cl::value_desc("name"), cl::init("h100"), cl::cat(dpcCategory));
 
 namespace {
 
@@ -143,11 +145,22 @@ int fail(const llvm::Twine &message) {
   return 1;
 }
 
-/// The default --memory-budget of the cuda backend: the memory an 80 GB H100
-/// (the smallest sm_90a device) reports, 81559 MiB, less 4 GiB for what the
-/// arena does not hold (the CUDA context, cuBLASLt workspaces, NCCL
-/// buffers).
-constexpr int64_t kCudaMemoryBudget = (81559ll << 20) - (4ll << 30);
+/// A GPU --target-gpu names and the memory it reports (cudaDeviceProp's
+/// totalGlobalMem, what nvidia-smi prints as memory.total), in MiB.
+struct TargetGpu {
+  const char *name;
+  int64_t mib;
+};
+constexpr TargetGpu kTargetGpus[] = {
+    {"h100", 81559},     {"h100-nvl", 95830},  {"h200", 143771},
+    {"a100-40gb", 40960}, {"a100-80gb", 81920}, {"a10", 23028},
+    {"l4", 23034},       {"l40s", 46068},      {"rtx3090", 24576},
+    {"rtx4090", 24564},
+};
+
+/// What the arena may not take of a GPU's memory: the CUDA context, the
+/// cuBLASLt workspaces and attention scratch, NCCL's buffers.
+constexpr int64_t kCudaMemoryMargin = 4ll << 30;
 
 /// Bytes of a size such as "60GiB", "1.5 TB" or "4096" (bytes), or nullopt.
 std::optional<int64_t> parseBytes(StringRef text) {
@@ -289,9 +302,23 @@ int main(int argc, char **argv) {
       return fail("--memory-budget '" + memoryBudgetOpt +
                   "' is not a size of at least 1 byte; give a number and a "
                   "unit, e.g. 60GiB (B, KiB, MiB, GiB, TiB, kB, MB, GB, TB)");
-  } else if (backendOpt == dpc::Backend::CUDA) {
-    budget = kCudaMemoryBudget;
   }
+  const TargetGpu *targetGpu = nullptr;
+  for (const TargetGpu &gpu : kTargetGpus)
+    if (targetGpuOpt == gpu.name)
+      targetGpu = &gpu;
+  if (!targetGpu) {
+    std::string names;
+    for (const TargetGpu &gpu : kTargetGpus)
+      names += (names.empty() ? "" : ", ") + std::string(gpu.name);
+    return fail("--target-gpu '" + targetGpuOpt + "' is not one of " + names +
+                "; for another GPU give --memory-budget");
+  }
+  if (targetGpuOpt.getNumOccurrences() && backendOpt != dpc::Backend::CUDA)
+    return fail("--target-gpu is for the cuda backend; give --memory-budget "
+                "for the cpu backend");
+  if (!budget && backendOpt == dpc::Backend::CUDA)
+    budget = (targetGpu->mib << 20) - kCudaMemoryMargin;
 
   DialectRegistry registry;
   registry.insert<dpc::dp::DPDialect, dpc::rt::DPRTDialect, shard::ShardDialect,
@@ -382,8 +409,6 @@ int main(int argc, char **argv) {
   // gradients live at once, alignment, fragmentation) is redone with the
   // excess taken off, and after a few tries without.
   std::string materialized = materializedNormsOpt;
-  if (materialized.empty())
-    materialized = backendOpt == dpc::Backend::CPU ? "auto" : "off";
   if (materialized != "auto" && materialized != "off")
     return fail("--materialized-norms '" + materializedNormsOpt +
                 "' is not auto or off");
@@ -413,10 +438,11 @@ int main(int argc, char **argv) {
             "forced, above the memory budget of " +
             formatGiB(*budget) +
             (memoryBudgetOpt.getNumOccurrences()
-                 ? llvm::Twine(" (--memory-budget)")
-                 : llvm::Twine(" (the default for the cuda backend)")) +
-            "; give a larger --memory-budget, a smaller physical_batch or "
-            "more ranks");
+                 ? std::string(" (--memory-budget)")
+                 : " (the memory of --target-gpu " + targetGpuOpt +
+                       " less 4 GiB)") +
+            "; give a larger --memory-budget or --target-gpu, a smaller "
+            "physical_batch or more ranks");
     int64_t allowance = materializedAuto ? *budget - arena : 0;
     for (int attempt = 0; attempt < 4 && allowance > 0; ++attempt) {
       OwningOpRef<ModuleOp> candidate = compile(allowance);
