@@ -39,6 +39,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -465,6 +466,22 @@ void allocateArena(Rank *rank, int64_t bytes) {
     fail("allocateArena: the rank has an arena already");
   if (bytes <= 0)
     fail("allocateArena: " + std::to_string(bytes) + " bytes");
+  // A plan made for a larger GPU (dpc's --target-gpu or --memory-budget)
+  // fails here; say so rather than leave a bare cudaMalloc error.
+  size_t freeBytes = 0, totalBytes = 0;
+  if (cudaMemGetInfo(&freeBytes, &totalBytes) == cudaSuccess &&
+      size_t(bytes) > freeBytes) {
+    auto gib = [](double b) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%.2f GiB", b / double(1ll << 30));
+      return std::string(text);
+    };
+    fail("the program's arena needs " + gib(double(bytes)) + " but GPU " +
+         std::to_string(st.device) + " has " + gib(double(freeBytes)) +
+         " free of " + gib(double(totalBytes)) +
+         "; compile for this GPU (dpc --target-gpu NAME or --memory-budget "
+         "SIZE), with a smaller physical_batch or for more ranks");
+  }
   // cudaMalloc aligns to at least 256 bytes (kArenaAlignment).
   rank->arena =
       static_cast<char *>(deviceAlloc(st, size_t(bytes), "the arena"));
