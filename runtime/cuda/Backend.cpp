@@ -174,8 +174,10 @@ int takeProbe(DeviceState &st) {
     return id;
   }
   if (st.capturingProbes)
-    fail("a step waits more often while captured than in its warm-up run; "
-         "no probe events are left to time the waits");
+    fail("a step waits more often while captured (" +
+         std::to_string(st.computeWaits) + " waits so far) than in its "
+         "un-captured warm-up run; no probe events are left to time the "
+         "waits");
   WaitProbe probe;
   checkCuda(cudaEventCreateWithFlags(&probe.before, cudaEventDefault),
             "cudaEventCreateWithFlags(probe)");
@@ -183,6 +185,14 @@ int takeProbe(DeviceState &st) {
             "cudaEventCreateWithFlags(probe)");
   st.probes.push_back(probe);
   return int(st.probes.size()) - 1;
+}
+
+/// Makes `count` probes free (creating events: not inside a capture).
+void reserveProbes(DeviceState &st, int count) {
+  while (int(st.freeProbes.size()) < count) {
+    const int id = takeProbe(st);
+    st.freeProbes.push_back(id);
+  }
 }
 
 /// Counts the recorded probes (complete: the caller synchronized) into
@@ -232,6 +242,8 @@ void countProbes(Rank *rank, DeviceState &st) {
 void streamWait(Rank *rank, DeviceState &st, int32_t stream,
                 cudaEvent_t event) {
   cudaStream_t s = st.streams[stream];
+  if (stream == kComputeStream)
+    ++st.computeWaits;
   if (!rank->measureExposedComm || stream != kComputeStream) {
     checkCuda(cudaStreamWaitEvent(s, event, 0), "cudaStreamWaitEvent");
     return;
@@ -300,14 +312,18 @@ void capture(Rank *rank, DeviceState &st, CapturedStep &slot,
   cudaStream_t compute = st.streams[kComputeStream];
   if (rank->measureExposedComm) {
     // The warm-up run's probes become free once counted; the capture takes
-    // them (it may not create events).
+    // them (it may not create events). Other steps may have taken some
+    // since, and the warm-up may have run before probing was on, so as
+    // many as the warm-up waited are made free here.
     synchronize(rank);
     for (int id : slot.probes) { // of a failed earlier capture
       st.probes[size_t(id)].captured = false;
       st.freeProbes.push_back(id);
     }
     slot.probes.clear();
+    reserveProbes(st, slot.uncapturedWaits);
   }
+  st.computeWaits = 0;
   checkCuda(cudaStreamBeginCapture(compute, cudaStreamCaptureModeThreadLocal),
             "cudaStreamBeginCapture");
   cudaGraph_t graph = nullptr;
@@ -558,7 +574,9 @@ void runCaptured(Rank *rank, int slot, void (*step)(Rank *)) {
   CapturedStep &captured = st.steps[slot];
   if (!st.graphs || captured.calls == 0) {
     ++captured.calls;
+    st.computeWaits = 0;
     runForked(rank, st, step);
+    captured.uncapturedWaits = st.computeWaits;
     return;
   }
   if (!captured.exec)

@@ -72,6 +72,9 @@ struct CapturedStep {
   /// DeviceState::probes), and whether its last launch is still uncounted.
   std::vector<int> probes;
   bool probesPending = false;
+  /// Waits of the compute stream for an event in the last un-captured run
+  /// (probed or not): the probes its capture may need, created beforehand.
+  int uncapturedWaits = 0;
 };
 
 /// Two timing events around one wait of the compute stream for the
@@ -132,6 +135,8 @@ struct DeviceState {
   std::vector<int> pendingProbes;
   std::vector<int> *capturingProbes = nullptr;
   cudaEvent_t clock = nullptr;
+  /// Compute-stream waits for events since the counter was last reset.
+  int computeWaits = 0;
 
   /// Bytes allocated through `deviceAlloc` (arena, workspace, scratch).
   int64_t liveBytes = 0;

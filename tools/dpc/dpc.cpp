@@ -145,14 +145,15 @@ int fail(const llvm::Twine &message) {
   return 1;
 }
 
-/// A GPU --target-gpu names and the memory it reports (cudaDeviceProp's
-/// totalGlobalMem, what nvidia-smi prints as memory.total), in MiB.
+/// A GPU --target-gpu names and the memory it reports, in MiB: for the H200
+/// the total cudaMemGetInfo gave on a lent one (139.80 GiB), for the others
+/// the memory.total nvidia-smi prints.
 struct TargetGpu {
   const char *name;
   int64_t mib;
 };
 constexpr TargetGpu kTargetGpus[] = {
-    {"h100", 81559},     {"h100-nvl", 95830},  {"h200", 143771},
+    {"h100", 81559},     {"h100-nvl", 95830},  {"h200", 143155},
     {"a100-40gb", 40960}, {"a100-80gb", 81920}, {"a10", 23028},
     {"l4", 23034},       {"l40s", 46068},      {"rtx3090", 24576},
     {"rtx4090", 24564},
