@@ -23,6 +23,8 @@
 #                                    under torchrun: rank 0 must end within
 #                                    --collective-timeout; cuda-gdb
 #                                    backtraces of a rank that does not
+#   scripts/gpu-processes.sh trace   the 2-process DP run with --trace
+#                                    alone (exposed communication per rank)
 #   scripts/gpu-processes.sh all     resume, faults, speed, in that order
 #
 # Everything comes back in $OUT: processes-MODE.log and results.jsonl.
@@ -100,8 +102,8 @@ timed_run() {
   return $status
 }
 
-speed() {
-  # 1024 records of 1025 random ids below 32000 (bench/dp-vs-fsdp2.py's data).
+# 1024 records of 1025 random ids below 32000 (bench/dp-vs-fsdp2.py's data).
+t1024_data() {
   python3 - "$work/t1024.tok" <<'EOF'
 import random, sys
 r = random.Random(1024)
@@ -109,6 +111,19 @@ with open(sys.argv[1], "w") as f:
     for _ in range(1024):
         f.write(" ".join(str(r.randrange(32000)) for _ in range(1025)) + "\n")
 EOF
+}
+
+# The 2-process run with --trace: exposed communication per rank.
+trace_2proc() {
+  timed_run dp-2proc-trace 300 "$work/dp-2proc-trace.jsonl" "${launch2[@]}" \
+    "$work/t1024-adamw-dp-r2" --data "$work/t1024.tok" --steps 8 --quiet \
+    --trace "$work/dp-2proc.trace.json" --metrics "$work/dp-2proc-trace.jsonl"
+  [[ -f $work/dp-2proc.trace.json ]] &&
+    python3 "$root/scripts/trace-summary.py" "$work/dp-2proc.trace.json"
+}
+
+speed() {
+  t1024_data
   local data=(--data "$work/t1024.tok" --steps 23 --quiet)
   timed_run dp-1gpu 300 "$work/dp-1gpu.jsonl" \
     "$work/t1024-adamw-dp" "${data[@]}" --metrics "$work/dp-1gpu.jsonl"
@@ -118,9 +133,7 @@ EOF
     "$work/t1024-adamw-dp-r2" --gpus 2 "${data[@]}" --metrics "$work/dp-2gpus.jsonl"
   timed_run nodp-2proc 300 "$work/nodp-2proc.jsonl" "${launch2[@]}" \
     "$work/t1024-adamw-nodp-r2" "${data[@]}" --metrics "$work/nodp-2proc.jsonl"
-  timed_run dp-2proc-trace 300 "$work/dp-2proc-trace.jsonl" "${launch2[@]}" \
-    "$work/t1024-adamw-dp-r2" --data "$work/t1024.tok" --steps 8 --quiet \
-    --trace "$work/dp-2proc.trace.json" --metrics "$work/dp-2proc-trace.jsonl"
+  trace_2proc
   for compiled in --compile ""; do
     local tag=fsdp2-2proc${compiled:+-compiled}
     [[ -z $compiled ]] && tag=fsdp2-2proc-eager
@@ -242,6 +255,7 @@ case $mode in
 speed) speed ;;
 resume) resume ;;
 faults) faults ;;
+trace) t1024_data; trace_2proc ;;
 all) resume; faults; speed ;;
 *) echo "unknown mode $mode" >&2; exit 2 ;;
 esac
