@@ -1,7 +1,9 @@
 # Sourced (bash) on a GPU machine: puts the folders of libnccl.so.2 and
 # libcublasLt.so.13 from the nvidia-* pip wheels (PyTorch's) on
 # LD_LIBRARY_PATH, so that programs built here with the CUDA backend run
-# there, and keeps NVLink multicast off. PYTHON names the interpreter whose
+# there, and that of libcudnn.so.9 (nvidia-cudnn-cu13), which the CUDA
+# backend opens at run time for its cuDNN attention (without it attention
+# runs the fused kernels); and keeps NVLink multicast off. PYTHON names the interpreter whose
 # site-packages hold the wheels (default python3).
 # Site-packages folders of the interpreter (and of sys.path).
 python=${PYTHON:-python3}
@@ -54,6 +56,17 @@ for lib in libnccl.so.2 libcublasLt.so.13; do
   *) libpath=${libpath:+$libpath:}$dir ;;
   esac
 done
+# Optional: the backend opens libcudnn.so.9 itself and falls back without it.
+dir=$(find_lib libcudnn.so.9)
+if [[ -n $dir ]]; then
+  echo "gpu-env.sh: libcudnn.so.9 from $dir"
+  case ":$libpath:" in
+  *":$dir:"*) ;;
+  *) libpath=${libpath:+$libpath:}$dir ;;
+  esac
+elif ! ldconfig -p 2>/dev/null | grep -q libcudnn.so.9; then
+  echo "gpu-env.sh: libcudnn.so.9 not found; attention runs the fused kernels" >&2
+fi
 export LD_LIBRARY_PATH=${libpath}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # NVLink multicast stays off on these machines.
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}

@@ -1,7 +1,11 @@
 //===- Attention.cu - Rotary embedding and attention on the GPU -----------===//
 //
-// Two implementations of attention:
-// - fused (bf16, head size 64 or 128; the default): the FlashAttention-2
+// Three implementations of attention (AttentionPath.h says which runs):
+// - cudnn (bf16, head size 64 or 128; the default where libcudnn.so.9 is
+//   found and cuDNN builds a graph for the shape): cuDNN's fused SDPA,
+//   CudnnAttention.cpp.
+// - fused (bf16, head size 64 or 128; where cuDNN declines, or
+//   DPRT_ATTENTION=fused): the FlashAttention-2
 //   style block programs of FlashAttention.h, which never form the T x T
 //   scores in memory. Forward: one kernel. Backward: a row-stats pass
 //   (lse log2(e) and D = rowsum(dO o O) to scratch), then one kernel for dQ
@@ -28,6 +32,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "AttentionPath.h"
+#include "CudnnAttention.h"
 #include "FlashAttention.h"
 #include "Gemm.h"
 #include "Reduce.cuh"
@@ -532,23 +537,47 @@ void prepareFusedKernels(Rank *rank) {
   st.fusedAttentionReady = true;
 }
 
-/// Whether the fused kernels take this call: attentionPath says so, the
-/// tiles fit the device's shared memory, the grid fits (heads and batch
-/// index grid dimensions y and z) and every bf16 pointer is 16-byte aligned
-/// (rows are then too: headDim is 64 or 128; lse is read and written a
-/// float at a time).
-bool fusedTakes(Rank *rank, DType dt, const AttentionShape &a,
-                std::initializer_list<const void *> pointers) {
-  if (attentionPath(dt, a.headDim) != AttentionPath::Fused)
-    return false;
-  if (!fusedFits(deviceState(rank), a.headDim))
-    return false;
-  if (a.heads > 65535 || a.batch > 65535 || a.tokens > INT32_MAX - 256)
-    return false;
+/// Whether the fused kernels take a call they are asked for: the tiles fit
+/// the device's shared memory, the grid fits (heads and batch index grid
+/// dimensions y and z) and every bf16 pointer is 16-byte aligned (rows are
+/// then too: headDim is 64 or 128; lse is read and written a float at a
+/// time).
+bool fusedTakes(Rank *rank, const AttentionShape &a, bool aligned) {
+  return aligned && fusedFits(deviceState(rank), a.headDim) &&
+         a.heads <= 65535 && a.batch <= 65535 && a.tokens <= INT32_MAX - 256;
+}
+
+bool allAligned(std::initializer_list<const void *> pointers) {
   for (const void *p : pointers)
     if (!aligned16(p))
       return false;
   return true;
+}
+
+CudnnAttentionShape cudnnShape(const AttentionShape &a, bool backward) {
+  return CudnnAttentionShape{a.batch,   a.tokens, a.heads, a.kvHeads,
+                             a.headDim, a.causal, backward};
+}
+
+/// The path of one call: attentionPath's choice, then cuDNN declining
+/// (why in `why`) to the fused kernels, and those declining to the
+/// materialized path.
+AttentionPath pathFor(Rank *rank, DType dt, const AttentionShape &a,
+                      bool backward, bool aligned, std::string *why) {
+  const AttentionPath first = attentionPath(dt, a.headDim);
+  if (first == AttentionPath::Materialized)
+    return first;
+  if (first == AttentionPath::Cudnn) {
+    std::string declined =
+        aligned ? cudnnAttentionDeclines(rank, cudnnShape(a, backward))
+                : "a pointer is not 16-byte aligned";
+    if (declined.empty())
+      return AttentionPath::Cudnn;
+    if (why)
+      *why = std::move(declined);
+  }
+  return fusedTakes(rank, a, aligned) ? AttentionPath::Fused
+                                      : AttentionPath::Materialized;
 }
 
 flash::Problem fusedProblem(const AttentionShape &a) {
@@ -636,17 +665,34 @@ void fusedBackward(Rank *rank, const AttentionShape &a, const bf16 *q,
 
 AttentionPath attentionPath(DType dt, int64_t headDim) {
   const char *env = std::getenv("DPRT_ATTENTION");
-  bool materialized = false;
+  AttentionPath asked = AttentionPath::Cudnn;
   if (env && *env) {
     if (std::strcmp(env, "materialized") == 0)
-      materialized = true;
-    else if (std::strcmp(env, "fused") != 0)
+      asked = AttentionPath::Materialized;
+    else if (std::strcmp(env, "fused") == 0)
+      asked = AttentionPath::Fused;
+    else if (std::strcmp(env, "cudnn") != 0)
       fail(std::string("DPRT_ATTENTION=") + env +
-           ": expected 'fused' or 'materialized'");
+           ": expected 'cudnn', 'fused' or 'materialized'");
   }
-  if (materialized || dt != DType::BF16 || (headDim != 64 && headDim != 128))
+  if (asked == AttentionPath::Materialized || dt != DType::BF16 ||
+      (headDim != 64 && headDim != 128))
     return AttentionPath::Materialized;
-  return AttentionPath::Fused;
+  if (asked == AttentionPath::Cudnn && !cudnnAttentionBuilt())
+    return AttentionPath::Fused;
+  return asked;
+}
+
+AttentionPath attentionPathFor(Rank *rank, DType dt, int64_t batch,
+                               int64_t tokens, int64_t heads, int64_t kvHeads,
+                               int64_t headDim, bool causal, bool backward,
+                               std::string *why) {
+  if (why)
+    why->clear();
+  AttentionShape a =
+      checkedShape(batch, tokens, heads, kvHeads, headDim, causal,
+                   backward ? "attention_backward" : "attention_forward");
+  return pathFor(rank, dt, a, backward, true, why);
 }
 
 void rope_forward(Rank *rank, DType dt, const void *x, void *y,
@@ -693,11 +739,18 @@ void attention_forward(Rank *rank, DType dt, const void *q, const void *k,
     AttentionShape a = checkedShape(batch, tokens, heads, kvHeads, headDim,
                                     causal, "attention_forward");
     if constexpr (std::is_same_v<T, bf16>) {
-      if (fusedTakes(rank, dt, a, {q, k, v, o})) {
+      switch (pathFor(rank, dt, a, false, allAligned({q, k, v, o}), nullptr)) {
+      case AttentionPath::Cudnn:
+        cudnnAttentionForward(rank, cudnnShape(a, false), q, k, v, o,
+                              static_cast<float *>(lse));
+        return;
+      case AttentionPath::Fused:
         fusedForward(rank, a, static_cast<const T *>(q),
                      static_cast<const T *>(k), static_cast<const T *>(v),
                      static_cast<T *>(o), static_cast<float *>(lse));
         return;
+      case AttentionPath::Materialized:
+        break;
       }
     }
     attentionForward(rank, dt, a, static_cast<const T *>(q),
@@ -712,8 +765,9 @@ void attention_backward(Rank *rank, DType dt, const void *q, const void *k,
                         int64_t batch, int64_t tokens, int64_t heads,
                         int64_t kvHeads, int64_t headDim, bool causal) {
   // The materialized path does not read o: D = sum_s P dP (equal to the
-  // rowsum of dO o O) is formed from P and dP in f32. The fused path reads
-  // it for D.
+  // rowsum of dO o O) is formed from P and dP in f32. The fused and cuDNN
+  // paths read it for D. Every path reads lse as the natural-log
+  // log-sum-exp, so a backward may follow another path's forward.
   dispatchCompute(dt, "attention_backward", [&](auto tag) {
     using T = decltype(tag);
     if (batch <= 0 || tokens <= 0)
@@ -721,13 +775,22 @@ void attention_backward(Rank *rank, DType dt, const void *q, const void *k,
     AttentionShape a = checkedShape(batch, tokens, heads, kvHeads, headDim,
                                     causal, "attention_backward");
     if constexpr (std::is_same_v<T, bf16>) {
-      if (fusedTakes(rank, dt, a, {q, k, v, o, dout, dq, dk, dv})) {
+      switch (pathFor(rank, dt, a, true,
+                      allAligned({q, k, v, o, dout, dq, dk, dv}), nullptr)) {
+      case AttentionPath::Cudnn:
+        cudnnAttentionBackward(rank, cudnnShape(a, true), q, k, v, o,
+                               static_cast<const float *>(lse), dout, dq, dk,
+                               dv);
+        return;
+      case AttentionPath::Fused:
         fusedBackward(
             rank, a, static_cast<const T *>(q), static_cast<const T *>(k),
             static_cast<const T *>(v), static_cast<const T *>(o),
             static_cast<const float *>(lse), static_cast<const T *>(dout),
             static_cast<T *>(dq), static_cast<T *>(dk), static_cast<T *>(dv));
         return;
+      case AttentionPath::Materialized:
+        break;
       }
     }
     attentionBackward(rank, dt, a, static_cast<const T *>(q),

@@ -453,6 +453,7 @@ void shutdownRank(Rank *rank) {
       cudaGraphDestroy(entry.second.graph);
   }
   st->gemms.reset();
+  st->cudnn.reset();
   for (DeviceState::Scratch &s : st->scratch)
     deviceFree(*st, s.ptr, s.bytes);
   for (void *p : st->retired)

@@ -33,6 +33,7 @@
 namespace dprt::cuda {
 
 struct GemmCache;
+struct CudnnAttentionState;
 
 /// Throws std::runtime_error("dprt::cuda: " + message).
 [[noreturn]] void fail(const std::string &message);
@@ -113,6 +114,10 @@ struct DeviceState {
   /// The fused attention kernels' dynamic shared-memory limits are raised
   /// (once per device, on first use: outside graph capture).
   bool fusedAttentionReady = false;
+  /// cuDNN's handle and attention graphs (CudnnAttention.cpp), made on the
+  /// first attention call; a shared_ptr because the type is complete only
+  /// there.
+  std::shared_ptr<CudnnAttentionState> cudnn;
 
   /// One scratch buffer per stream, so that work on the two streams never
   /// shares one. Grown on demand, never during graph capture; a buffer that

@@ -159,15 +159,30 @@ void capturedAttention(dprt::Rank *r) {
 
 } // namespace
 
-void capturedAttentionCheck(Context &ctx) {
+/// The captured attention step under DPRT_ATTENTION=`asked`, in runCaptured
+/// slot `slot`.
+static void capturedAttentionRun(Context &ctx, const char *asked, int slot) {
+  ScopedEnv path("DPRT_ATTENTION", asked);
   if (!ctx.begin("runCaptured.attention", "bf16",
-                 "B1 T100 H4 KV2 hd64 causal, 3 calls"))
+                 std::string("B1 T100 H4 KV2 hd64 causal, 3 calls, ") + asked))
     return;
   static_assert(kAttQ * 2 <= kAttSlot && kAttL * 4 <= kAttSlot,
                 "the buffers fit their slots");
   ctx.guarded([&] {
-    const bool fused =
-        gpu::attentionPath(BF16, kAttHd) == gpu::AttentionPath::Fused;
+    const gpu::AttentionPath runs[2] = {
+        gpu::attentionPathFor(ctx.gpu, BF16, kAttB, kAttT, kAttH, kAttKV,
+                              kAttHd, true, false),
+        gpu::attentionPathFor(ctx.gpu, BF16, kAttB, kAttT, kAttH, kAttKV,
+                              kAttHd, true, true)};
+    auto name = [](gpu::AttentionPath p) {
+      return p == gpu::AttentionPath::Cudnn   ? "cudnn"
+             : p == gpu::AttentionPath::Fused ? "fused"
+                                              : "materialized";
+    };
+    const std::string label =
+        runs[0] == runs[1]
+            ? std::string(name(runs[0]))
+            : std::string(name(runs[0])) + " (backward " + name(runs[1]) + ")";
     // Call 1 runs un-captured, call 2 captures and launches, call 3
     // replays; each with new inputs at the same addresses.
     for (int call = 1; call <= 3; ++call) {
@@ -191,7 +206,7 @@ void capturedAttentionCheck(Context &ctx) {
       put(AttDq, dq);
       put(AttDk, dk);
       put(AttDv, dv);
-      gpu::runCaptured(ctx.gpu, 8, capturedAttention);
+      gpu::runCaptured(ctx.gpu, slot, capturedAttention);
       cpu::attention_forward(ctx.cpu, BF16, q.h(), k.h(), v.h(), o.h(), lse.h(),
                              kAttB, kAttT, kAttH, kAttKV, kAttHd, true);
       // The GPU's backward used its own forward outputs; so does the CPU's.
@@ -219,8 +234,7 @@ void capturedAttentionCheck(Context &ctx) {
         Row row = compareValues(got, want.hostValues(), tolerance);
         row.kernel = std::string("runCaptured.attention.") + name;
         row.dtype = "bf16";
-        row.shape = std::string(fused ? "fused" : "materialized") + ", " +
-                    capturedCallLabel(call);
+        row.shape = label + ", " + capturedCallLabel(call);
         row.seed = ctx.seed;
         ctx.report->add(row);
       };
@@ -231,6 +245,18 @@ void capturedAttentionCheck(Context &ctx) {
       check("dv", AttDv, dv, 3e-2);
     }
   });
+}
+
+void capturedAttentionCheck(Context &ctx) {
+  // cuDNN (in a build with it) and the fused kernels, each in its own slot.
+  bool cudnnBuilt = false;
+  {
+    ScopedEnv path("DPRT_ATTENTION", "cudnn");
+    cudnnBuilt = gpu::attentionPath(BF16, kAttHd) == gpu::AttentionPath::Cudnn;
+  }
+  if (cudnnBuilt)
+    capturedAttentionRun(ctx, "cudnn", 8);
+  capturedAttentionRun(ctx, "fused", 9);
 }
 
 } // namespace dpc::gpucheck

@@ -31,6 +31,8 @@ struct Context {
   uint64_t seed = 0;
   std::mt19937_64 rng;
 
+  /// Whether the filter lets kernel `k` run.
+  bool wants(const std::string &k) const;
   /// Starts a case; false when the filter excludes it.
   bool begin(const std::string &kernel, const std::string &dtype,
              const std::string &shape);

@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <random>
@@ -100,6 +101,26 @@ public:
 private:
   std::vector<int32_t> host_;
   int32_t *dev_ = nullptr;
+};
+
+/// Sets an environment variable for the life of the object.
+class ScopedEnv {
+public:
+  ScopedEnv(const char *name, const char *value) : name_(name) {
+    if (value)
+      setenv(name, value, 1);
+    else
+      name_ = nullptr;
+  }
+  ~ScopedEnv() {
+    if (name_)
+      unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv &) = delete;
+  ScopedEnv &operator=(const ScopedEnv &) = delete;
+
+private:
+  const char *name_;
 };
 
 /// One line of the result table.

@@ -20,6 +20,7 @@
 
 #include "Cases.h"
 
+#include "CudnnAttention.h"
 #include "NcclCommunicator.h"
 #include "dprt/backend.h"
 #include "dprt/comm.h"
@@ -128,6 +129,7 @@ void closeRank(dprt::Rank &rank) {
 
 int singleGpu(const Options &o, Report &report) {
   printDevice(o.device);
+  std::printf("cuDNN attention: %s\n", gpu::cudnnAttentionLibrary().c_str());
   dprt::Rank gpuRank;
   openRank(gpuRank, o.device, kNcclArenaBytes);
   // The CPU kernels read the StepState from a host arena.

@@ -35,9 +35,13 @@ using dprt::Activation;
 using dprt::ClipMode;
 using dprt::Reduction;
 
+bool Context::wants(const std::string &k) const {
+  return filter.empty() || k.find(filter) != std::string::npos;
+}
+
 bool Context::begin(const std::string &k, const std::string &d,
                     const std::string &s) {
-  if (!filter.empty() && k.find(filter) == std::string::npos)
+  if (!wants(k))
     return false;
   kernel = k;
   dtype = d;
@@ -349,26 +353,6 @@ struct AttentionCase {
   bool misaligned = false; // bf16 pointers one element off
 };
 
-/// Sets an environment variable for the life of the object.
-class ScopedEnv {
-public:
-  ScopedEnv(const char *name, const char *value) : name_(name) {
-    if (value)
-      setenv(name, value, 1);
-    else
-      name_ = nullptr;
-  }
-  ~ScopedEnv() {
-    if (name_)
-      unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv &) = delete;
-  ScopedEnv &operator=(const ScopedEnv &) = delete;
-
-private:
-  const char *name_;
-};
-
 /// The device values of `b` against `first` (an earlier run's), bit for bit:
 /// a fused kernel must give the same result every run.
 void compareRerun(Context &ctx, const std::string &output, Buffer &b,
@@ -390,36 +374,82 @@ void poisonDevice(Buffer &b) {
   cudaCheck(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 
+const char *pathName(gpu::AttentionPath path) {
+  switch (path) {
+  case gpu::AttentionPath::Cudnn:
+    return "cudnn";
+  case gpu::AttentionPath::Fused:
+    return "fused";
+  case gpu::AttentionPath::Materialized:
+    break;
+  }
+  return "materialized";
+}
+
+/// A failed row saying that the path asked for did not run.
+void declinedRow(Context &ctx, const std::string &kernel,
+                 const std::string &shape, const std::string &why) {
+  Row row;
+  row.kernel = kernel + ".path";
+  row.dtype = ctx.dtype;
+  row.shape = shape;
+  row.seed = ctx.seed;
+  row.note = "cudnn declined: " + why;
+  ctx.report->add(row);
+}
+
 /// attention_forward and attention_backward of one case against the CPU
-/// backend; with `materialized`, under DPRT_ATTENTION=materialized. The
-/// shape names the path that runs. The fused path runs twice and must give
-/// the same bits.
+/// backend under DPRT_ATTENTION=`asked` (null: unset). The shape names the
+/// path that runs; asked for cudnn, a path that does not take the case adds
+/// a failed row with cuDNN's reason. The cudnn and fused paths run twice
+/// and must give the same bits.
 void attentionCheck(Context &ctx, DType dt, const AttentionCase &c, bool odd,
-                    bool materialized) {
+                    const char *asked) {
   const std::string dn = dprt::nameOf(dt);
   const int64_t mis = c.misaligned ? 1 : 0;
-  const bool fused = !materialized && !c.misaligned &&
-                     gpu::attentionPath(dt, c.hd) == gpu::AttentionPath::Fused;
-  std::string shape = dims({{"B", c.batch},
-                            {"T", c.tokens},
-                            {"H", c.heads},
-                            {"KV", c.kvHeads},
-                            {"hd", c.hd}},
-                           odd) +
-                      (c.causal ? " causal" : "") +
-                      (c.scratchMiB ? " chunked" : "") +
-                      (c.misaligned ? " misaligned" : "") +
-                      (fused ? " fused" : " materialized");
+  ScopedEnv path("DPRT_ATTENTION", asked);
+  if (!ctx.wants("attention_forward") && !ctx.wants("attention_backward"))
+    return;
+  // The path of each direction (building cuDNN's graphs now); an error
+  // becomes the reason of a failed row.
+  auto pathOf = [&](bool backward, std::string &why) {
+    if (c.misaligned)
+      return gpu::AttentionPath::Materialized;
+    try {
+      return gpu::attentionPathFor(ctx.gpu, dt, c.batch, c.tokens, c.heads,
+                                   c.kvHeads, c.hd, c.causal, backward, &why);
+    } catch (const std::exception &e) {
+      why = e.what();
+      return gpu::AttentionPath::Materialized;
+    }
+  };
+  std::string whyForward, whyBackward;
+  const gpu::AttentionPath runs = pathOf(false, whyForward);
+  const gpu::AttentionPath runsBackward = pathOf(true, whyBackward);
+  const bool askedCudnn = asked && std::string(asked) == "cudnn";
+  std::string shape =
+      dims({{"B", c.batch},
+            {"T", c.tokens},
+            {"H", c.heads},
+            {"KV", c.kvHeads},
+            {"hd", c.hd}},
+           odd) +
+      (c.causal ? " causal" : "") + (c.scratchMiB ? " chunked" : "") +
+      (c.misaligned ? " misaligned" : "") + " " + pathName(runs) +
+      (runsBackward != runs
+           ? std::string(" (backward ") + pathName(runsBackward) + ")"
+           : "");
   int64_t nq = c.batch * c.tokens * c.heads * c.hd;
   int64_t nk = c.batch * c.tokens * c.kvHeads * c.hd;
   int64_t nl = c.batch * c.heads * c.tokens;
   double tolFwd = dt == F32 ? 1e-4 : 2e-2, tolBwd = dt == F32 ? 1e-4 : 3e-2;
   bool fwd = ctx.begin("attention_forward", dn, shape);
+  if (fwd && askedCudnn && runs != gpu::AttentionPath::Cudnn)
+    declinedRow(ctx, "attention_forward", shape, whyForward);
   if (!fwd && !ctx.begin("attention_backward", dn, shape))
     return;
   ctx.guarded([&] {
     ScopedEnv budget("DPRT_ATTENTION_SCRATCH_MB", c.scratchMiB);
-    ScopedEnv path("DPRT_ATTENTION", materialized ? "materialized" : nullptr);
     Buffer q(dt, nq, mis), k(dt, nk, mis), v(dt, nk, mis), o(dt, nq, mis),
         lse(F32, nl);
     q.randn(ctx.rng);
@@ -438,8 +468,10 @@ void attentionCheck(Context &ctx, DType dt, const AttentionCase &c, bool odd,
     forward();
     if (fwd) {
       ctx.compare("o", o, tolFwd);
+      // The natural-log log-sum-exp of the scaled scores on every path
+      // (cuDNN's Stats included), so a backward may take any forward's.
       ctx.compare("lse", lse, 1e-5);
-      if (fused) {
+      if (runs != gpu::AttentionPath::Materialized) {
         std::vector<double> o1 = o.download(), lse1 = lse.download();
         poisonDevice(o);
         poisonDevice(lse);
@@ -450,7 +482,9 @@ void attentionCheck(Context &ctx, DType dt, const AttentionCase &c, bool odd,
     }
     if (!ctx.begin("attention_backward", dn, shape))
       return;
-    // Both backward passes start from the CPU's forward outputs.
+    if (askedCudnn && runsBackward != gpu::AttentionPath::Cudnn)
+      declinedRow(ctx, "attention_backward", shape, whyBackward);
+    // Every backward pass starts from the CPU's forward outputs.
     o.upload();
     lse.upload();
     Buffer dout(dt, nq, mis), dq(dt, nq, mis), dk(dt, nk, mis), dv(dt, nk, mis);
@@ -470,7 +504,7 @@ void attentionCheck(Context &ctx, DType dt, const AttentionCase &c, bool odd,
     ctx.compare("dq", dq, tolBwd);
     ctx.compare("dk", dk, tolBwd);
     ctx.compare("dv", dv, tolBwd);
-    if (fused) {
+    if (runsBackward != gpu::AttentionPath::Materialized) {
       std::vector<double> dq1 = dq.download(), dk1 = dk.download(),
                           dv1 = dv.download();
       poisonDevice(dq);
@@ -585,14 +619,24 @@ void attentionChecks(Context &ctx, DType dt, bool odd) {
       cases.push_back({1, 1000, 4, 1, 128, true, nullptr});
     }
   }
+  // bf16 cases the fused kernels take run on every path: cuDNN (in a build
+  // with it), the fused kernels and the materialized path.
+  const bool fusable =
+      gpu::attentionPath(dt, 64) != gpu::AttentionPath::Materialized;
+  bool cudnnBuilt = false;
+  {
+    ScopedEnv path("DPRT_ATTENTION", "cudnn");
+    cudnnBuilt = gpu::attentionPath(dt, 64) == gpu::AttentionPath::Cudnn;
+  }
   for (const AttentionCase &c : cases) {
-    // bf16 cases the fused kernels take also run materialized.
-    const bool fusable =
-        gpu::attentionPath(dt, c.hd) == gpu::AttentionPath::Fused &&
-        !c.misaligned;
-    attentionCheck(ctx, dt, c, odd, false);
-    if (fusable)
-      attentionCheck(ctx, dt, c, odd, true);
+    if (!fusable || c.misaligned || (c.hd != 64 && c.hd != 128)) {
+      attentionCheck(ctx, dt, c, odd, nullptr);
+      continue;
+    }
+    if (cudnnBuilt)
+      attentionCheck(ctx, dt, c, odd, "cudnn");
+    attentionCheck(ctx, dt, c, odd, "fused");
+    attentionCheck(ctx, dt, c, odd, "materialized");
   }
 }
 

@@ -14,6 +14,7 @@
 #include "Cases.h"
 #include "DeviceRandom.h"
 
+#include "AttentionPath.h"
 #include "DeviceState.h"
 #include "dprt/backend.h"
 #include "dprt/kernels.h"
@@ -180,25 +181,13 @@ void normTimings(Context &ctx) {
   }
 }
 
-/// Sets an environment variable for the life of the object.
-class ScopedEnv {
-public:
-  ScopedEnv(const char *name, const char *value) : name_(name) {
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() { unsetenv(name_); }
-  ScopedEnv(const ScopedEnv &) = delete;
-  ScopedEnv &operator=(const ScopedEnv &) = delete;
-
-private:
-  const char *name_;
-};
-
-/// Fused and materialized attention at the 1.1B model's shape, at 4096
-/// tokens and at head size 128. Rates count the useful products: 2 (forward)
-/// and 5 (backward) matrix products of T x T x hd per sample and head, half
-/// of them with the causal mask (the fused backward computes S and dP twice,
-/// 7 products, the materialized one computes full T x T matrices).
+/// cuDNN (in a build with it), fused and materialized attention at the 1.1B
+/// model's shape, at 4096 tokens and at head size 128; cuDNN's backward also
+/// with DPRT_CUDNN_DETERMINISTIC=0. Each row names the path that ran. Rates
+/// count the useful products: 2 (forward) and 5 (backward) matrix products
+/// of T x T x hd per sample and head, half of them with the causal mask (the
+/// fused backward computes S and dP twice, 7 products, the materialized one
+/// computes full T x T matrices).
 void attentionTimings(Context &ctx, uint64_t &seed) {
   struct Shape {
     int64_t batch, tokens, heads, kvHeads, hd;
@@ -210,6 +199,8 @@ void attentionTimings(Context &ctx, uint64_t &seed) {
                           {kB, kT, kH, kKV, kHd, false, false},
                           {kB, kT, 16, 4, 128, true, true}};
   const DType dt = BF16;
+  if (!ctx.wants("attention_forward") && !ctx.wants("attention_backward"))
+    return;
   for (const Shape &s : shapes) {
     const int64_t rows = s.batch * s.tokens;
     const int64_t nq = rows * s.heads * s.hd, nk = rows * s.kvHeads * s.hd;
@@ -227,25 +218,46 @@ void attentionTimings(Context &ctx, uint64_t &seed) {
         "B" + std::to_string(s.batch) + " T" + std::to_string(s.tokens) + " H" +
         std::to_string(s.heads) + " KV" + std::to_string(s.kvHeads) + " hd" +
         std::to_string(s.hd) + (s.causal ? " causal" : "");
-    for (bool materialized : {false, true}) {
-      if (materialized && !s.materialized)
+    for (const char *asked : {"cudnn", "fused", "materialized"}) {
+      const std::string a = asked;
+      if (a == "materialized" && !s.materialized)
         continue;
-      std::unique_ptr<ScopedEnv> env;
-      if (materialized)
-        env = std::make_unique<ScopedEnv>("DPRT_ATTENTION", "materialized");
-      const std::string shape =
-          base + (materialized ? " materialized" : " fused");
-      timeKernel(ctx, "attention_forward", dt, shape, 4.0 * unit, true, [&] {
-        gpu::attention_forward(ctx.gpu, dt, q.p(), k.p(), v.p(), o.p(), lse.p(),
-                               s.batch, s.tokens, s.heads, s.kvHeads, s.hd,
-                               s.causal);
-      });
-      timeKernel(ctx, "attention_backward", dt, shape, 10.0 * unit, true, [&] {
+      ScopedEnv env("DPRT_ATTENTION", asked);
+      if (a == "cudnn" &&
+          gpu::attentionPath(dt, s.hd) != gpu::AttentionPath::Cudnn)
+        continue;
+      auto name = [&](bool backward) {
+        switch (gpu::attentionPathFor(ctx.gpu, dt, s.batch, s.tokens, s.heads,
+                                      s.kvHeads, s.hd, s.causal, backward)) {
+        case gpu::AttentionPath::Cudnn:
+          return " cudnn";
+        case gpu::AttentionPath::Fused:
+          return " fused";
+        case gpu::AttentionPath::Materialized:
+          break;
+        }
+        return " materialized";
+      };
+      timeKernel(ctx, "attention_forward", dt, base + name(false), 4.0 * unit,
+                 true, [&] {
+                   gpu::attention_forward(ctx.gpu, dt, q.p(), k.p(), v.p(),
+                                          o.p(), lse.p(), s.batch, s.tokens,
+                                          s.heads, s.kvHeads, s.hd, s.causal);
+                 });
+      auto backward = [&] {
         gpu::attention_backward(ctx.gpu, dt, q.p(), k.p(), v.p(), o.p(),
                                 lse.p(), dout.p(), dq.p(), dk.p(), dv.p(),
                                 s.batch, s.tokens, s.heads, s.kvHeads, s.hd,
                                 s.causal);
-      });
+      };
+      timeKernel(ctx, "attention_backward", dt, base + name(true), 10.0 * unit,
+                 true, backward);
+      if (a == "cudnn") {
+        ScopedEnv nondeterministic("DPRT_CUDNN_DETERMINISTIC", "0");
+        timeKernel(ctx, "attention_backward", dt,
+                   base + name(true) + " nondeterministic", 10.0 * unit, true,
+                   backward);
+      }
     }
   }
 }
