@@ -6,10 +6,12 @@
 
 1. Tokenization: dpc-prepare on MB megabytes of generated English-like text
    (one record per line) and on the same text as prompt/completion JSON
-   lines, with RAYON_NUM_THREADS=1 and with every core. For each: wall time,
-   CPU time (user + system of the process), MB/s over each, tokens/s; and
-   the tokenizers package alone (encode_batch_fast on the same lines, no
-   file I/O) to show what the tokenizer itself costs.
+   lines, with each engine (--engine tokenizers with RAYON_NUM_THREADS=1 and
+   with every core; --engine tiktoken, one thread, where tiktoken is
+   installed). For each: wall time, CPU time (user + system of the process),
+   MB/s over each, tokens/s; and each tokenizer alone (the same lines, no
+   file I/O) to show what the tokenizer itself costs. Without a build
+   (--build has no bin/dpc-prepare) it runs tools/dpc-prepare's source.
 2. Reading: a token file of 4 GB (and a small one, 40 MB) with random ids in
    records of 64 to 1025 tokens, written with dpc-prepare's writer into
    /tmp, read by bench/token-file-read.cpp (built here against
@@ -98,30 +100,63 @@ print(time.perf_counter() - start, time.process_time() - cpu, tokens)
 """
 
 
+RAW_TIKTOKEN = """
+import sys, time
+sys.path.insert(0, sys.argv[3])
+import tiktoken_engine
+enc, why = tiktoken_engine.convert(open(sys.argv[1], encoding="utf-8").read())
+if enc is None:
+    sys.exit(why)
+lines = open(sys.argv[2], encoding="utf-8").read().split("\\n")
+start, cpu = time.perf_counter(), time.process_time()
+tokens = sum(len(enc.encode_ordinary(line)) for line in lines)
+print(time.perf_counter() - start, time.process_time() - cpu, tokens)
+"""
+
+
 def bench_tokenize(args, work):
     text, jsonl = write_corpus(work, args.mb)
-    prepare = os.path.join(args.build, "bin", "dpc-prepare")
+    prepare = [os.path.join(args.build, "bin", "dpc-prepare")]
+    if not os.path.exists(prepare[0]):  # no build (a GPU machine): the source
+        prepare = [sys.executable,
+                   os.path.join(ROOT, "tools", "dpc-prepare", "dpc_prepare.py")]
     cores = os.cpu_count()
     rows = []
+    try:
+        import tiktoken  # noqa: F401
+        engines = ("tokenizers", "tiktoken")
+    except ImportError:
+        engines = ("tokenizers",)
     for name, path in (("text lines", text), ("prompt/completion", jsonl)):
         size = os.path.getsize(path)
-        for threads in (1, cores):
-            env = dict(os.environ, RAYON_NUM_THREADS=str(threads))
-            out = os.path.join(work, "out.tokens")
-            wall, cpu, peak = timed([prepare, "--quiet", "--tokenizer",
-                                     args.tokenizer, path, "-o", out], env)
-            rows.append((f"dpc-prepare, {name}", threads, size, wall, cpu,
-                         token_count(out), f"{peak:.0f}"))
+        for engine in engines:
+            # tiktoken's engine encodes on the calling thread only.
+            for threads in (1, cores) if engine == "tokenizers" else (1,):
+                env = dict(os.environ, RAYON_NUM_THREADS=str(threads))
+                out = os.path.join(work, "out.tokens")
+                wall, cpu, peak = timed(
+                    prepare + ["--quiet", "--engine", engine, "--tokenizer",
+                               args.tokenizer, path, "-o", out], env)
+                rows.append((f"dpc-prepare --engine {engine}, {name}", threads,
+                             size, wall, cpu, token_count(out), f"{peak:.0f}"))
     size = os.path.getsize(text)
+    tokenizer_json = os.path.join(args.tokenizer, "tokenizer.json")
     for threads in (1, cores):
         env = dict(os.environ, RAYON_NUM_THREADS=str(threads))
-        tokenizer_json = os.path.join(args.tokenizer, "tokenizer.json")
         raw = subprocess.run(
             [sys.executable, "-c", RAW_ENCODE, tokenizer_json, text],
             env=env, check=True, capture_output=True, text=True)
         wall, cpu, tokens = map(float, raw.stdout.split())
         rows.append(("tokenizers alone (encode only), text lines", threads,
                      size, wall, cpu, tokens, "-"))
+    if "tiktoken" in engines:
+        raw = subprocess.run(
+            [sys.executable, "-c", RAW_TIKTOKEN, tokenizer_json, text,
+             os.path.join(ROOT, "tools", "dpc-prepare")],
+            check=True, capture_output=True, text=True)
+        wall, cpu, tokens = map(float, raw.stdout.split())
+        rows.append(("tiktoken alone (encode only), text lines", 1, size,
+                     wall, cpu, tokens, "-"))
     print(f"Tokenization: {args.mb:g} MB of generated text, tokenizer "
           f"{args.tokenizer}, {cores} cores\n")
     print("| what | threads | MB | wall s | MB/s | CPU s | MB per CPU-s |"

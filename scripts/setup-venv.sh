@@ -10,10 +10,12 @@ venv="${1:-$root/.venv}"
 # Pinned: the accountant tests mirror dp-accounting's orders and formulas;
 # the committed test tokenizer and the token-id tests were made with this
 # tokenizers version; safetensors reads dpc-prepare's files in the tests
-# (through numpy); jinja2 renders chat templates.
+# (through numpy); jinja2 renders chat templates; tiktoken is dpc-prepare's
+# fast engine for byte-level BPE tokenizers (checked against tokenizers).
 packages=(
   "dp-accounting==0.6.0"
   "tokenizers==0.23.3"
+  "tiktoken==0.14.0"
   "safetensors==0.8.0"
   "jinja2==3.1.6"
   "numpy==2.4.6"

@@ -200,6 +200,111 @@ class TokenIds(PrepareCase):
                          ["first", "second", "third"])
 
 
+class Engines(PrepareCase):
+    """--engine tiktoken (the default where it applies) writes the token
+    file --engine tokenizers writes, byte for byte; tokenizers tiktoken
+    cannot reproduce, and a difference found at run time, fall back to
+    tokenizers (docs/data.md, "Engines")."""
+
+    # Unicode, digits, whitespace runs, contractions, emoji, an added
+    # token's text inside a line, code.
+    VARIED = [
+        "Hello, world! It's 2026 and we're tokenizing.",
+        "  leading spaces\tand\ttabs   and trailing   ",
+        "caf\u00e9 na\u00efve \u00fcber \u0441\u043b\u043e\u0432\u043e "
+        "\u4e2d\u6587 \u65e5\u672c\u8a9e \ud55c\uad6d\uc5b4",
+        "emoji \U0001f600\U0001f680 and \u2764\ufe0f in text",
+        "numbers 3.14159 1,000,000 0x1F 42nd",
+        "she'll they've I'd you're it's O'Neil's",
+        "def f(x):\n    return x ** 2  # comment",
+        "an <|endoftext|> inside a line",
+        "!!!??? ... --- ***",
+        "",
+        "x" * 3000,
+    ]
+
+    def run_engines(self, *inputs, tokenizer_dir=TOKENIZER_DIR):
+        outs = {}
+        for engine in ("tokenizers", "tiktoken"):
+            out = self.path(f"{engine}.tokens")
+            proc = subprocess.run(
+                [PREPARE, "--tokenizer", tokenizer_dir, *inputs, "-o", out,
+                 "--engine", engine, "--skip-empty"],
+                capture_output=True, text=True)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertIn(f"engine {engine}", proc.stderr)
+            with open(out, "rb") as f:
+                outs[engine] = f.read()
+        return outs
+
+    def test_text_lines_give_the_same_file(self):
+        rng = random.Random(7)
+        words = [w for line in self.VARIED for w in line.split(" ") if w]
+        lines = self.VARIED + [" ".join(rng.choice(words) for _ in
+                                        range(rng.randrange(1, 40)))
+                               for _ in range(3000)]
+        path = self.write("varied.txt", "\n".join(lines) + "\n")
+        outs = self.run_engines(path)
+        self.assertEqual(outs["tokenizers"], outs["tiktoken"])
+
+    def test_prompt_completion_and_text_jsonl_give_the_same_file(self):
+        records = [{"prompt": p, "completion": c}
+                   for p, c in zip(self.VARIED, reversed(self.VARIED)) if c]
+        records += [{"text": t} for t in self.VARIED if t]
+        path = self.write_jsonl("varied.jsonl", records)
+        outs = self.run_engines(path)
+        self.assertEqual(outs["tokenizers"], outs["tiktoken"])
+
+    def test_a_tokenizer_tiktoken_cannot_reproduce_falls_back(self):
+        folder = self.copy_tokenizer()
+        path = os.path.join(folder, "tokenizer.json")
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        data["normalizer"] = {"type": "NFC"}
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        text = self.write("a.txt", "one line\n")
+        proc, _ = self.prepare(text, tokenizer_dir=folder)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("engine tokenizers (not tiktoken: it has a normalizer)",
+                      proc.stderr)
+        proc, _ = self.prepare(text, tokenizer_dir=folder,
+                               extra=["--engine", "tiktoken"])
+        self.assertEqual(proc.returncode, 2)
+        self.assertIn("--engine tiktoken: it has a normalizer", proc.stderr)
+
+    def test_a_difference_at_run_time_falls_back_to_tokenizers(self):
+        # Without its first merge tokenizers never joins that pair, while
+        # tiktoken joins any pair whose bytes are a token: the static checks
+        # pass and only the run-time comparison can see it.
+        folder = self.copy_tokenizer()
+        path = os.path.join(folder, "tokenizer.json")
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        first = data["model"]["merges"].pop(0)
+        left, right = first.split(" ", 1) if isinstance(first, str) \
+            else first
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        # The pair in plain text (GPT-2's stand-in characters of ASCII are
+        # the characters themselves).
+        pair = (left + right).replace("\u0120", " ")
+        lines = ["12345"] * 5 + [f"x{pair}y {pair}"]
+        self.assertNotIn(pair, "12345")
+        text = self.write("pair.txt", "\n".join(lines) + "\n")
+        proc, out = self.prepare(text, tokenizer_dir=folder)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("warning: tiktoken and tokenizers give different ids "
+                      f"for {text}:6", proc.stderr)
+        self.assertIn(f"engine tokenizers (tiktoken differed on {text}:6)",
+                      proc.stderr)
+        tok = Tokenizer.from_file(path)
+        eos = tok.token_to_id(EOS)
+        _, records = read_token_file(out)
+        for line, (ids, _, _) in zip(lines, records):
+            self.assertEqual(ids, tok.encode(line).ids + [eos])
+
+
 class LossMask(PrepareCase):
     """The loss mask covers exactly what the model is trained to write."""
 

@@ -22,6 +22,7 @@ import time
 
 from tokenizers import Tokenizer
 
+import tiktoken_engine
 from tokenfile import TokenFileWriter
 
 PROG = "dpc-prepare"
@@ -31,6 +32,11 @@ JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
 # share the work, small enough that progress and memory stay fine-grained.
 BATCH_BYTES = 1 << 20
 BATCH_RECORDS = 8192
+
+# The tiktoken engine's texts are also encoded by tokenizers until this many
+# texts and bytes have agreed (tiktoken_engine.py says why).
+CHECK_TEXTS = 1000
+CHECK_BYTES = 256 << 10
 
 
 class InputError(Exception):
@@ -56,7 +62,8 @@ class Record:
 class ModelTokenizer:
     """A model folder's tokenizer: ids, end-of-text token, chat template."""
 
-    def __init__(self, directory, eos=None, vocab_size=None):
+    def __init__(self, directory, eos=None, vocab_size=None,
+                 engine="tokenizers"):
         self.directory = directory
         path = directory
         if os.path.isdir(directory):
@@ -105,6 +112,8 @@ class ModelTokenizer:
                              f"{self.eos_id} is not below the vocabulary "
                              f"size {self.vocab_size}")
 
+        self._init_engine(path, data.decode("utf-8"), engine)
+
         self.chat_template = None
         template_file = os.path.join(directory, "chat_template.jinja")
         if os.path.isfile(template_file):
@@ -114,11 +123,91 @@ class ModelTokenizer:
             self.chat_template = _default_template(config.get("chat_template"))
         self._compiled_template = None
 
-    def encode(self, texts, special_tokens):
-        """Token ids of each text (a list of lists)."""
-        encodings = self.tokenizer.encode_batch_fast(
-            texts, add_special_tokens=special_tokens)
-        return [e.ids for e in encodings]
+    def _init_engine(self, path, text, engine):
+        """The tiktoken engine (self.fast) where asked and possible."""
+        self.fast = None
+        self.engine_note = "tokenizers"
+        self.checked_texts = self.checked_bytes = 0
+        if engine == "tokenizers":
+            return
+        fast, why = tiktoken_engine.convert(text)
+        if fast is not None:
+            # What the post-processor puts around a text (a BOS for Llama):
+            # the ids with special tokens hold those without once.
+            bare = self.tokenizer.encode("a", add_special_tokens=False).ids
+            full = self.tokenizer.encode("a", add_special_tokens=True).ids
+            at = next((i for i in range(len(full) - len(bare) + 1)
+                       if full[i:i + len(bare)] == bare), None)
+            if at is None:
+                fast, why = None, "its post-processor changes the text's ids"
+            else:
+                self.prefix, self.suffix = full[:at], full[at + len(bare):]
+        if fast is None:
+            if engine == "tiktoken":
+                raise InputError(f"{path}: --engine tiktoken: {why}")
+            self.engine_note = f"tokenizers (not tiktoken: {why})"
+            return
+        self.fast = fast
+        self.added = tiktoken_engine.added_token_pattern(text)
+        self.engine_note = "tiktoken"
+
+    def encode(self, texts, special_tokens, wheres=None):
+        """Token ids of each text (a list of lists); wheres(i) names text i
+        in a warning."""
+        if self.fast is None:
+            encodings = self.tokenizer.encode_batch_fast(
+                texts, add_special_tokens=special_tokens)
+            return [e.ids for e in encodings]
+        out = [None] * len(texts)
+        # A text holding an added token's text goes to tokenizers, which
+        # matches added tokens before the BPE.
+        slow = [i for i, t in enumerate(texts)
+                if self.added is not None and self.added.search(t)]
+        if slow:
+            encodings = self.tokenizer.encode_batch_fast(
+                [texts[i] for i in slow], add_special_tokens=special_tokens)
+            for i, e in zip(slow, encodings):
+                out[i] = e.ids
+        # The Rust encoder itself: Encoding.encode_ordinary only adds a
+        # retry for lone surrogates, which text decoded from UTF-8 has none.
+        encode = self.fast._core_bpe.encode_ordinary
+        for i, t in enumerate(texts):
+            if out[i] is None:
+                ids = encode(t)
+                out[i] = self.prefix + ids + self.suffix if special_tokens \
+                    else ids
+        if self.checked_texts < CHECK_TEXTS or \
+                self.checked_bytes < CHECK_BYTES:
+            self._all_texts = texts
+            self._check(texts, special_tokens, out, wheres)
+        return out
+
+    def _check(self, texts, special_tokens, out, wheres):
+        """tiktoken's ids against tokenizers'; the first difference turns
+        the tiktoken engine off (and those ids are replaced)."""
+        # Only as many texts as the check still needs: the first ones.
+        n = 0
+        texts_left = CHECK_TEXTS - self.checked_texts
+        bytes_left = CHECK_BYTES - self.checked_bytes
+        while n < len(texts) and (n < texts_left or bytes_left > 0):
+            bytes_left -= len(texts[n])
+            n += 1
+        texts = texts[:n]
+        want = [e.ids for e in self.tokenizer.encode_batch_fast(
+            texts, add_special_tokens=special_tokens)]
+        for i, (got, ids) in enumerate(zip(out, want)):
+            if got != ids:
+                where = wheres(i) if wheres else f"text {texts[i][:40]!r}"
+                print(f"{PROG}: warning: tiktoken and tokenizers give "
+                      f"different ids for {where}; tokenizing everything "
+                      "with tokenizers", file=sys.stderr)
+                self.fast = None
+                self.engine_note = f"tokenizers (tiktoken differed on {where})"
+                out[:] = [e.ids for e in self.tokenizer.encode_batch_fast(
+                    self._all_texts, add_special_tokens=special_tokens)]
+                return
+        self.checked_texts += len(texts)
+        self.checked_bytes += sum(len(t) for t in texts)
 
     def check_ids(self, ids, where):
         """Ids at or above the model's vocabulary are an error."""
@@ -323,7 +412,8 @@ def tokenize(tokenizer, batch):
         # The post-processor adds what the model saw in pretraining around a
         # document (a BOS for Llama, nothing for GPT-2); the end-of-text
         # token then ends the record unless the post-processor added it.
-        ids_of = tokenizer.encode([batch[i].text for i in text], True)
+        ids_of = tokenizer.encode([batch[i].text for i in text], True,
+                                  lambda k: _where(batch[text[k]]))
         for i, ids in zip(text, ids_of):
             if not ids or ids[-1] != eos:
                 ids.append(eos)
@@ -331,10 +421,12 @@ def tokenize(tokenizer, batch):
 
     completion = [i for i, r in enumerate(batch) if r.kind == "completion"]
     if completion:
+        def wheres(k):
+            return _where(batch[completion[k]])
         prompts = tokenizer.encode([batch[i].prompt for i in completion],
-                                   False)
+                                   False, wheres)
         completions = tokenizer.encode(
-            [batch[i].completion for i in completion], False)
+            [batch[i].completion for i in completion], False, wheres)
         for i, p, c in zip(completion, prompts, completions):
             if not c:
                 out[i] = "the completion is empty: the record would train " \
@@ -457,6 +549,11 @@ def parse_args(argv):
     parser.add_argument("--skip-empty", action="store_true",
                         help="skip records with no loss target (an empty "
                         "completion) and count them, instead of an error")
+    parser.add_argument("--engine", choices=("auto", "tokenizers",
+                                             "tiktoken"), default="auto",
+                        help="auto (default): tiktoken for byte-level BPE "
+                        "tokenizers it reproduces (checked against "
+                        "tokenizers on the first records), else tokenizers")
     parser.add_argument("--quiet", action="store_true",
                         help="no progress and summary on stderr")
     args = parser.parse_args(argv)
@@ -466,7 +563,8 @@ def parse_args(argv):
 
 
 def prepare(args):
-    tokenizer = ModelTokenizer(args.tokenizer, args.eos, args.vocab_size)
+    tokenizer = ModelTokenizer(args.tokenizer, args.eos, args.vocab_size,
+                               args.engine)
     writer = TokenFileWriter(args.output)
     progress = Progress(args.quiet)
     users = {}
@@ -533,6 +631,7 @@ def prepare(args):
                f"({bytes_done / 1e6 / max(seconds, 1e-9):.1f} MB/s)")
     if skipped:
         summary += f"; skipped {skipped} records with no loss target"
+    summary += f"; engine {tokenizer.engine_note}"
     progress.done(summary)
 
 
