@@ -56,6 +56,13 @@ struct Tolerance {
 Tolerance toleranceOf(const ProgramId &id) {
   if (id.isF64())
     return {1e-10, 1e-10, 1e-10};
+  // AdamW's update -lr m/(sqrt(v) + eps) turns the f32 rounding of a
+  // gradient element whose size is near eps (1e-8) into an error of up to
+  // lr in that element's update: seed 8127000419089414388 of MlpF32FlatAdamw
+  // gave 4.5e-5 in the update of fc2.w (parameters 2.7e-6). The parameters
+  // keep 1e-5.
+  if (id.recipe.find("adamw") != std::string::npos)
+    return {1e-5, 1e-4, 1e-5};
   return {1e-5, 1e-5, 1e-5};
 }
 
