@@ -10,6 +10,7 @@
 
 #include "Json.h"
 #include "ProcessHelpers.h"
+#include "TrainingProgramFixture.h"
 
 #include <gtest/gtest.h>
 
@@ -62,20 +63,11 @@ protected:
   std::string key_, data_;
 };
 
-std::vector<JsonValue> jsonLines(const std::string &path) {
-  std::vector<JsonValue> lines;
-  std::istringstream in(readFile(path));
-  std::string line;
-  while (std::getline(in, line))
-    lines.push_back(JsonValue::parse(line));
-  return lines;
-}
-
 TEST_F(TokenTraining, TrainsOnATokenFileAndCountsTheMaskedTargets) {
   RunResult r = train({"--data", data_, "--steps", "3", "--metrics",
                        dir_ / "m.jsonl", "--lr", "0.25", "--warmup", "2"});
   ASSERT_EQ(r.status, 0) << r.err;
-  const std::vector<JsonValue> lines = jsonLines(dir_ / "m.jsonl");
+  const std::vector<JsonValue> lines = readJsonLines(dir_ / "m.jsonl");
   ASSERT_EQ(lines.size(), 3u);
   // lr = 0.25 * s / 2 in the warmup, then 0.25.
   EXPECT_EQ(lines[0].at("lr").number(), 0.125);
@@ -208,7 +200,7 @@ TEST_F(TokenTraining, ResumeRefusesAnotherGuaranteeButTakesAnotherRate) {
   EXPECT_NE(r.err.find("warning: --lr 0.01 replaces the checkpoint's value"),
             std::string::npos)
       << r.err;
-  const std::vector<JsonValue> lines = jsonLines(dir_ / "m.jsonl");
+  const std::vector<JsonValue> lines = readJsonLines(dir_ / "m.jsonl");
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_EQ(lines[0].at("lr").number(), 0.01);
   EXPECT_NE(r.out.find("accountant        rdp"), std::string::npos) << r.out;
