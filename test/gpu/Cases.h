@@ -48,7 +48,15 @@ struct Context {
   void guarded(const std::function<void()> &body);
 };
 
+/// Tolerance of a result in the compute type: 1e-5 for f32, 1e-2 for bf16.
+double tol(DType dt);
+/// A case's shape label, "B2 T50 H4" (and " odd" for the odd shapes).
+std::string dims(std::initializer_list<std::pair<const char *, int64_t>> d,
+                 bool odd);
+
 void kernelChecks(Context &ctx);
+/// rope and attention (AttentionChecks.cpp), for each dtype and shape kind.
+void attentionChecks(Context &ctx, DType dt, bool odd);
 void capturedStepCheck(Context &ctx);
 /// Fused attention forward and backward inside runCaptured (warm-up,
 /// capture, replay with new inputs) against the CPU backend.
