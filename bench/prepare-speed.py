@@ -104,7 +104,8 @@ RAW_TIKTOKEN = """
 import sys, time
 sys.path.insert(0, sys.argv[3])
 import tiktoken_engine
-enc, why = tiktoken_engine.convert(open(sys.argv[1], encoding="utf-8").read())
+import json
+enc, why = tiktoken_engine.convert(json.load(open(sys.argv[1], encoding="utf-8")))
 if enc is None:
     sys.exit(why)
 lines = open(sys.argv[2], encoding="utf-8").read().split("\\n")

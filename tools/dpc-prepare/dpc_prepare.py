@@ -130,7 +130,8 @@ class ModelTokenizer:
         self.checked_texts = self.checked_bytes = 0
         if engine == "tokenizers":
             return
-        fast, why = tiktoken_engine.convert(text)
+        data = json.loads(text)
+        fast, why = tiktoken_engine.convert(data)
         if fast is not None:
             # What the post-processor puts around a text (a BOS for Llama):
             # the ids with special tokens hold those without once.
@@ -148,7 +149,7 @@ class ModelTokenizer:
             self.engine_note = f"tokenizers (not tiktoken: {why})"
             return
         self.fast = fast
-        self.added = tiktoken_engine.added_token_pattern(text)
+        self.added = tiktoken_engine.added_token_pattern(data)
         self.engine_note = "tiktoken"
 
     def encode(self, texts, special_tokens, wheres=None):
@@ -178,13 +179,12 @@ class ModelTokenizer:
                     else ids
         if self.checked_texts < CHECK_TEXTS or \
                 self.checked_bytes < CHECK_BYTES:
-            self._all_texts = texts
             self._check(texts, special_tokens, out, wheres)
         return out
 
     def _check(self, texts, special_tokens, out, wheres):
         """tiktoken's ids against tokenizers'; the first difference turns
-        the tiktoken engine off (and those ids are replaced)."""
+        the tiktoken engine off and the batch is encoded by tokenizers."""
         # Only as many texts as the check still needs: the first ones.
         n = 0
         texts_left = CHECK_TEXTS - self.checked_texts
@@ -192,9 +192,8 @@ class ModelTokenizer:
         while n < len(texts) and (n < texts_left or bytes_left > 0):
             bytes_left -= len(texts[n])
             n += 1
-        texts = texts[:n]
         want = [e.ids for e in self.tokenizer.encode_batch_fast(
-            texts, add_special_tokens=special_tokens)]
+            texts[:n], add_special_tokens=special_tokens)]
         for i, (got, ids) in enumerate(zip(out, want)):
             if got != ids:
                 where = wheres(i) if wheres else f"text {texts[i][:40]!r}"
@@ -204,10 +203,10 @@ class ModelTokenizer:
                 self.fast = None
                 self.engine_note = f"tokenizers (tiktoken differed on {where})"
                 out[:] = [e.ids for e in self.tokenizer.encode_batch_fast(
-                    self._all_texts, add_special_tokens=special_tokens)]
+                    texts, add_special_tokens=special_tokens)]
                 return
-        self.checked_texts += len(texts)
-        self.checked_bytes += sum(len(t) for t in texts)
+        self.checked_texts += n
+        self.checked_bytes += sum(len(t) for t in texts[:n])
 
     def check_ids(self, ids, where):
         """Ids at or above the model's vocabulary are an error."""

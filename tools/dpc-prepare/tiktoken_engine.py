@@ -25,7 +25,6 @@ engines and falls back to tokenizers on the first difference. Added tokens
 tokenizers: a text containing one never goes through tiktoken.
 """
 
-import json
 import re
 
 
@@ -78,13 +77,13 @@ def _pattern(pre):
     return None, f"its pre-tokenizer is {kind}"
 
 
-def convert(tokenizer_json):
-    """(tiktoken.Encoding, None) or (None, why not) for a tokenizer.json."""
+def convert(data):
+    """(tiktoken.Encoding, None) or (None, why not) for a tokenizer.json's
+    parsed contents."""
     try:
         import tiktoken
     except ImportError:
         return None, "the tiktoken package is not installed"
-    data = json.loads(tokenizer_json)
     model = data.get("model") or {}
     if model.get("type") != "BPE":
         return None, f"its model is {model.get('type')}, not BPE"
@@ -131,9 +130,9 @@ def convert(tokenizer_json):
     return encoding, None
 
 
-def added_token_pattern(tokenizer_json):
-    """A regex finding any added token's text, or None without any."""
-    data = json.loads(tokenizer_json)
+def added_token_pattern(data):
+    """A regex finding any added token's text (in a tokenizer.json's parsed
+    contents), or None without any."""
     contents = [t["content"] for t in data.get("added_tokens") or []
                 if t.get("content")]
     if not contents:
