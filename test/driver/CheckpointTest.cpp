@@ -12,6 +12,7 @@
 #include "Checkpoint.h"
 #include "CheckpointReader.h"
 #include "FixtureData.h"
+#include "FixtureFiles.h"
 #include "Json.h"
 #include "Options.h"
 #include "ProcessHelpers.h"
@@ -153,17 +154,8 @@ const char *classifierOf(int ranks) {
   return ranks == 1 ? kClassifier1 : ranks == 2 ? kClassifier2 : kClassifier3;
 }
 
-class Checkpoints : public ::testing::Test {
+class Checkpoints : public FixtureFiles {
 protected:
-  void SetUp() override {
-    csv_ = dir_ / "data.csv";
-    writeFile(csv_, classifierCsv(300));
-    text_ = dir_ / "corpus.txt";
-    writeFile(text_, bigramText(200));
-    key_ = dir_ / "noise.key";
-    writeFile(key_, std::string(64, 'a') + "\n");
-  }
-
   /// Runs a fixture on the classifier data with sigma 1 (or the bigram
   /// model on its text with the shared noise key); expects success.
   void train(const std::string &binary, std::vector<std::string> args) {
@@ -193,8 +185,6 @@ protected:
         << "expected '" << message << "' in: " << r.err;
   }
 
-  TempDir dir_;
-  std::string csv_, text_, key_;
   RunResult last_;
 };
 

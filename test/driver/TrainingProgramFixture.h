@@ -1,9 +1,8 @@
 //===- TrainingProgramFixture.h - Running the fixture programs --*- C++ -*-===//
 //
 // The fixture of the training-program tests (TrainingProgramTest.cpp,
-// TrainingProgramOutputsTest.cpp): a temporary folder with the classifier's
-// CSV, the bigram model's corpus and a noise key, `train` to run a fixture
-// program, and readers of what the programs write.
+// TrainingProgramOutputsTest.cpp): the data of FixtureFiles.h, `train` to
+// run a fixture program, and readers of what the programs write.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +12,7 @@
 #include "Checkpoint.h"
 #include "CheckpointReader.h"
 #include "FixtureData.h"
+#include "FixtureFiles.h"
 #include "Json.h"
 #include "ProcessHelpers.h"
 
@@ -89,20 +89,8 @@ inline double maxRelativeDifference(const std::string &dirA,
   return worst;
 }
 
-class TrainingProgram : public ::testing::Test {
+class TrainingProgram : public FixtureFiles {
 protected:
-  void SetUp() override {
-    csv_ = dir_ / "data.csv";
-    writeFile(csv_, classifierCsv(300));
-    text_ = dir_ / "corpus.txt";
-    writeFile(text_, bigramText(200));
-    // The language model fixture uses the secure (ChaCha20) generator, whose
-    // key comes from the operating system unless a file gives it: runs that
-    // must agree share this one.
-    key_ = dir_ / "noise.key";
-    writeFile(key_, std::string(64, 'a') + "\n");
-  }
-
   RunResult train(const std::string &binary, std::vector<std::string> args,
                   const std::vector<std::string> &env = {}) {
     args.push_back("--quiet");
@@ -112,9 +100,6 @@ protected:
     }
     return runProgram(binary, args, env);
   }
-
-  TempDir dir_;
-  std::string csv_, text_, key_;
 };
 
 } // namespace dpctest
