@@ -165,8 +165,19 @@ unsigned gridFor(Rank *rank, int64_t items, int threads) {
 
 namespace {
 
-/// A free probe; creates one outside captures. Inside a capture the step's
-/// warm-up run must have left enough free probes (prepareCaptureProbes).
+/// A new probe (its events may not be created inside a capture).
+int createProbe(DeviceState &st) {
+  WaitProbe probe;
+  checkCuda(cudaEventCreateWithFlags(&probe.before, cudaEventDefault),
+            "cudaEventCreateWithFlags(probe)");
+  checkCuda(cudaEventCreateWithFlags(&probe.after, cudaEventDefault),
+            "cudaEventCreateWithFlags(probe)");
+  st.probes.push_back(probe);
+  return int(st.probes.size()) - 1;
+}
+
+/// A free probe; creates one outside captures. Inside a capture, capture()
+/// must have made enough free (reserveProbes).
 int takeProbe(DeviceState &st) {
   if (!st.freeProbes.empty()) {
     int id = st.freeProbes.back();
@@ -178,21 +189,13 @@ int takeProbe(DeviceState &st) {
          std::to_string(st.computeWaits) + " waits so far) than in its "
          "un-captured warm-up run; no probe events are left to time the "
          "waits");
-  WaitProbe probe;
-  checkCuda(cudaEventCreateWithFlags(&probe.before, cudaEventDefault),
-            "cudaEventCreateWithFlags(probe)");
-  checkCuda(cudaEventCreateWithFlags(&probe.after, cudaEventDefault),
-            "cudaEventCreateWithFlags(probe)");
-  st.probes.push_back(probe);
-  return int(st.probes.size()) - 1;
+  return createProbe(st);
 }
 
-/// Makes `count` probes free (creating events: not inside a capture).
+/// Makes at least `count` probes free (not inside a capture).
 void reserveProbes(DeviceState &st, int count) {
-  while (int(st.freeProbes.size()) < count) {
-    const int id = takeProbe(st);
-    st.freeProbes.push_back(id);
-  }
+  while (int(st.freeProbes.size()) < count)
+    st.freeProbes.push_back(createProbe(st));
 }
 
 /// Counts the recorded probes (complete: the caller synchronized) into
