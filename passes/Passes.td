@@ -112,6 +112,29 @@ def Recompute : Pass<"dp-recompute", "mlir::ModuleOp"> {
   ];
 }
 
+def Rematerialize : Pass<"dp-rematerialize", "mlir::ModuleOp"> {
+  let summary = "Recompute cheap forward layers just before the backward reads them";
+  let description = [{
+    Normalizations (`dp.rms_norm`, `dp.layer_norm`), activations and
+    elementwise `dp.mul`/`dp.add` whose results the backward of `dp.step`
+    reads are cloned just before their first backward reader (or before the
+    first clone that reads them), and the backward reads the clones, when
+    every value they read stays live up to there anyway: a step argument, a
+    value the backward reads at that point or later, or another clone; not
+    when a loss or attention derivative reads the result (they must read
+    their forward op's own operands). Their
+    forward results then die in the forward; the price is one more pass over
+    memory per clone. The clones carry `dp.recompute = "rematerialize"` (so
+    dp-shard gathers their parameters where the backward reads them) and the
+    step holds their count in `dp.rematerialized`. They run the same kernels
+    on the same inputs, so the step's results are bit-identical. Runs after
+    dp-recompute (whose clones it leaves alone), before dp-clip-plan.
+  }];
+  let statistics = [
+    Statistic<"numCloned", "cloned-ops", "Forward layers cloned into the backward">,
+  ];
+}
+
 def ClipPlan : Pass<"dp-clip-plan", "mlir::ModuleOp"> {
   let summary = "Choose per-sample norm methods, compute clip factors, clip once";
   let description = [{

@@ -26,6 +26,8 @@ void dpc::buildCompilePipeline(OpPassManager &pm,
   RecomputeOptions recompute;
   recompute.blocks = options.recompute;
   pm.addPass(createRecompute(recompute));
+  if (options.rematerialize)
+    pm.addPass(createRematerialize());
   ClipPlanOptions clip;
   clip.shareGram = options.shareGram;
   clip.materializeBytes = options.materializeBytes;
@@ -63,6 +65,7 @@ FailureOr<Trial> compileCopy(ModuleOp module, const CompileOptions &options,
   trial.backend = options.backend;
   trial.prefetch = options.prefetch;
   trial.shareGram = options.shareGram;
+  trial.rematerialize = options.rematerialize;
   trial.recompute = blocks;
   dpc::buildCompilePipeline(pm, trial);
   if (failed(pm.run(*copy)))
@@ -127,7 +130,8 @@ void dpc::registerPipelines() {
   PassPipelineRegistration<CompileOptions>(
       "dp-compile",
       "Compile a model and recipe to a planned dprt program: dp-specialize, "
-      "dp-lora, dp-freeze, dp-backward, dp-recompute, dp-clip-plan, "
+      "dp-lora, dp-freeze, dp-backward, dp-recompute, dp-rematerialize, "
+      "dp-clip-plan, "
       "dp-fuse-norms, dp-shard, "
       "dp-lower-to-runtime, "
       "dprt-schedule, dprt-plan-memory",

@@ -33,6 +33,13 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("Blocks whose forward is recomputed before their "
                      "backward, first ones first (-1: all; dp-recompute)"),
       llvm::cl::init(0)};
+  Option<bool> rematerialize{
+      *this, "rematerialize",
+      llvm::cl::desc("Recompute cheap forward layers (normalizations, "
+                     "activations, elementwise products) before their "
+                     "backward readers when their inputs stay live "
+                     "(dp-rematerialize)"),
+      llvm::cl::init(true)};
   Option<bool> shareGram{*this, "share-gram",
                          llvm::cl::desc("Share A A^T between Gram norms"),
                          llvm::cl::init(true)};

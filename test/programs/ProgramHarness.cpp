@@ -86,7 +86,8 @@ std::vector<std::string> stringsAfter(const std::string &text,
 std::string ProgramId::name() const {
   return model + "." + recipe + (normMethod.empty() ? "" : "." + normMethod) +
          ".r" + std::to_string(ranks) +
-         (recompute.empty() ? "" : ".rc" + recompute);
+         (recompute.empty() ? "" : ".rc" + recompute) +
+         (rematerialize ? "" : ".keep");
 }
 
 bool ProgramId::isLanguageModel() const {
@@ -124,6 +125,8 @@ std::string programPath(const ProgramId &id) {
     args.insert(args.end(), {"--recompute", id.recompute});
   if (!id.normMethod.empty())
     args.push_back("--norm-method=*=" + id.normMethod);
+  if (!id.rematerialize)
+    args.push_back("--rematerialize=false");
   dpctest::RunResult r = dpctest::runProgram(DPC_COMPILER, args);
   if (r.status != 0)
     fail("dpc failed for " + id.name() + ":\n" + r.err);

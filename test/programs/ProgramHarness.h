@@ -47,6 +47,8 @@ struct ProgramId {
   std::string recompute = "";
   /// The per-sample norm method forced for every linear weight, or "".
   std::string normMethod;
+  /// `dpc --rematerialize` (dp-rematerialize; on by default).
+  bool rematerialize = true;
 
   std::string name() const;
   bool isLanguageModel() const;

@@ -11,6 +11,8 @@
 // gathered again for the backward), LoRA adapters on 2 ranks (frozen base
 // units gathered again) and a 2 x 2 hybrid grid with AdamW. The f64 reference
 // checks the same programs in ProgramStepTest (WholeStep, *Recompute*).
+// Rematerialized cheap layers (dp-rematerialize) likewise train the same
+// bits as the program that keeps them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,10 +40,9 @@ struct RecomputeCase {
 
 class RecomputeBits : public ::testing::TestWithParam<RecomputeCase> {};
 
-TEST_P(RecomputeBits, SameParametersAndLosses) {
-  const RecomputeCase &c = GetParam();
-  const ProgramId plain{c.model, c.recipe, c.ranks};
-  const ProgramId recomputed{c.model, c.recipe, c.ranks, c.recompute};
+/// Trains `plain` and `other` for kSteps from one seed, every sample clipped,
+/// and expects the same parameter bits and losses.
+void expectSameTraining(const ProgramId &plain, const ProgramId &other) {
   const uint64_t seed = testSeed();
   dpctest::TempDir dir;
   const std::string data =
@@ -55,15 +56,52 @@ TEST_P(RecomputeBits, SameParametersAndLosses) {
     return readCheckpointParams(latestCheckpoint(dir / name));
   };
   const Tensors a = train(plain, "plain");
-  const Tensors b = train(recomputed, "recomputed");
-  expectSameBits(a, b, recomputed.name() + " vs " + plain.name());
+  const Tensors b = train(other, "other");
+  expectSameBits(a, b, other.name() + " vs " + plain.name());
   const std::vector<double> lossA = metricLosses(dir / "plain.jsonl");
-  const std::vector<double> lossB = metricLosses(dir / "recomputed.jsonl");
+  const std::vector<double> lossB = metricLosses(dir / "other.jsonl");
   ASSERT_EQ(lossA.size(), size_t(kSteps));
   ASSERT_EQ(lossB.size(), lossA.size());
   for (size_t i = 0; i < lossA.size(); ++i)
     EXPECT_EQ(lossA[i], lossB[i]) << "step " << i + 1;
 }
+
+TEST_P(RecomputeBits, SameParametersAndLosses) {
+  const RecomputeCase &c = GetParam();
+  expectSameTraining({c.model, c.recipe, c.ranks},
+                     {c.model, c.recipe, c.ranks, c.recompute});
+}
+
+// dp-rematerialize (on by default) against a program that keeps every
+// normalization, activation and product from the forward: the same kernels
+// on the same inputs, so the same bits. Flat clipping keeps the clones until
+// the clip factor; per-layer clipping and FSDP (clones after the backward
+// all-gather) order them differently.
+struct RematerializeCase {
+  const char *model;
+  const char *recipe;
+  int ranks;
+};
+
+class RematerializeBits
+    : public ::testing::TestWithParam<RematerializeCase> {};
+
+TEST_P(RematerializeBits, SameParametersAndLosses) {
+  const RematerializeCase &c = GetParam();
+  ProgramId kept{c.model, c.recipe, c.ranks};
+  kept.rematerialize = false;
+  expectSameTraining(kept, {c.model, c.recipe, c.ranks});
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ProgramRematerialize, RematerializeBits,
+    ::testing::Values(RematerializeCase{"tinylm-f64", "flat_sgd", 1},
+                      RematerializeCase{"tinylm-f32", "per_layer_sgd", 1},
+                      RematerializeCase{"tinylm-f32", "flat_sgd", 2}),
+    [](const ::testing::TestParamInfo<RematerializeCase> &info) {
+      return caseName(info.param.model, info.param.recipe) + "R" +
+             std::to_string(info.param.ranks);
+    });
 
 INSTANTIATE_TEST_SUITE_P(
     ProgramRecompute, RecomputeBits,

@@ -99,6 +99,13 @@ static cl::opt<std::string> recomputeOpt(
              "auto (default: the fewest first blocks that fit the memory "
              "budget, none without one), all, or a number"),
     cl::value_desc("auto|all|N"), cl::init("auto"), cl::cat(dpcCategory));
+static cl::opt<bool> rematerializeOpt(
+    "rematerialize",
+    cl::desc("Recompute normalizations, activations and elementwise "
+             "products just before the backward reads them, when their "
+             "inputs stay live anyway (default true; false keeps them from "
+             "the forward)"),
+    cl::init(true), cl::cat(dpcCategory));
 static cl::opt<double> reportTflops(
     "report-tflops",
     cl::desc("Sustained TFLOP/s per rank for --report's predicted times"),
@@ -343,6 +350,7 @@ int main(int argc, char **argv) {
   options.recipe = recipeOpt;
   options.backend = backendOpt;
   options.prefetch = prefetchOpt;
+  options.rematerialize = rematerializeOpt;
   std::vector<std::string> forcedMethods(normMethodOpt.begin(),
                                          normMethodOpt.end());
   options.normMethods = ArrayRef<std::string>(forcedMethods);

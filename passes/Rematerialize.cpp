@@ -1,0 +1,168 @@
+//===- Rematerialize.cpp - Recompute cheap activations in the backward ----===//
+//
+// Normalizations, activations and elementwise products cost one pass over
+// memory, yet their results are as large as the matrix products' and would
+// live from the forward to the backward. When everything such a layer reads
+// is kept for the backward anyway, cloning it just before its first backward
+// reader lets its forward result die in the forward: the peak at the end of
+// the forward shrinks for one more elementwise pass (what compiled PyTorch's
+// partitioner does by default). Whole blocks are dp-recompute's business.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "DP/DPModel.h"
+#include "passes/CompiledRecipe.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace dpc {
+#define GEN_PASS_DEF_REMATERIALIZE
+#include "passes/Passes.h.inc"
+} // namespace dpc
+
+using namespace mlir;
+using namespace dpc;
+using namespace dpc::dp;
+
+namespace {
+
+/// Layers whose recomputation is one pass over memory (no matrix product).
+bool isCheap(Operation *op) {
+  return isa<RMSNormOp, LayerNormOp, ReluOp, SiluOp, GeluOp, MulOp, AddOp>(
+      op);
+}
+
+struct RematerializePass
+    : dpc::impl::RematerializeBase<RematerializePass> {
+  using RematerializeBase::RematerializeBase;
+
+  void runOnOperation() override {
+    FailureOr<CompiledRecipe> compiled =
+        findTrainingStep(getOperation(), getArgument());
+    if (failed(compiled))
+      return signalPassFailure();
+    rematerialize(compiled->step);
+  }
+
+  void rematerialize(StepOp step);
+};
+
+void RematerializePass::rematerialize(StepOp step) {
+  Block &body = step.getBodyBlock();
+  // The forward ends with the op that computes the yielded loss.
+  Operation *terminator = body.getTerminator();
+  Operation *loss = terminator->getOperand(0).getDefiningOp();
+  llvm::DenseMap<Operation *, int64_t> index;
+  int64_t position = 0;
+  for (Operation &op : body)
+    index[&op] = position++;
+  const int64_t forwardEnd = loss ? index.lookup(loss) : -1;
+  auto isBackward = [&](Operation *user) {
+    return user != terminator && index.lookup(user) > forwardEnd;
+  };
+  // Position of a value's first and last backward reader (-1: none).
+  auto backwardReaders = [&](Value value) {
+    std::pair<int64_t, int64_t> range{-1, -1};
+    for (Operation *user : value.getUsers())
+      if (isBackward(user)) {
+        int64_t at = index.lookup(user);
+        range.first = range.first < 0 ? at : std::min(range.first, at);
+        range.second = std::max(range.second, at);
+      }
+    return range;
+  };
+
+  // Candidates: cheap forward layers the backward reads a result of, except
+  // where a derivative must read its forward op's own operands (the loss's
+  // and attention's derivatives find their forward op through them).
+  auto needsForwardValue = [&](Value result) {
+    return llvm::any_of(result.getUsers(), [](Operation *user) {
+      return isa<CrossEntropyGradOp, MSEGradOp, AttentionGradOp>(user);
+    });
+  };
+  llvm::SetVector<Operation *> chosen;
+  for (Operation &op : body) {
+    if (index.lookup(&op) > forwardEnd)
+      break;
+    if (!isCheap(&op) || op.hasAttr("dp.recompute") ||
+        llvm::any_of(op.getResults(), needsForwardValue))
+      continue;
+    if (llvm::any_of(op.getResults(), [&](Value result) {
+          return backwardReaders(result).first >= 0;
+        }))
+      chosen.insert(&op);
+  }
+
+  // Drop candidates until every one reads only values that stay live up to
+  // its clone anyway: step arguments, values the backward reads later, or
+  // results of other chosen layers (cloned too). Dropping one can only make
+  // its readers' clones earlier, so this reaches a fixed point.
+  llvm::DenseMap<Operation *, int64_t> placement;
+  for (bool changed = true; changed;) {
+    changed = false;
+    // A clone goes before its first backward reader or before the first
+    // clone that reads it, whichever comes first: later layers first.
+    placement.clear();
+    for (Operation *op : llvm::reverse(chosen)) {
+      int64_t at = -1;
+      auto earlier = [&](int64_t other) {
+        if (other >= 0 && (at < 0 || other < at))
+          at = other;
+      };
+      for (Value result : op->getResults()) {
+        earlier(backwardReaders(result).first);
+        for (Operation *user : result.getUsers())
+          if (chosen.contains(user))
+            earlier(placement.lookup(user));
+      }
+      placement[op] = at;
+    }
+    for (Operation *op : llvm::to_vector(chosen)) {
+      bool live = llvm::all_of(op->getOperands(), [&](Value operand) {
+        Operation *def = operand.getDefiningOp();
+        if (!def)
+          return true;
+        if (chosen.contains(def))
+          return true;
+        return backwardReaders(operand).second >= placement.lookup(op);
+      });
+      if (!live) {
+        chosen.remove(op);
+        changed = true;
+      }
+    }
+  }
+  if (chosen.empty())
+    return;
+
+  // Clone in the forward's order, so a clone's operands come first; then
+  // the backward (not the forward, nor another clone) reads the clones.
+  llvm::DenseMap<int64_t, Operation *> opAt;
+  for (auto &[op, at] : index)
+    opAt[at] = op;
+  OpBuilder builder(step.getContext());
+  IRMapping mapping;
+  auto tag = builder.getStringAttr("rematerialize");
+  for (Operation *op : chosen) {
+    builder.setInsertionPoint(opAt.lookup(placement.lookup(op)));
+    Operation *clone = builder.clone(*op, mapping);
+    // dp-shard gathers parameters for it where the backward reads them.
+    clone->setAttr("dp.recompute", tag);
+    ++numCloned;
+  }
+  for (Operation *op : chosen)
+    for (Value result : op->getResults())
+      result.replaceUsesWithIf(mapping.lookup(result), [&](OpOperand &use) {
+        Operation *user = use.getOwner();
+        return index.count(user) && isBackward(user);
+      });
+  step->setAttr("dp.rematerialized",
+                builder.getI64IntegerAttr(int64_t(chosen.size())));
+}
+
+} // namespace
