@@ -33,12 +33,10 @@ namespace {
 
 /// Layers whose recomputation is one pass over memory (no matrix product).
 bool isCheap(Operation *op) {
-  return isa<RMSNormOp, LayerNormOp, ReluOp, SiluOp, GeluOp, MulOp, AddOp>(
-      op);
+  return isa<RMSNormOp, LayerNormOp, ReluOp, SiluOp, GeluOp, MulOp, AddOp>(op);
 }
 
-struct RematerializePass
-    : dpc::impl::RematerializeBase<RematerializePass> {
+struct RematerializePass : dpc::impl::RematerializeBase<RematerializePass> {
   using RematerializeBase::RematerializeBase;
 
   void runOnOperation() override {

@@ -35,9 +35,11 @@ LogicalResult lowerLinearGradWeight(LinearGradWeightOp g,
   int64_t in = lastDim(g.getX()), out = lastDim(g.getDy());
   int64_t rows = rowsOf(g.getDy());
   ::dprt::DType dt = context.dt;
+  int64_t tokens = tokensOf(g.getX()),
+          batch = rows / std::max<int64_t>(tokens, 1);
   Value ws = context.allocWorkspace(
-      "wgrad_workspace", {rows, out, ::dprt::sizeOf(dt)},
-      [&] { return ::dprt::weightGradWorkspaceBytes(dt, rows, out); });
+      "wgrad_workspace", {batch, tokens, out, ::dprt::sizeOf(dt)},
+      [&] { return ::dprt::weightGradWorkspaceBytes(dt, batch, tokens, out); });
   CallArgs a = context.args();
   a.dtype(dt)
       .buffer(context.buf(g.getX()))
@@ -54,8 +56,8 @@ LogicalResult lowerLinearGradWeight(LinearGradWeightOp g,
 }
 
 /// grad[j] += sum_b c_b sum_t dy[b, t, j] over `width` values a token.
-void callBiasGrad(LoweringContext &context, Value dy, Value scale,
-                  Value grad, int64_t tokens, int64_t width) {
+void callBiasGrad(LoweringContext &context, Value dy, Value scale, Value grad,
+                  int64_t tokens, int64_t width) {
   CallArgs a = context.args();
   a.dtype(context.dt)
       .buffer(context.buf(dy))

@@ -26,25 +26,28 @@ void linear_weight_grad(Rank *, DType dt, const void *x, const void *dy,
     // diag(c) dy, row by row. bf16 keeps the scaled rows in f32 scratch
     // rather than the bf16 workspace: sgemm needs f32 operands anyway, and
     // c_b dy is then not rounded to bf16 a second time.
+    const int64_t chunk = weightGradChunkSamples(dt, batch, tokens, out);
     C *scaled = std::is_same_v<T, C> ? static_cast<C *>(workspace)
-                                     : scratch<C>(1, rows * out);
+                                     : scratch<C>(1, chunk * tokens * out);
     // dW += (diag(c) dy)^T x, one GEMM per run of consecutive samples with
-    // c != 0 (usually one: padding comes last), so that the rows of dropped
-    // samples take no part, not even as 0 * NaN.
+    // c != 0 (usually one a chunk: padding comes last), so that the rows of
+    // dropped samples take no part, not even as 0 * NaN; a run holds at most
+    // a chunk of samples (the workspace's size).
     for (int64_t first = 0; first < batch;) {
       if (ct[first] == 0) {
         ++first;
         continue;
       }
       int64_t end = first;
-      for (; end < batch && ct[end] != 0; ++end) {
+      for (; end < batch && end - first < chunk && ct[end] != 0; ++end) {
         double cb = ct[end];
-        for (int64_t i = end * tokens * out; i < (end + 1) * tokens * out; ++i)
-          scaled[i] = C(cb * double(load(dyt, i)));
+        C *to = scaled + (end - first) * tokens * out;
+        for (int64_t i = 0; i < tokens * out; ++i)
+          to[i] = C(cb * double(load(dyt, end * tokens * out + i)));
       }
       int64_t r0 = first * tokens;
-      gemm(true, false, out, in, (end - first) * tokens, 1.0, scaled + r0 * out,
-           out, xc + r0 * in, in, 1.0, static_cast<AccOf<T> *>(dw), in);
+      gemm(true, false, out, in, (end - first) * tokens, 1.0, scaled, out,
+           xc + r0 * in, in, 1.0, static_cast<AccOf<T> *>(dw), in);
       first = end;
     }
   });

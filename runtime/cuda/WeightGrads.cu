@@ -88,36 +88,44 @@ __global__ void embeddingGradKernel(const int32_t *tok, const T *dy,
 void linear_weight_grad(Rank *rank, DType dt, const void *x, const void *dy,
                         const void *c, void *dw, int64_t batch, int64_t tokens,
                         int64_t in, int64_t out, void *workspace) {
-  int64_t rows = batch * tokens;
-  if (rows <= 0 || in <= 0 || out <= 0)
+  if (batch <= 0 || tokens <= 0 || in <= 0 || out <= 0)
     return;
-  dispatchCompute(dt, "linear_weight_grad", [&](auto tag) {
-    using T = decltype(tag);
-    // diag(c) dy, row by row, in the workspace (compute type).
-    int64_t perSample = tokens * out;
-    ScaleRowsOp<T> op{static_cast<const T *>(dy), static_cast<const float *>(c),
-                      static_cast<T *>(workspace), perSample};
-    launchMap<kVec<T>>(rank, kComputeStream, rows * out,
-                       perSample % kVec<T> == 0 && aligned16(dy) &&
-                           aligned16(workspace),
-                       op, "linear_weight_grad");
-  });
-  // dW [out, in] += (diag(c) dy)^T x, accumulated in f32.
-  Gemm g;
-  g.ab = dt;
-  g.cd = DType::F32;
-  g.transA = true;
-  g.m = out;
-  g.n = in;
-  g.k = rows;
-  g.a = workspace;
-  g.lda = out;
-  g.b = x;
-  g.ldb = in;
-  g.c = dw;
-  g.ldc = in;
-  g.beta = 1.0f;
-  gemm(rank, g);
+  const int64_t chunk = weightGradChunkSamples(dt, batch, tokens, out);
+  const int64_t es = sizeOf(dt);
+  for (int64_t first = 0; first < batch; first += chunk) {
+    const int64_t samples = std::min(chunk, batch - first);
+    const int64_t rows = samples * tokens;
+    const auto *dyChunk =
+        static_cast<const char *>(dy) + first * tokens * out * es;
+    dispatchCompute(dt, "linear_weight_grad", [&](auto tag) {
+      using T = decltype(tag);
+      // diag(c) dy of the chunk's samples, row by row, in the workspace.
+      int64_t perSample = tokens * out;
+      ScaleRowsOp<T> op{reinterpret_cast<const T *>(dyChunk),
+                        static_cast<const float *>(c) + first,
+                        static_cast<T *>(workspace), perSample};
+      launchMap<kVec<T>>(rank, kComputeStream, rows * out,
+                         perSample % kVec<T> == 0 && aligned16(dyChunk) &&
+                             aligned16(workspace),
+                         op, "linear_weight_grad");
+    });
+    // dW [out, in] += (diag(c) dy)^T x over the chunk, accumulated in f32.
+    Gemm g;
+    g.ab = dt;
+    g.cd = DType::F32;
+    g.transA = true;
+    g.m = out;
+    g.n = in;
+    g.k = rows;
+    g.a = workspace;
+    g.lda = out;
+    g.b = static_cast<const char *>(x) + first * tokens * in * es;
+    g.ldb = in;
+    g.c = dw;
+    g.ldc = in;
+    g.beta = 1.0f;
+    gemm(rank, g);
+  }
 }
 
 void bias_grad(Rank *rank, DType dt, const void *dy, const void *c, void *db,

@@ -83,7 +83,7 @@ constexpr int64_t kDFullW = after(kClip, kBatch *kElem);
 constexpr int64_t kDFullB = after(kDFullW, kShardW *kRanks *kElem);
 constexpr int64_t kWorkspace = after(kDFullB, kShardB *kRanks *kElem);
 constexpr int64_t kArena =
-    after(kWorkspace, weightGradWorkspaceBytes(kCompute, kBatch, kClasses));
+    after(kWorkspace, weightGradWorkspaceBytes(kCompute, kBatch, 1, kClasses));
 
 constexpr double kLr = 0.05, kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-8;
 

@@ -780,16 +780,26 @@ void normChecks(Context &ctx, DType dt, bool odd) {
 void weightGradChecks(Context &ctx, DType dt, bool odd) {
   const std::string dn = dprt::nameOf(dt);
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  {
+  // The second shape's samples take 64 MiB (bf16) or 128 MiB (f32) of
+  // gradient each: two or one a chunk of the workspace (2 or 3 products).
+  for (bool chunked : {false, true}) {
     int64_t batch = odd ? 3 : 4, tokens = odd ? 7 : 24, in = odd ? 130 : 256,
-            out = odd ? 66 : 192, rows = batch * tokens;
+            out = odd ? 66 : 192;
+    if (chunked) {
+      if (odd)
+        continue;
+      batch = 3, tokens = 1024, in = 64, out = 32768;
+    }
+    const int64_t rows = batch * tokens;
     if (ctx.begin(
             "linear_weight_grad", dn,
             dims({{"B", batch}, {"T", tokens}, {"in", in}, {"out", out}}, odd) +
                 " masked"))
       ctx.guarded([&] {
         Buffer x(dt, rows * in), dy(dt, rows * out), c(F32, batch),
-            dw(F32, out * in), ws(dt, rows * out);
+            dw(F32, out * in),
+            ws(dt, dprt::weightGradWorkspaceBytes(dt, batch, tokens, out) /
+                       int64_t(dprt::sizeOf(dt)));
         x.randn(ctx.rng);
         dy.randn(ctx.rng);
         for (int64_t i = tokens * out; i < 2 * tokens * out; ++i)

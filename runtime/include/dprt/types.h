@@ -62,11 +62,29 @@ inline constexpr int64_t normDirectWorkspaceBytes(DType compute, int64_t in,
   return in * out * sizeOf(accOf(compute));
 }
 
-/// Bytes of scratch `linear_weight_grad` needs: the output gradient scaled
-/// row by row by its sample's clip factor, in the compute type.
-inline constexpr int64_t weightGradWorkspaceBytes(DType compute, int64_t rows,
-                                                  int64_t out) {
-  return rows * out * sizeOf(compute);
+/// `linear_weight_grad` scales the output gradient of this many bytes of
+/// samples at a time (at least one sample) and adds their product before
+/// the next: a 32000-wide head's scaled gradient of 8 x 1024 tokens would
+/// take 500 MiB, 2 samples' take 125 MiB, for one more pass over dW per
+/// extra chunk.
+inline constexpr int64_t kWeightGradChunkBytes = int64_t(128) << 20;
+
+/// Samples per chunk of `linear_weight_grad` (1 to batch).
+inline constexpr int64_t weightGradChunkSamples(DType compute, int64_t batch,
+                                                int64_t tokens, int64_t out) {
+  const int64_t perSample = tokens * out * sizeOf(compute);
+  int64_t samples = perSample > 0 ? kWeightGradChunkBytes / perSample : batch;
+  samples = samples < 1 ? 1 : samples;
+  return samples < batch ? samples : batch;
+}
+
+/// Bytes of scratch `linear_weight_grad` needs: one chunk of the output
+/// gradient scaled row by row by its sample's clip factor, in the compute
+/// type.
+inline constexpr int64_t weightGradWorkspaceBytes(DType compute, int64_t batch,
+                                                  int64_t tokens, int64_t out) {
+  return weightGradChunkSamples(compute, batch, tokens, out) * tokens * out *
+         sizeOf(compute);
 }
 
 /// Every buffer of the arena starts at a multiple of this many bytes.

@@ -139,28 +139,49 @@ TEST(ClipFactors, UserLevelSlotsTakeTheirUsersFactor) {
   }
 }
 
+/// linear_weight_grad on random data (sample 0 poisoned with NaN: its
+/// clip factor may be 0) against the f64 clipped sum of per-sample
+/// gradients.
+void checkLinearWeightGrad(Rng &rng, DType dt, int64_t batch, int64_t tokens,
+                           int64_t in, int64_t out) {
+  int64_t rows = batch * tokens;
+  Buffer x(dt, uniform(rng, rows * in)), dy(dt, uniform(rng, rows * out));
+  Vec xv = x.values(), dyv = dy.values();
+  poisonSample0(x, tokens * in);
+  poisonSample0(dy, tokens * out);
+  Vec cv = randomClipFactors(rng, dt, batch);
+  Buffer c(accOf(dt), cv), dw(accOf(dt), uniform(rng, out * in));
+  Vec init = dw.values();
+  std::vector<unsigned char> workspace(
+      dprt::weightGradWorkspaceBytes(dt, batch, tokens, out));
+  TestRank r;
+  cpu::linear_weight_grad(r.get(), dt, x.data(), dy.data(), c.data(), dw.data(),
+                          batch, tokens, in, out, workspace.data());
+  Vec want = clippedSum(
+      ref::linearWeightGradPerSample(xv, dyv, batch, tokens, in, out), cv);
+  EXPECT_CLOSE(dw.values(), ref::addForward(init, want), accTolerance(dt), dt);
+}
+
 TEST(LinearWeightGrad, EqualsClippedSumOfPerSampleGradients) {
   forEachCaseAndDType(16, [](Rng &rng, DType dt) {
-    int64_t batch = uniformInt(rng, 1, 6), tokens = uniformInt(rng, 1, 10),
-            in = uniformInt(rng, 1, 40), out = uniformInt(rng, 1, 40);
-    int64_t rows = batch * tokens;
-    Buffer x(dt, uniform(rng, rows * in)), dy(dt, uniform(rng, rows * out));
-    Vec xv = x.values(), dyv = dy.values();
-    poisonSample0(x, tokens * in);
-    poisonSample0(dy, tokens * out);
-    Vec cv = randomClipFactors(rng, dt, batch);
-    Buffer c(accOf(dt), cv), dw(accOf(dt), uniform(rng, out * in));
-    Vec init = dw.values();
-    std::vector<unsigned char> workspace(
-        dprt::weightGradWorkspaceBytes(dt, rows, out));
-    TestRank r;
-    cpu::linear_weight_grad(r.get(), dt, x.data(), dy.data(), c.data(),
-                            dw.data(), batch, tokens, in, out,
-                            workspace.data());
-    Vec want = clippedSum(
-        ref::linearWeightGradPerSample(xv, dyv, batch, tokens, in, out), cv);
-    EXPECT_CLOSE(dw.values(), ref::addForward(init, want), accTolerance(dt),
-                 dt);
+    checkLinearWeightGrad(rng, dt, uniformInt(rng, 1, 6),
+                          uniformInt(rng, 1, 10), uniformInt(rng, 1, 40),
+                          uniformInt(rng, 1, 40));
+  });
+}
+
+TEST(LinearWeightGrad, ChunksOfSamplesForWideGradients) {
+  // A sample's gradient of 64 MiB: two samples a chunk (the workspace holds
+  // two), so three samples take two products.
+  forEachCase(1, [](Rng &rng) {
+    for (auto [dt, tokens] : {std::pair{DType::F64, int64_t(256)},
+                              std::pair{DType::F32, int64_t(512)}}) {
+      const int64_t batch = 3, in = 3, out = 32768;
+      ASSERT_EQ(dprt::weightGradChunkSamples(dt, batch, tokens, out), 2);
+      ASSERT_EQ(dprt::weightGradWorkspaceBytes(dt, batch, tokens, out),
+                2 * tokens * out * int64_t(dprt::sizeOf(dt)));
+      checkLinearWeightGrad(rng, dt, batch, tokens, in, out);
+    }
   });
 }
 

@@ -195,7 +195,7 @@ KernelStep tinyLmStep(DType dt, const ref::TinyLmShape &s, KernelParams &p,
   Buffer maskBuf(acc, mask), n2(acc, Vec(B, 0.0)), c(acc, B);
   std::vector<unsigned char> ws(std::max(
       dprt::normDirectWorkspaceBytes(dt, W, W),
-      dprt::weightGradWorkspaceBytes(dt, R, std::max({W, F, s.vocab}))));
+      dprt::weightGradWorkspaceBytes(dt, B, T, std::max({W, F, s.vocab}))));
   auto gramNorm = [&](const std::string &a, int64_t in,
                       const std::vector<std::pair<std::string, int64_t>> &gs) {
     // K(a) once, the dy Grams of every layer reading a accumulated.
@@ -382,7 +382,7 @@ KernelStep mlpStep(DType dt, int64_t features, int64_t hidden, int64_t classes,
                     recipe.clip, 1.0, recipe.gamma, 0.0);
 
   std::vector<unsigned char> ws(
-      dprt::weightGradWorkspaceBytes(dt, B, std::max(H, C)));
+      dprt::weightGradWorkspaceBytes(dt, B, 1, std::max(H, C)));
   cpu::linear_weight_grad(r, dt, val("a", B * H), val("dlogits", B * C),
                           c.data(), p.grad("fc2.w"), B, 1, H, C, ws.data());
   cpu::bias_grad(r, dt, val("dlogits", B * C), c.data(), p.grad("fc2.b"), B, 1,
