@@ -510,6 +510,13 @@ void lossChecks(Context &ctx, DType dt, bool odd) {
                                       lse.d(), dloss.d(), dlogits.d(), batch,
                                       tokens, classes, true, ignoreIndex, red);
           ctx.compare("dlogits", dlogits, tol(dt));
+          // In place, as compiled steps run it when only the loss reads the
+          // logits: over the GPU's logits, against the CPU's gradient.
+          gpu::cross_entropy_backward(ctx.gpu, dt, logits.d(), targets.d(),
+                                      lse.d(), dloss.d(), logits.d(), batch,
+                                      tokens, classes, true, ignoreIndex, red);
+          gpu::cast(ctx.gpu, dt, logits.d(), dt, dlogits.d(), rows * classes);
+          ctx.compare("dlogits in place", dlogits, tol(dt));
         }
       });
   }
