@@ -296,6 +296,9 @@ void ReportPass::runOnOperation() {
               elementGradFlops(batchOf(g.getGrads()), lastDim(g.getGrads()));
         })
         .Case([&](AllGatherOp g) {
+          // On one shard a gather is a cast of the master, not traffic.
+          if (shards == 1)
+            return;
           totals.gatherBytes += double(shards - 1) *
                                 double(unitShard.lookup(g.getUnit())) *
                                 double(bytesOf(compute));

@@ -21,6 +21,12 @@ constexpr int32_t kCommStream = 1;
 /// The buffer a collective writes: the full buffer of an all-gather (its
 /// second buffer operand).
 Value gatheredBuffer(rt::CallOp gather) { return gather.getBuffers()[1]; }
+/// An all-gather, or the cast that stands for one on a unit of one shard
+/// (gather_master): both write the unit's buffer that layers then read.
+bool isGather(rt::CallOp call) {
+  return call.getCallee() == "all_gather" ||
+         call.getCallee() == "gather_master";
+}
 /// The buffer an all-reduce sums in place (its only buffer operand).
 Value summedBuffer(rt::CallOp reduce) { return reduce.getBuffers()[0]; }
 /// The buffer a reduce-scatter reads: the full gradient (first operand).
@@ -90,7 +96,7 @@ void SchedulePass::scheduleFunc(rt::FuncOp func, int64_t depth) {
   SmallVector<rt::CallOp> gathers;
   for (Operation &op : body)
     if (auto call = dyn_cast<rt::CallOp>(op);
-        call && call.isCollective() && call.getCallee() == "all_gather")
+        call && call.isCollective() && isGather(call))
       gathers.push_back(call);
   if (gathers.empty() && llvm::none_of(body, [](Operation &op) {
         auto call = dyn_cast<rt::CallOp>(op);
@@ -148,9 +154,9 @@ void SchedulePass::scheduleFunc(rt::FuncOp func, int64_t depth) {
     int32_t done = record(kCommStream);
     // Compute waits for what an all-gather or all-reduce writes before it
     // first uses it.
-    if (call.getCallee() == "all_gather" || call.getCallee() == "all_reduce") {
-      Value written = call.getCallee() == "all_gather" ? gatheredBuffer(call)
-                                                       : summedBuffer(call);
+    if (isGather(call) || call.getCallee() == "all_reduce") {
+      Value written =
+          isGather(call) ? gatheredBuffer(call) : summedBuffer(call);
       Operation *use = firstUseAfter(written, call);
       if (!use && call.getCallee() == "all_reduce")
         use = body.getTerminator(); // the step ends with the sum in place

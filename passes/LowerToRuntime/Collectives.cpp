@@ -61,11 +61,21 @@ Value dpc::lowering::gatherUnit(LoweringContext &context, int64_t index) {
   Value full = context.alloc((unit.op.getSymName() + ".gathered").str(),
                              context.dt, {unit.shard, unit.ranks});
   CallArgs a = context.args();
-  a.dtype(context.dt)
-      .buffer(context.global(unit.paramShard))
-      .buffer(full)
-      .i64(unit.shard);
-  context.call("all_gather", a);
+  if (unit.castFromMaster) {
+    // One shard: the compute-type parameters are the master, cast.
+    a.dtype(context.acc)
+        .buffer(context.global(unit.master))
+        .dtype(context.dt)
+        .buffer(full)
+        .i64(unit.shard);
+    context.call("gather_master", a);
+  } else {
+    a.dtype(context.dt)
+        .buffer(context.global(unit.paramShard))
+        .buffer(full)
+        .i64(unit.shard);
+    context.call("all_gather", a);
+  }
   context.gathered[index] = full;
   return full;
 }

@@ -17,6 +17,7 @@
 #include "passes/LowerToRuntime/Lowerings.h"
 #include "passes/Shapes.h"
 
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/CheckedArithmetic.h"
 
 namespace dpc {
@@ -109,6 +110,11 @@ LogicalResult ProgramLowering::collect() {
     return failure();
   context.optimizer = *optimizer;
 
+  // Units the step gathers although they are not split (dp-shard).
+  llvm::StringSet<> gatheredWhole;
+  if (context.shards == 1)
+    context.step.walk(
+        [&](AllGatherOp gather) { gatheredWhole.insert(gather.getUnit()); });
   int64_t globalBase = 0;
   for (UnitOp unit : unitOps) {
     UnitInfo info;
@@ -128,6 +134,8 @@ LogicalResult ProgramLowering::collect() {
                  model, cast<FlatSymbolRefAttr>(ref))
           .getTrainable();
     });
+    info.castFromMaster = !info.frozen && context.dt != context.acc &&
+                          gatheredWhole.contains(unit.getSymName());
     std::optional<int64_t> next =
         llvm::checkedAdd<int64_t>(globalBase, unit.getNumel());
     if (!next)
@@ -165,12 +173,13 @@ void ProgramLowering::declareGlobals() {
   int64_t numStates = context.optimizer.numStates;
   for (UnitInfo &unit : context.units) {
     std::string name = unit.op.getSymName().str();
-    unit.paramShard = context.addGlobal(name + ".params", dt, {unit.shard});
+    if (!unit.castFromMaster)
+      unit.paramShard = context.addGlobal(name + ".params", dt, {unit.shard});
     if (unit.frozen) {
       unit.master = unit.paramShard;
       continue;
     }
-    unit.master = dt == acc
+    unit.master = dt == acc && !unit.castFromMaster
                       ? unit.paramShard
                       : context.addGlobal(name + ".master", acc, {unit.shard});
     unit.grad = context.addGlobal(name + ".grad", acc, {unit.shard});

@@ -194,7 +194,7 @@ bool LoweringContext::isLoss(Value tensor) {
 Value LoweringContext::paramPointer(FlatSymbolRefAttr ref) {
   const ParamInfo &info = params[ref.getValue()];
   Value base;
-  if (shards == 1) {
+  if (shards == 1 && !units[info.unit].castFromMaster) {
     base = global(units[info.unit].paramShard);
   } else {
     base = gathered.lookup(info.unit);

@@ -70,6 +70,10 @@ struct UnitInfo {
   /// Every parameter frozen (dp-freeze): only the compute-type shard exists
   /// (master names it too); grad and the states are empty.
   bool frozen = false;
+  /// Unsplit, yet gathered (dp-shard gathers trainable 16-bit units on one
+  /// shard): no compute-type copy is kept (paramShard is empty); each
+  /// gather casts the master into a buffer that lives while layers read it.
+  bool castFromMaster = false;
 };
 
 /// Where a parameter lies: its unit and element offset in the unit.

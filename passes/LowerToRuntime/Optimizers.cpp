@@ -132,7 +132,7 @@ void dpc::lowering::buildInit(LoweringContext &context) {
         context.call("fill_range", args);
       }
     }
-    if (!direct || unit.master != unit.paramShard) {
+    if (!unit.castFromMaster && (!direct || unit.master != unit.paramShard)) {
       CallArgs cast = context.args();
       cast.dtype(acc)
           .buffer(master)
@@ -221,7 +221,7 @@ void dpc::lowering::buildApply(LoweringContext &context) {
         update.attr(hyperparameter);
       context.call(optimizer.updateKernel, update);
     }
-    if (unit.master != unit.paramShard) {
+    if (!unit.castFromMaster && unit.master != unit.paramShard) {
       CallArgs cast = context.args();
       cast.dtype(acc)
           .buffer(master)

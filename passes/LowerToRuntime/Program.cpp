@@ -193,7 +193,8 @@ LogicalResult dpc::lowering::buildDescribe(LoweringContext &context) {
     u.string(unit.op.getSymName())
         .i64(unit.numel)
         .i64(unit.shard)
-        .buffer(context.global(unit.paramShard))
+        .bufferOrNull(unit.castFromMaster ? Value()
+                                          : context.global(unit.paramShard))
         .buffer(context.global(unit.master))
         .bufferOrNull(unit.frozen ? Value() : context.global(unit.grad));
     // A state the optimizer does not keep has offset -1.

@@ -375,8 +375,16 @@ void describe_unit(ProgramSpec *spec, const char *name, int64_t numel,
                     << " shards of " << shardElems << " hold only "
                     << shardElems * shards);
   const int64_t accBytes = shardElems * sizeOf(accOf(spec->compute));
-  requireBuffer(spec, fn, what + " parameter shard", paramShard,
-                shardElems * sizeOf(spec->compute));
+  // A trainable unit of one shard whose layers read its master cast where
+  // the step gathers it keeps no compute-type copy (-1).
+  DPRT_REQUIRE(paramShard != -1 || (gradShard != -1 && shards == 1 &&
+                                    spec->compute != accOf(spec->compute)),
+               spec, fn,
+               what << " has no parameter shard, which only a trainable "
+                       "unit on one shard with a separate master may lack");
+  if (paramShard != -1)
+    requireBuffer(spec, fn, what + " parameter shard", paramShard,
+                  shardElems * sizeOf(spec->compute));
   if (gradShard == -1) {
     // Frozen parameters: the compute-type shard is all there is.
     DPRT_REQUIRE(masterShard == paramShard && optState1 == -1 &&

@@ -163,6 +163,12 @@ void cast(Rank *, DType from, const void *src, DType to, void *dst, int64_t n) {
   });
 }
 
+void gather_master(Rank *rank, DType from, const void *master, DType to,
+                   void *full, int64_t elems, int32_t) {
+  // One process, no streams: the cast, where the step would gather.
+  cast(rank, from, master, to, full, elems);
+}
+
 void fill(Rank *, DType dt, void *p, int64_t n, double value) {
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);

@@ -29,8 +29,8 @@ __device__ __forceinline__ float activate(Activation act, float x) {
   case Activation::GeluErf:
     return 0.5f * x * erfcf(-x * kSqrt1_2);
   case Activation::GeluTanh:
-    return x / (1.0f + expf(-2.0f * kSqrt2OverPi *
-                            (x + kGeluCubic * x * x * x)));
+    return x /
+           (1.0f + expf(-2.0f * kSqrt2OverPi * (x + kGeluCubic * x * x * x)));
   }
   return __int_as_float(0x7fc00000); // an unknown activation gives NaN
 }
@@ -46,8 +46,7 @@ __device__ __forceinline__ float activationDerivative(Activation act, float x) {
   }
   case Activation::GeluErf:
     // Phi(x) + x phi(x).
-    return 0.5f * erfcf(-x * kSqrt1_2) +
-           x * kInvSqrt2Pi * expf(-0.5f * x * x);
+    return 0.5f * erfcf(-x * kSqrt1_2) + x * kInvSqrt2Pi * expf(-0.5f * x * x);
   case Activation::GeluTanh: {
     // u = sqrt(2/pi) (x + 0.044715 x^3):
     // 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) u'
@@ -304,6 +303,22 @@ void cast(Rank *rank, DType from, const void *src, DType to, void *dst,
                            static_cast<float *>(dst)};
     launchMap<4>(rank, kComputeStream, n, vectorize, op, "cast");
   }
+}
+
+void gather_master(Rank *rank, DType from, const void *master, DType to,
+                   void *full, int64_t elems, int32_t stream) {
+  // The f32 master cast to the bf16 the layers read, on the stream the
+  // schedule gives gathers (the communication stream), so that it overlaps
+  // compute as a split unit's all-gather does.
+  if (from != DType::F32 || to != DType::BF16)
+    fail(std::string("gather_master: casts an f32 master to bf16, not ") +
+         nameOf(from) + " to " + nameOf(to));
+  if (elems <= 0)
+    return;
+  CastOp<float, bf16> op{static_cast<const float *>(master),
+                         static_cast<bf16 *>(full)};
+  launchMap<4>(rank, stream, elems, allAligned({master, full}), op,
+               "gather_master");
 }
 
 void fill(Rank *rank, DType dt, void *p, int64_t n, double value) {

@@ -389,15 +389,15 @@ std::vector<std::string> Checkpointer::load(const std::string &path,
         const int64_t n = std::min(c.count - done, kStagingBytes / accBytes);
         staging.resize(static_cast<size_t>(n * accBytes));
         const DType to = c.toCompute ? spec_.compute : acc;
-        checkpoint.read(c.unit, c.state, c.begin + done, c.begin + done + n,
-                        to, staging.data());
+        checkpoint.read(c.unit, c.state, c.begin + done, c.begin + done + n, to,
+                        staging.data());
         copyToArena(&rank, c.arenaOffset + done * sizeOf(to), staging.data(),
                     n * sizeOf(to));
         done += n;
       }
     // Compute-type copies of the master weights (bf16 models) follow them.
     for (const UnitSpec &unit : spec_.units)
-      if (unit.paramShard != unit.masterShard)
+      if (unit.paramShard != -1 && unit.paramShard != unit.masterShard)
         cast(&rank, acc, rank.arena + unit.masterShard, spec_.compute,
              rank.arena + unit.paramShard, unit.shardElems);
     synchronize(&rank);

@@ -59,7 +59,7 @@ void loadHfWeights(const HfInit &folder, const ProgramSpec &spec,
     if (verdict == 0) {
       // Compute-type copies (bf16 models) follow the masters.
       for (const UnitSpec &unit : spec.units)
-        if (unit.paramShard != unit.masterShard)
+        if (unit.paramShard != -1 && unit.paramShard != unit.masterShard)
           cast(&rank, acc, rank.arena + unit.masterShard, spec.compute,
                rank.arena + unit.paramShard, unit.shardElems);
     }

@@ -1035,6 +1035,23 @@ void accChecks(Context &ctx) {
         Row row = compareValues(full.download(), expect, 0);
         ctx.result("full", row.pass, row.note);
       });
+    // A unit on one shard "gathered" from its f32 master (bf16 models): the
+    // CPU backend's cast, bit for bit, from an odd offset and length too.
+    for (int64_t misalign : {int64_t(0), int64_t(1)})
+      if (ctx.begin("gather_master", "f32>bf16",
+                    dims({{"n", n - misalign}}, misalign != 0)))
+        ctx.guarded([&] {
+          const int64_t m = n - misalign;
+          Buffer master(F32, m, misalign), full(DType::BF16, m, misalign);
+          master.randn(ctx.rng, 3.0);
+          full.poison();
+          cpu::gather_master(ctx.cpu, F32, master.h(), DType::BF16, full.h(),
+                             m, 1);
+          gpu::gather_master(ctx.gpu, F32, master.d(), DType::BF16, full.d(),
+                             m, 1);
+          gpu::synchronize(ctx.gpu);
+          ctx.compare("full", full, 0);
+        });
     for (bool acc : {false, true})
       if (ctx.begin("reduce_scatter", dn,
                     dims({{"n", n}}, false) + " 1 rank" + (acc ? " acc" : "")))

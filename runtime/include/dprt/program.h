@@ -145,6 +145,7 @@ struct UnitSpec {
   int64_t numel;       ///< real elements (parameters back to back)
   int64_t shardElems;  ///< elements each rank owns (padded numel / shards)
   int64_t paramShard;  ///< arena offset of this rank's shard, compute type
+                       ///< (-1: none kept; layers read the master, cast)
   int64_t masterShard; ///< acc-type master shard (== paramShard if same)
   int64_t gradShard;   ///< acc-type accumulated gradient shard, or -1
   int64_t optState1;   ///< momentum / Adam m, or -1
