@@ -322,6 +322,10 @@ void ReportPass::runOnOperation() {
   }
   double total = totals.forward + totals.recompute + totals.inputGrads +
                  totals.norms + totals.weightGrads;
+  // Cheap layers recomputed before their backward readers (dp-rematerialize).
+  int64_t rematerialized = 0;
+  if (auto count = step->getAttrOfType<IntegerAttr>("dp.rematerialized"))
+    rematerialized = count.getInt();
   SmallVector<std::string> recomputed;
   if (auto done = step->getAttrOfType<ArrayAttr>("dp.recomputed"))
     for (Attribute name : done)
@@ -454,7 +458,8 @@ void ReportPass::runOnOperation() {
              {"extra_seconds_per_physical_batch", recomputeTime},
              {"arena_bytes_saved", arenaSaved},
              {"peak_bytes_saved", peakSaved},
-             {"extra_all_gathers", 0}}},
+             {"extra_all_gathers", 0},
+             {"rematerialized_layers", rematerialized}}},
         {"predicted",
          llvm::json::Object{
              {"tflops", double(tflops)},
@@ -564,6 +569,10 @@ void ReportPass::runOnOperation() {
          << mib(double(peakSaved)) << " MiB of peak";
     os << "\n";
   }
+  if (rematerialized > 0)
+    os << "rematerialized before their backward readers: " << rematerialized
+       << " normalization, activation and product layer(s), one more "
+          "elementwise pass each\n";
   os << "predicted at " << llvm::format("%g", double(tflops))
      << " TFLOP/s sustained, " << llvm::format("%g", double(nvlinkGBps))
      << " GB/s within a node of " << gpusPerNode << ", "

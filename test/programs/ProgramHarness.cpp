@@ -125,8 +125,10 @@ std::string programPath(const ProgramId &id) {
     args.insert(args.end(), {"--recompute", id.recompute});
   if (!id.normMethod.empty())
     args.push_back("--norm-method=*=" + id.normMethod);
-  if (!id.rematerialize)
-    args.push_back("--rematerialize=false");
+  // Every program rematerializes what it can (dpc's auto keeps the clones
+  // only where they lower the arena); RematerializeBits compares with off.
+  args.push_back(id.rematerialize ? "--rematerialize=on"
+                                  : "--rematerialize=off");
   dpctest::RunResult r = dpctest::runProgram(DPC_COMPILER, args);
   if (r.status != 0)
     fail("dpc failed for " + id.name() + ":\n" + r.err);

@@ -47,7 +47,7 @@ struct ProgramId {
   std::string recompute = "";
   /// The per-sample norm method forced for every linear weight, or "".
   std::string normMethod;
-  /// `dpc --rematerialize` (dp-rematerialize; on by default).
+  /// `dpc --rematerialize=on` (dp-rematerialize), or off.
   bool rematerialize = true;
 
   std::string name() const;

@@ -99,13 +99,13 @@ static cl::opt<std::string> recomputeOpt(
              "auto (default: the fewest first blocks that fit the memory "
              "budget, none without one), all, or a number"),
     cl::value_desc("auto|all|N"), cl::init("auto"), cl::cat(dpcCategory));
-static cl::opt<bool> rematerializeOpt(
+static cl::opt<std::string> rematerializeOpt(
     "rematerialize",
     cl::desc("Recompute normalizations, activations and elementwise "
              "products just before the backward reads them, when their "
-             "inputs stay live anyway (default true; false keeps them from "
-             "the forward)"),
-    cl::init(true), cl::cat(dpcCategory));
+             "inputs stay live anyway: auto (default: where that lowers the "
+             "arena by at least 1 %), on or off"),
+    cl::value_desc("auto|on|off"), cl::init("auto"), cl::cat(dpcCategory));
 static cl::opt<double> reportTflops(
     "report-tflops",
     cl::desc("Sustained TFLOP/s per rank for --report's predicted times"),
@@ -350,7 +350,17 @@ int main(int argc, char **argv) {
   options.recipe = recipeOpt;
   options.backend = backendOpt;
   options.prefetch = prefetchOpt;
-  options.rematerialize = rematerializeOpt;
+  // Recomputation and the budget are planned with rematerialized layers
+  // (the least memory); auto drops them at the end where they do not pay.
+  StringRef rematerialize = rematerializeOpt;
+  if (rematerialize == "true")
+    rematerialize = "on";
+  if (rematerialize == "false")
+    rematerialize = "off";
+  if (rematerialize != "auto" && rematerialize != "on" && rematerialize != "off")
+    return fail("--rematerialize '" + rematerializeOpt +
+                "' is not auto, on or off");
+  options.rematerialize = rematerialize != "off";
   std::vector<std::string> forcedMethods(normMethodOpt.begin(),
                                          normMethodOpt.end());
   options.normMethods = ArrayRef<std::string>(forcedMethods);
@@ -423,12 +433,14 @@ int main(int argc, char **argv) {
                 "' is not auto or off");
   const bool materializedAuto = materialized == "auto";
   OwningOpRef<ModuleOp> planned;
+  int64_t chosenMaterialize = 0; // the allowance `planned` was compiled with
   if (!budget && !materializedAuto) {
     planned = compile(0);
     if (!planned)
       return 1;
   } else if (!budget) {
     planned = compile(-1);
+    chosenMaterialize = -1;
     if (!planned)
       return 1;
   } else {
@@ -463,12 +475,27 @@ int main(int argc, char **argv) {
         break;
       if (excess <= 0) {
         planned = std::move(candidate);
+        chosenMaterialize = allowance;
         break;
       }
       allowance = std::min(allowance, used) - excess;
     }
     if (!planned)
       planned = std::move(least);
+  }
+  // Rematerialized layers cost an elementwise pass each; where the peak is
+  // not the end of the forward (book-keeping keeps every clipped weight
+  // gradient's inputs to the end of the backward) they save next to nothing.
+  if (rematerialize == "auto") {
+    options.rematerialize = false;
+    OwningOpRef<ModuleOp> kept = compile(chosenMaterialize);
+    if (!kept)
+      return 1;
+    int64_t with = arenaOf(*planned), without = arenaOf(*kept);
+    if (without - with < with / 100 && (!budget || without <= *budget))
+      planned = std::move(kept);
+    else
+      options.rematerialize = true;
   }
   module = std::move(planned);
   if (reportOpt) {
