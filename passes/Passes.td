@@ -82,6 +82,25 @@ def Backward : Pass<"dp-backward", "mlir::ModuleOp"> {
   ];
 }
 
+def FuseGLU : Pass<"dp-fuse-glu", "mlir::ModuleOp"> {
+  let summary = "Fuse act(gate) * up and its derivative into dp.glu and dp.glu_grad";
+  let description = [{
+    In `dp.step`, `%s = dp.<act> %g`, `%p = dp.mul %s, %u` (either operand
+    order) with the derivatives dp-backward made for them,
+    `dp.mul_grad %s, %u, %dy` and `dp.activation_grad <act> %g, %ds`,
+    become `%p = dp.glu <act> %g, %u` and
+    `%dg, %du = dp.glu_grad <act> %g, %u, %dy`: act(gate) is neither stored
+    nor read again, and each direction is one pass over memory. Only when
+    the activation's result has no other reader and neither derivative
+    accumulates into another gradient. In bf16 the fused forms round once
+    where the pair rounded act(gate) (and its gradient) to bf16 in between.
+    Runs after dp-backward, before dp-recompute.
+  }];
+  let statistics = [
+    Statistic<"numFused", "fused", "Gated units fused">,
+  ];
+}
+
 def Recompute : Pass<"dp-recompute", "mlir::ModuleOp"> {
   let summary = "Recompute the forward of the first blocks just before their backward";
   let description = [{

@@ -23,6 +23,7 @@ void dpc::buildCompilePipeline(OpPassManager &pm,
   pm.addPass(createLoRA());
   pm.addPass(createFreeze());
   pm.addPass(createBackward());
+  pm.addPass(createFuseGLU());
   RecomputeOptions recompute;
   recompute.blocks = options.recompute;
   pm.addPass(createRecompute(recompute));
@@ -130,7 +131,8 @@ void dpc::registerPipelines() {
   PassPipelineRegistration<CompileOptions>(
       "dp-compile",
       "Compile a model and recipe to a planned dprt program: dp-specialize, "
-      "dp-lora, dp-freeze, dp-backward, dp-recompute, dp-rematerialize, "
+      "dp-lora, dp-freeze, dp-backward, dp-fuse-glu, dp-recompute, "
+      "dp-rematerialize, "
       "dp-clip-plan, "
       "dp-fuse-norms, dp-shard, "
       "dp-lower-to-runtime, "

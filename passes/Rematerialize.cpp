@@ -33,7 +33,8 @@ namespace {
 
 /// Layers whose recomputation is one pass over memory (no matrix product).
 bool isCheap(Operation *op) {
-  return isa<RMSNormOp, LayerNormOp, ReluOp, SiluOp, GeluOp, MulOp, AddOp>(op);
+  return isa<RMSNormOp, LayerNormOp, ReluOp, SiluOp, GeluOp, MulOp, AddOp,
+             GluOp>(op);
 }
 
 struct RematerializePass : dpc::impl::RematerializeBase<RematerializePass> {

@@ -195,6 +195,31 @@ def DP_ActivationGradOp : DP_Op<"activation_grad", [Pure,
   }];
 }
 
+def DP_GluOp : DP_Op<"glu", [Pure,
+    AllTypesMatch<["gate", "up", "output"]>]> {
+  let summary = "act(gate) * up: the gated unit of a SwiGLU or GeGLU MLP";
+  let description = [{
+    `%p = dp.glu silu %g, %u : T` is `dp.mul (dp.silu %g), %u` without
+    storing `silu(%g)`; dp-fuse-glu makes it in `dp.step`, with its
+    derivative `dp.glu_grad`.
+  }];
+  let arguments = (ins DP_Activation:$gate, DP_Activation:$up,
+                       DP_ActivationKind:$kind);
+  let results = (outs DP_Activation:$output);
+  let assemblyFormat = "$kind $gate `,` $up attr-dict `:` type($gate)";
+}
+
+def DP_GluGradOp : DP_Op<"glu_grad", [Pure,
+    AllTypesMatch<["gate", "up", "dy", "dgate", "dup"]>]> {
+  let summary = "dgate = dy * up * act'(gate), dup = dy * act(gate)";
+  let arguments = (ins DP_Activation:$gate, DP_Activation:$up,
+                       DP_Activation:$dy, DP_ActivationKind:$kind);
+  let results = (outs DP_Activation:$dgate, DP_Activation:$dup);
+  let assemblyFormat = [{
+    $kind $gate `,` $up `,` $dy attr-dict `:` type($gate)
+  }];
+}
+
 def DP_MulGradOp : DP_Op<"mul_grad", [Pure, AttrSizedOperandSegments,
     AllTypesMatch<["lhs", "rhs", "dy", "dlhs", "drhs"]>]> {
   let summary = "gradients of an elementwise product";

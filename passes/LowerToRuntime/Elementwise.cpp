@@ -1,7 +1,7 @@
 //===- Elementwise.cpp - Activations, sums and products -------------------===//
 //
-// dp.relu, dp.silu, dp.gelu, dp.add, dp.mul and their gradient ops to the
-// kernels of runtime/cpu/Elementwise.cpp.
+// dp.relu, dp.silu, dp.gelu, dp.add, dp.mul, dp.glu and their gradient ops
+// to the kernels of runtime/cpu/Elementwise.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -101,6 +101,43 @@ LogicalResult lowerMulGrad(MulGradOp g, LoweringContext &context) {
   return success();
 }
 
+LogicalResult lowerGlu(GluOp glu, LoweringContext &context) {
+  Value y = context.newActivation(glu.getOutput(), "glu");
+  CallArgs a = context.args();
+  a.dtype(context.dt)
+      .attr(rt::ActivationAttr::get(context.getContext(),
+                                    runtimeActivation(glu.getKind())))
+      .buffer(context.buf(glu.getGate()))
+      .buffer(context.buf(glu.getUp()))
+      .buffer(y)
+      .i64(numelOf(glu.getOutput()));
+  context.call("glu_forward", a);
+  return success();
+}
+
+LogicalResult lowerGluGrad(GluGradOp g, LoweringContext &context) {
+  // A gradient nothing reads is not formed (null to the kernel).
+  Value dgate, dup;
+  if (!g.getDgate().use_empty())
+    dgate = context.accTarget(Value(), g, g.getDgate(), "dgate");
+  if (!g.getDup().use_empty())
+    dup = context.accTarget(Value(), g, g.getDup(), "dup");
+  if (!dgate && !dup)
+    return success();
+  CallArgs a = context.args();
+  a.dtype(context.dt)
+      .attr(rt::ActivationAttr::get(context.getContext(),
+                                    runtimeActivation(g.getKind())))
+      .buffer(context.buf(g.getGate()))
+      .buffer(context.buf(g.getUp()))
+      .buffer(context.buf(g.getDy()))
+      .bufferOrNull(dgate)
+      .bufferOrNull(dup)
+      .i64(numelOf(g.getGate()));
+  context.call("glu_backward", a);
+  return success();
+}
+
 } // namespace
 
 void dpc::lowering::populateElementwiseLowerings(OpLoweringRegistry &registry) {
@@ -111,4 +148,6 @@ void dpc::lowering::populateElementwiseLowerings(OpLoweringRegistry &registry) {
   registry.add(lowerBinary<MulOp>);
   registry.add(lowerActivationGrad);
   registry.add(lowerMulGrad);
+  registry.add(lowerGlu);
+  registry.add(lowerGluGrad);
 }

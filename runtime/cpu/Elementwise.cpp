@@ -114,6 +114,38 @@ void add_forward(Rank *, DType dt, const void *a, const void *b, void *y,
   });
 }
 
+void glu_forward(Rank *, DType dt, Activation act, const void *gate,
+                 const void *up, void *y, int64_t n) {
+  dispatch(dt, [&](auto tag) {
+    using T = decltype(tag);
+    auto *g = static_cast<const T *>(gate);
+    auto *u = static_cast<const T *>(up);
+    auto *yt = static_cast<T *>(y);
+    for (int64_t i = 0; i < n; ++i)
+      store(yt, i, activation(act, load(g, i)) * double(load(u, i)));
+  });
+}
+
+void glu_backward(Rank *, DType dt, Activation act, const void *gate,
+                  const void *up, const void *dy, void *dgate, void *dup,
+                  int64_t n) {
+  dispatch(dt, [&](auto tag) {
+    using T = decltype(tag);
+    auto *g = static_cast<const T *>(gate);
+    auto *u = static_cast<const T *>(up);
+    auto *d = static_cast<const T *>(dy);
+    auto *dg = static_cast<T *>(dgate);
+    auto *du = static_cast<T *>(dup);
+    for (int64_t i = 0; i < n; ++i) {
+      double x = load(g, i), grad = load(d, i);
+      if (dg)
+        store(dg, i, grad * double(load(u, i)) * activationDerivative(act, x));
+      if (du)
+        store(du, i, grad * activation(act, x));
+    }
+  });
+}
+
 void mul_backward(Rank *, DType dt, const void *a, const void *b,
                   const void *dy, void *da, void *db, int64_t n,
                   bool accumulateA, bool accumulateB) {

@@ -113,6 +113,43 @@ template <class T, bool kMul> struct BinaryOp {
   }
 };
 
+template <class T> struct GluForwardOp {
+  Activation act;
+  const T *gate, *up;
+  T *y;
+  template <int W> __device__ void apply(int64_t i) const {
+    float g[W], u[W];
+    loadVec<W>(gate + i, g);
+    loadVec<W>(up + i, u);
+#pragma unroll
+    for (int j = 0; j < W; ++j)
+      g[j] = activate(act, g[j]) * u[j];
+    storeVec<W>(y + i, g);
+  }
+};
+
+/// dgate = dy * up * act'(gate), dup = dy * act(gate); either may be null.
+template <class T> struct GluBackwardOp {
+  Activation act;
+  const T *gate, *up, *dy;
+  T *dgate, *dup;
+  template <int W> __device__ void apply(int64_t i) const {
+    float g[W], u[W], d[W], dg[W], du[W];
+    loadVec<W>(gate + i, g);
+    loadVec<W>(up + i, u);
+    loadVec<W>(dy + i, d);
+#pragma unroll
+    for (int j = 0; j < W; ++j) {
+      dg[j] = d[j] * u[j] * activationDerivative(act, g[j]);
+      du[j] = d[j] * activate(act, g[j]);
+    }
+    if (dgate)
+      storeVec<W>(dgate + i, dg);
+    if (dup)
+      storeVec<W>(dup + i, du);
+  }
+};
+
 template <class T> struct MulBackwardOp {
   const T *a, *b, *dy;
   T *da, *db;
@@ -233,6 +270,36 @@ void mul_forward(Rank *rank, DType dt, const void *a, const void *b, void *y,
                          static_cast<T *>(y)};
     launchMap<kVec<T>>(rank, kComputeStream, n, allAligned({a, b, y}), op,
                        "mul_forward");
+  });
+}
+
+void glu_forward(Rank *rank, DType dt, Activation act, const void *gate,
+                 const void *up, void *y, int64_t n) {
+  dispatchCompute(dt, "glu_forward", [&](auto tag) {
+    using T = decltype(tag);
+    GluForwardOp<T> op{act, static_cast<const T *>(gate),
+                       static_cast<const T *>(up), static_cast<T *>(y)};
+    launchMap<kVec<T>>(rank, kComputeStream, n, allAligned({gate, up, y}), op,
+                       "glu_forward");
+  });
+}
+
+void glu_backward(Rank *rank, DType dt, Activation act, const void *gate,
+                  const void *up, const void *dy, void *dgate, void *dup,
+                  int64_t n) {
+  if (!dgate && !dup)
+    return;
+  dispatchCompute(dt, "glu_backward", [&](auto tag) {
+    using T = decltype(tag);
+    GluBackwardOp<T> op{act,
+                        static_cast<const T *>(gate),
+                        static_cast<const T *>(up),
+                        static_cast<const T *>(dy),
+                        static_cast<T *>(dgate),
+                        static_cast<T *>(dup)};
+    launchMap<kVec<T>>(rank, kComputeStream, n,
+                       allAligned({gate, up, dy, dgate, dup}), op,
+                       "glu_backward");
   });
 }
 

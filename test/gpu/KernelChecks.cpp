@@ -378,6 +378,35 @@ void elementwiseChecks(Context &ctx, DType dt, bool odd) {
                                  odd);
         ctx.compare("dx", dx, tol(dt));
       });
+    if (ctx.begin(std::string("glu_forward.") + actNames[a], dn, shape))
+      ctx.guarded([&] {
+        Buffer gate(dt, n, mis), up(dt, n, mis), y(dt, n, mis);
+        gate.randn(ctx.rng, 3.0);
+        up.randn(ctx.rng);
+        y.poison();
+        cpu::glu_forward(ctx.cpu, dt, act, gate.h(), up.h(), y.h(), n);
+        gpu::glu_forward(ctx.gpu, dt, act, gate.d(), up.d(), y.d(), n);
+        ctx.compare("y", y, tol(dt));
+      });
+    // Odd: only dgate (dup null).
+    if (ctx.begin(std::string("glu_backward.") + actNames[a], dn,
+                  shape + (odd ? " no-dup" : "")))
+      ctx.guarded([&] {
+        Buffer gate(dt, n, mis), up(dt, n, mis), dy(dt, n, mis),
+            dgate(dt, n, mis), dup(dt, n, mis);
+        gate.randn(ctx.rng, 3.0);
+        up.randn(ctx.rng);
+        dy.randn(ctx.rng);
+        dgate.poison();
+        dup.poison();
+        cpu::glu_backward(ctx.cpu, dt, act, gate.h(), up.h(), dy.h(), dgate.h(),
+                          odd ? nullptr : dup.h(), n);
+        gpu::glu_backward(ctx.gpu, dt, act, gate.d(), up.d(), dy.d(), dgate.d(),
+                          odd ? nullptr : dup.d(), n);
+        ctx.compare("dgate", dgate, tol(dt));
+        if (!odd)
+          ctx.compare("dup", dup, tol(dt));
+      });
   }
   for (bool mul : {true, false})
     if (ctx.begin(mul ? "mul_forward" : "add_forward", dn, shape))
@@ -1045,10 +1074,10 @@ void accChecks(Context &ctx) {
           Buffer master(F32, m, misalign), full(DType::BF16, m, misalign);
           master.randn(ctx.rng, 3.0);
           full.poison();
-          cpu::gather_master(ctx.cpu, F32, master.h(), DType::BF16, full.h(),
-                             m, 1);
-          gpu::gather_master(ctx.gpu, F32, master.d(), DType::BF16, full.d(),
-                             m, 1);
+          cpu::gather_master(ctx.cpu, F32, master.h(), DType::BF16, full.h(), m,
+                             1);
+          gpu::gather_master(ctx.gpu, F32, master.d(), DType::BF16, full.d(), m,
+                             1);
           gpu::synchronize(ctx.gpu);
           ctx.compare("full", full, 0);
         });

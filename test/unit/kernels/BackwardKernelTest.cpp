@@ -401,6 +401,44 @@ TEST(ActivationBackward, MatchesReferenceDerivativeForEveryActivation) {
   }
 }
 
+TEST(GluBackward, MatchesTheProductAndChainRulesOrEitherGradient) {
+  // dgate = act'(gate) (dy * up) and dup = dy * act(gate), from the f64
+  // reference activation and its derivative; either output may be null.
+  for (Activation act : {Activation::Relu, Activation::Silu,
+                         Activation::GeluErf, Activation::GeluTanh}) {
+    SCOPED_TRACE("activation " + std::to_string(int(act)));
+    forEachCaseAndDType(8, [&](Rng &rng, DType dt) {
+      int64_t n = uniformInt(rng, 1, 300);
+      int64_t which = uniformInt(rng, 0, 2); // 0: both, 1: dgate, 2: dup
+      Buffer gate(dt, normal(rng, n, 3.0)), up(dt, normal(rng, n)),
+          dy(dt, normal(rng, n)), dgate(dt, normal(rng, n)),
+          dup(dt, normal(rng, n));
+      Vec g = gate.values(), u = up.values(), d = dy.values();
+      Vec dyUp(size_t(n), 0.0), wantUp = ref::activationForward(act, g);
+      for (int64_t i = 0; i < n; ++i) {
+        dyUp[i] = d[i] * u[i];
+        wantUp[i] *= d[i];
+      }
+      Vec wantGate = ref::activationBackward(act, g, dyUp);
+      Vec untouched = dgate.values(), untouchedUp = dup.values();
+      TestRank r;
+      cpu::glu_backward(r.get(), dt, act, gate.data(), up.data(), dy.data(),
+                        which == 2 ? nullptr : dgate.data(),
+                        which == 1 ? nullptr : dup.data(), n);
+      Vec scale = activationBackwardScale(act, g, dyUp, nullptr);
+      if (which != 2)
+        EXPECT_CLOSE_TO_SCALE(dgate.values(), wantGate, scale, tolerance(dt),
+                              dt);
+      else
+        EXPECT_EQ(dgate.values(), untouched);
+      if (which != 1)
+        EXPECT_CLOSE(dup.values(), wantUp, tolerance(dt), dt);
+      else
+        EXPECT_EQ(dup.values(), untouchedUp);
+    });
+  }
+}
+
 TEST(MulBackward, GivesBothOperandGradientsOrEitherOne) {
   forEachCaseAndDType(16, [](Rng &rng, DType dt) {
     int64_t n = uniformInt(rng, 1, 300);

@@ -213,6 +213,26 @@ TEST(ActivationForward, MatchesReferenceForEveryActivation) {
   }
 }
 
+TEST(GluForward, MatchesActivationTimesUpForEveryActivation) {
+  // The fused gated unit against act(gate) * up from the f64 reference
+  // activation: one rounding, at the output.
+  for (Activation act : {Activation::Relu, Activation::Silu,
+                         Activation::GeluErf, Activation::GeluTanh}) {
+    SCOPED_TRACE("activation " + std::to_string(int(act)));
+    forEachCaseAndDType(8, [&](Rng &rng, DType dt) {
+      int64_t n = uniformInt(rng, 1, 300);
+      Buffer gate(dt, normal(rng, n, 3.0)), up(dt, normal(rng, n)), y(dt, n);
+      TestRank r;
+      cpu::glu_forward(r.get(), dt, act, gate.data(), up.data(), y.data(), n);
+      Vec want = ref::activationForward(act, gate.values());
+      Vec u = up.values();
+      for (int64_t i = 0; i < n; ++i)
+        want[i] *= u[i];
+      EXPECT_CLOSE(y.values(), want, tolerance(dt), dt);
+    });
+  }
+}
+
 TEST(MulAddForward, MatchElementwiseReference) {
   forEachCaseAndDType(12, [](Rng &rng, DType dt) {
     int64_t n = uniformInt(rng, 1, 300);
