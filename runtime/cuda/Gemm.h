@@ -49,6 +49,27 @@ struct Gemm {
 /// that stream).
 void gemm(Rank *rank, const Gemm &g);
 
+/// A weight gradient's product: C [out, in] (+)= dy^T x over `rows` rows of
+/// dy [rows, out] and x [rows, in] (row-major, `ab` operands, f32 C); the
+/// caller sets beta, strides and batch for sums and per-sample products.
+inline Gemm weightGradProduct(DType ab, const void *dy, const void *x, void *c,
+                              int64_t rows, int64_t in, int64_t out) {
+  Gemm g;
+  g.ab = ab;
+  g.cd = DType::F32;
+  g.transA = true;
+  g.m = out;
+  g.n = in;
+  g.k = rows;
+  g.a = dy;
+  g.lda = out;
+  g.b = x;
+  g.ldb = in;
+  g.c = c;
+  g.ldc = in;
+  return g;
+}
+
 struct GemmPlan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;

@@ -235,20 +235,10 @@ void norm_direct(Rank *rank, DType dt, const void *x, const void *dy, void *n2,
       scratch(rank, kComputeStream, segmentScratchBytes(1, in * out)));
   for (int64_t b = 0; b < batch; ++b) {
     // W_b = dy_b^T x_b [out, in] in the workspace, then its squared norm.
-    Gemm g;
-    g.ab = dt;
-    g.cd = DType::F32;
-    g.transA = true;
-    g.m = out;
-    g.n = in;
-    g.k = tokens;
-    g.a = static_cast<const char *>(dy) + b * tokens * out * es;
-    g.lda = out;
-    g.b = static_cast<const char *>(x) + b * tokens * in * es;
-    g.ldb = in;
-    g.c = workspace;
-    g.ldc = in;
-    gemm(rank, g);
+    gemm(rank, weightGradProduct(
+                   dt, static_cast<const char *>(dy) + b * tokens * out * es,
+                   static_cast<const char *>(x) + b * tokens * in * es,
+                   workspace, tokens, in, out));
     segmentedSum(rank, 1, in * out,
                  SquareOp{static_cast<const float *>(workspace), in * out},
                  static_cast<float *>(n2) + b, true, partials, "norm_direct");
@@ -390,20 +380,12 @@ void norm_tied_direct(Rank *rank, DType dt, const int32_t *tok,
     for (int64_t b = 0; b < batch; ++b) {
       // The head's L_b = dyHead_b^T x_b [vocab, dim] in the workspace, the
       // embedding's rows added where its tokens are, then the squares.
-      Gemm g;
-      g.ab = dt;
-      g.cd = DType::F32;
-      g.transA = true;
-      g.m = vocab;
-      g.n = dim;
-      g.k = tokensHead;
-      g.a = static_cast<const char *>(dyHead) + b * tokensHead * vocab * es;
-      g.lda = vocab;
-      g.b = static_cast<const char *>(x) + b * tokensHead * dim * es;
-      g.ldb = dim;
-      g.c = workspace;
-      g.ldc = dim;
-      gemm(rank, g);
+      gemm(rank,
+           weightGradProduct(
+               dt,
+               static_cast<const char *>(dyHead) + b * tokensHead * vocab * es,
+               static_cast<const char *>(x) + b * tokensHead * dim * es,
+               workspace, tokensHead, dim, vocab));
       addTokenRowsKernel<T><<<unsigned((dim + 255) / 256), 256, 0, stream>>>(
           tok + b * tokensEmb,
           static_cast<const T *>(dyEmb) + b * tokensEmb * dim, ws, tokensEmb,
@@ -440,21 +422,9 @@ void linear_per_sample_grad(Rank *rank, DType dt, const void *x, const void *dy,
   }
   // g[b] = dy_b^T x_b [out, in] for every b: one strided-batched product
   // (bf16 operands, f32 accumulation and result), K = tokens.
-  Gemm p;
-  p.ab = dt;
-  p.cd = DType::F32;
-  p.transA = true;
-  p.m = out;
-  p.n = in;
-  p.k = tokens;
-  p.a = dy;
-  p.lda = out;
+  Gemm p = weightGradProduct(dt, dy, x, g, tokens, in, out);
   p.strideA = tokens * out;
-  p.b = x;
-  p.ldb = in;
   p.strideB = tokens * in;
-  p.c = g;
-  p.ldc = in;
   p.strideC = out * in;
   p.batch = batch;
   gemm(rank, p);

@@ -110,19 +110,9 @@ void linear_weight_grad(Rank *rank, DType dt, const void *x, const void *dy,
                          op, "linear_weight_grad");
     });
     // dW [out, in] += (diag(c) dy)^T x over the chunk, accumulated in f32.
-    Gemm g;
-    g.ab = dt;
-    g.cd = DType::F32;
-    g.transA = true;
-    g.m = out;
-    g.n = in;
-    g.k = rows;
-    g.a = workspace;
-    g.lda = out;
-    g.b = static_cast<const char *>(x) + first * tokens * in * es;
-    g.ldb = in;
-    g.c = dw;
-    g.ldc = in;
+    Gemm g = weightGradProduct(
+        dt, workspace, static_cast<const char *>(x) + first * tokens * in * es,
+        dw, rows, in, out);
     g.beta = 1.0f;
     gemm(rank, g);
   }
