@@ -276,7 +276,7 @@ ClipPlanPass::chooseMaterialized(ArrayRef<LinearGradWeightOp> linears,
         cast<RankedTensorType>(grad.getX().getType()).getElementType();
     int64_t computeBytes = element.isF64() ? 8 : element.isF32() ? 4 : 2;
     int64_t accBytes = element.isF64() ? 8 : 4;
-    int64_t bytes = materializedBytes(shape, accBytes);
+    int64_t bytes = materializedBytes(shape, computeBytes);
     StringAttr param = grad.getWeightAttr().getAttr();
     std::optional<NormMethod> method = forcedMethod(param.getValue());
     if (method == NormMethod::materialized) {
@@ -416,10 +416,12 @@ LogicalResult ClipPlanPass::plan(StepOp step, ClipAttr clip, Type computeType,
       // weight-gradient product.
       auto grad = cast<LinearGradWeightOp>(op);
       LinearNormShape shape = linearNormShape(grad.getX(), grad.getDy());
-      Type acc =
-          cast<RankedTensorType>(perSample(grad.getX())).getElementType();
+      // In the compute type: bf16 slices are half the memory of f32 ones,
+      // and the norm is taken of the stored values the clipped sum adds.
+      Type compute =
+          cast<RankedTensorType>(grad.getX().getType()).getElementType();
       auto gradsType =
-          RankedTensorType::get({shape.batch, shape.out * shape.in}, acc);
+          RankedTensorType::get({shape.batch, shape.out * shape.in}, compute);
       Value perSampleGrads = LinearPerSampleGradOp::create(
           builder, loc, gradsType, grad.getX(), grad.getDy());
       Value norm = NormRowsOp::create(

@@ -54,8 +54,9 @@ double dpc::materializedGradFlops(const LinearNormShape &s) {
   return double(s.batch) * (2.0 * double(s.tokens) * dp + 2.0 * dp);
 }
 
-int64_t dpc::materializedBytes(const LinearNormShape &s, int64_t accBytes) {
-  return s.batch * s.in * s.out * accBytes;
+int64_t dpc::materializedBytes(const LinearNormShape &s,
+                               int64_t computeBytes) {
+  return s.batch * s.in * s.out * computeBytes;
 }
 
 DeviceRates dpc::deviceRates(Backend backend) {
@@ -73,7 +74,9 @@ double dpc::linearParamSeconds(const LinearNormShape &s, dp::NormMethod method,
   double flops = 0, bytes = 0;
   if (method == dp::NormMethod::materialized) {
     flops = materializedNormFlops(s) + materializedGradFlops(s);
-    bytes = 3.0 * b * dp * acc + 2.0 * dp * acc;
+    // The slices (compute type) written once and read by the norm and the
+    // clipped sum; the gradient (acc) read and written.
+    bytes = 3.0 * b * dp * double(computeBytes) + 2.0 * dp * acc;
   } else {
     flops = linearWeightGradFlops(s);
     bytes = 2.0 * b * t * double(s.out) * double(computeBytes);

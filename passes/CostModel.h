@@ -51,8 +51,8 @@ double linearWeightGradFlops(const LinearNormShape &s);
 /// sum_b c_b g_b formed from the B slices (2 B d p).
 double materializedNormFlops(const LinearNormShape &s);
 double materializedGradFlops(const LinearNormShape &s);
-/// Bytes of the B per-sample gradients in the accumulation type.
-int64_t materializedBytes(const LinearNormShape &s, int64_t accBytes);
+/// Bytes of the B per-sample gradients, stored in the compute type.
+int64_t materializedBytes(const LinearNormShape &s, int64_t computeBytes);
 
 /// Sustained matrix-product rate and memory bandwidth of one rank's device:
 /// the time model that ranks norm methods. Not a benchmark: an H100-class

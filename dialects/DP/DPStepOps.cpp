@@ -191,12 +191,13 @@ LogicalResult LinearPerSampleGradOp::verify() {
            << batch << ", " << dy.getShape().back() << " * "
            << x.getShape().back() << "], one weight gradient per sample; got "
            << getGrads().getType();
-  // Accumulated in f64 for f64 models, in f32 otherwise.
-  bool f64 = x.getElementType().isF64();
-  if (grads.getElementType().isF64() != f64)
-    return emitOpError("result must be in ")
-           << (f64 ? "f64" : "f32") << " for " << x.getElementType()
-           << " operands; got " << grads.getElementType();
+  // Stored in the compute type: the norm and the clipped sum read the same
+  // rounded values.
+  if (grads.getElementType() != x.getElementType() ||
+      dy.getElementType() != x.getElementType())
+    return emitOpError("result must be in the operands' type ")
+           << x.getElementType() << "; got " << dy.getElementType()
+           << " and " << grads.getElementType();
   return success();
 }
 

@@ -293,7 +293,7 @@ def DP_VectorGradOp : DP_WeightGradOp<"vector_grad"> {
     For normalization scales and biases, whose per-sample gradients are
     small (one vector per sample) and materialized by the backward op.
   }];
-  let arguments = (ins FlatSymbolRefAttr:$param, DP_AccTensor:$grads,
+  let arguments = (ins FlatSymbolRefAttr:$param, DP_Activation:$grads,
                        Optional<DP_PerSample>:$scale);
   let assemblyFormat = [{
     $param `(` $grads `)` (`scale` `(` $scale^ `)`)? attr-dict `:` type($grads) (`,` type($scale)^)?
@@ -418,15 +418,18 @@ def DP_LinearPerSampleGradOp : DP_Op<"linear_per_sample_grad", [Pure]> {
   let summary = "each sample's weight gradient dy_b^T x_b, materialized";
   let description = [{
     `%g = dp.linear_per_sample_grad %x, %dy : tensor<BxTxd>, tensor<BxTxp>
-    -> tensor<Bx(p*d)xf32>`: row b is sample b's gradient of the layer's
-    weight, dy_b^T x_b (p x d, row-major, the weight's layout), in the
-    accumulation type. dp-clip-plan emits it for the `materialized` norm
-    method: `dp.norm_rows %g` gives the norms and `dp.vector_grad @w(%g)
-    scale(%c)` the clipped gradient sum_b c_b g_b, so the weight-gradient
-    product is computed once, as B products with K = T.
+    -> tensor<Bx(p*d)xT>`: row b is sample b's gradient of the layer's
+    weight, dy_b^T x_b (p x d, row-major, the weight's layout), accumulated
+    in the accumulation type and stored in the compute type T of x and dy
+    (bf16 models: half the memory of f32 slices). dp-clip-plan emits it for
+    the `materialized` norm method: `dp.norm_rows %g` gives the norms of the
+    stored values and `dp.vector_grad @w(%g) scale(%c)` the clipped gradient
+    sum_b c_b g_b of the same values, so the clip bound holds for what is
+    summed, and the weight-gradient product is computed once, as B products
+    with K = T.
   }];
   let arguments = (ins DP_Activation:$x, DP_Activation:$dy);
-  let results = (outs DP_AccTensor:$grads);
+  let results = (outs DP_Activation:$grads);
   let assemblyFormat = "$x `,` $dy attr-dict `:` type($x) `,` type($dy) `->` type($grads)";
   let hasVerifier = 1;
 }
@@ -438,7 +441,9 @@ def DP_NormRowsOp : DP_NormOp<"norm_rows"> {
     forms `grads` also adds their norms, in the same pass: this op then only
     names the result.
   }];
-  let arguments = (ins DP_AccTensor:$grads, SymbolRefArrayAttr:$params,
+  // Acc rows (normalization gradients) or compute-type rows (materialized
+  // weight gradients).
+  let arguments = (ins DP_Activation:$grads, SymbolRefArrayAttr:$params,
                        UnitAttr:$fused);
   let assemblyFormat = "$grads $params attr-dict `:` type($grads) `->` type($norms)";
 }

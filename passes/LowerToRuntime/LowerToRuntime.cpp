@@ -50,14 +50,6 @@ namespace {
 /// Size in bytes of the StepState (runtime/include/dprt/rank.h), rounded up.
 constexpr int64_t kStepStateBytes = 256;
 
-::dprt::DType toDType(Type type) {
-  if (type.isF64())
-    return ::dprt::DType::F64;
-  if (type.isBF16())
-    return ::dprt::DType::BF16;
-  return ::dprt::DType::F32;
-}
-
 /// Lowers one model and recipe into a dprt.program.
 class ProgramLowering {
 public:

@@ -7,6 +7,8 @@
 #include "passes/Shapes.h"
 #include "passes/Units.h"
 
+#include "mlir/IR/TypeUtilities.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/CheckedArithmetic.h"
 
@@ -17,6 +19,15 @@ using namespace dpc::lowering;
 
 rt::DType dpc::lowering::toRuntime(::dprt::DType type) {
   return static_cast<rt::DType>(type);
+}
+
+::dprt::DType dpc::lowering::toDType(Type type) {
+  type = getElementTypeOrSelf(type);
+  if (type.isF64())
+    return ::dprt::DType::F64;
+  if (type.isBF16())
+    return ::dprt::DType::BF16;
+  return ::dprt::DType::F32;
 }
 
 //===----------------------------------------------------------------------===//

@@ -28,6 +28,10 @@ namespace dpc::lowering {
 /// static assertions in DPRTDialect.cpp).
 rt::DType toRuntime(::dprt::DType type);
 
+/// The runtime element type of an element type (f64, bf16, else f32), or of
+/// a tensor's elements.
+::dprt::DType toDType(mlir::Type type);
+
 /// The arguments of one dprt.call, in the order of the runtime function's
 /// parameters: buffers by their position among the call's operands,
 /// everything else as typed attributes (kernels.def says which kind each

@@ -246,13 +246,15 @@ LogicalResult lowerRows(NormRowsOp n, LoweringContext &context) {
     return success();
   }
   Value n2 = context.normTarget(n);
+  // Acc rows, or compute-type rows of materialized weight gradients.
+  ::dprt::DType rows = toDType(n.getGrads().getType());
   if (int64_t k = unitRecords(context); k > 1) {
-    callBiasNorm(context, context.acc, context.buf(n.getGrads()), n2,
+    callBiasNorm(context, rows, context.buf(n.getGrads()), n2,
                  unitCount(context), k, lastDim(n.getGrads()));
     return success();
   }
   CallArgs a = context.args();
-  a.dtype(context.acc)
+  a.dtype(rows)
       .buffer(context.buf(n.getGrads()))
       .buffer(n2)
       .i64(context.batch)
@@ -261,15 +263,15 @@ LogicalResult lowerRows(NormRowsOp n, LoweringContext &context) {
   return success();
 }
 
-/// The materialized method: each sample's weight gradient dy_b^T x_b in an
-/// acc [batch, out * in] buffer (read later by the clipped sum,
-/// rows_weighted_sum); with its dp.norm_rows fused, the same kernel adds
-/// the norms.
+/// The materialized method: each sample's weight gradient dy_b^T x_b in a
+/// [batch, out * in] buffer of the compute type (read later by the clipped
+/// sum, rows_weighted_sum); with its dp.norm_rows fused, the same kernel
+/// adds the norms.
 LogicalResult lowerLinearPerSampleGrad(LinearPerSampleGradOp g,
                                        LoweringContext &context) {
   int64_t in = lastDim(g.getX()), out = lastDim(g.getDy());
   Value grads =
-      context.alloc("per_sample_grads", context.acc, {context.batch, out, in});
+      context.alloc("per_sample_grads", context.dt, {context.batch, out, in});
   context.setBuffer(g.getGrads(), grads);
   Value n2 = context.fusedNormTarget({g.getGrads()});
   CallArgs a = context.args();

@@ -112,7 +112,7 @@ LogicalResult lowerVectorGrad(VectorGradOp g, LoweringContext &context) {
   if (failed(requireClipFactor(g, g.getScale())))
     return failure();
   CallArgs a = context.args();
-  a.dtype(context.acc)
+  a.dtype(toDType(g.getGrads().getType()))
       .buffer(context.buf(g.getGrads()))
       .buffer(context.buf(g.getScale()))
       .buffer(context.gradPointer(g.getParamAttr()))

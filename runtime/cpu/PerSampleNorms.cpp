@@ -256,11 +256,12 @@ void norm_tied_direct(Rank *, DType dt, const int32_t *tok, const void *dyEmb,
   });
 }
 
-void norm_rows(Rank *, DType acc, const void *g, void *n2, int64_t batch,
+void norm_rows(Rank *, DType rows, const void *g, void *n2, int64_t batch,
                int64_t dim) {
-  dispatchAcc(acc, [&](auto tag) {
-    using A = decltype(tag);
-    auto *gt = static_cast<const A *>(g);
+  dispatch(rows, [&](auto tag) {
+    using T = decltype(tag);
+    using A = AccOf<T>;
+    auto *gt = static_cast<const T *>(g);
     auto *n = static_cast<A *>(n2);
     for (int64_t b = 0; b < batch; ++b)
       n[b] = A(double(n[b]) + sumSquares(gt + b * dim, dim));
@@ -275,14 +276,17 @@ void linear_per_sample_grad(Rank *, DType dt, const void *x, const void *dy,
     using A = AccOf<T>;
     auto *xc = asCompute(static_cast<const T *>(x), batch * tokens * in, 0);
     auto *dyc = asCompute(static_cast<const T *>(dy), batch * tokens * out, 1);
-    auto *ga = static_cast<A *>(g);
+    auto *gt = static_cast<T *>(g);
     auto *n = static_cast<A *>(n2);
-    // g_b = dy_b^T x_b [out, in], one GEMM per sample (K = tokens), and its
-    // squared Frobenius norm while it is in cache.
+    // g_b = dy_b^T x_b [out, in], one GEMM per sample (K = tokens), rounded
+    // once to the compute type; its squared Frobenius norm is that of the
+    // rounded values, the ones rows_weighted_sum adds.
     for (int64_t b = 0; b < batch; ++b) {
-      A *gb = ga + b * out * in;
+      T *gb = gt + b * out * in;
+      A *acc = asComputeOutput(gb, out * in, 2, false);
       gemm(true, false, out, in, tokens, 1.0, dyc + b * tokens * out, out,
-           xc + b * tokens * in, in, 0.0, gb, in);
+           xc + b * tokens * in, in, 0.0, acc, in);
+      finishOutput(gb, acc, out * in);
       if (n)
         n[b] = A(double(n[b]) + sumSquares(gb, out * in));
     }

@@ -101,11 +101,12 @@ void embedding_grad(Rank *, DType dt, const int32_t *tok, const void *dy,
   });
 }
 
-void rows_weighted_sum(Rank *, DType acc, const void *g, const void *c,
+void rows_weighted_sum(Rank *, DType rows, const void *g, const void *c,
                        void *out, int64_t batch, int64_t dim) {
-  dispatchAcc(acc, [&](auto tag) {
-    using A = decltype(tag);
-    auto *ga = static_cast<const A *>(g);
+  dispatch(rows, [&](auto tag) {
+    using T = decltype(tag);
+    using A = AccOf<T>;
+    auto *gt = static_cast<const T *>(g);
     auto *ca = static_cast<const A *>(c);
     auto *o = static_cast<A *>(out);
     double *sum = scratch<double>(0, dim);
@@ -115,7 +116,7 @@ void rows_weighted_sum(Rank *, DType acc, const void *g, const void *c,
       if (cb == 0)
         continue;
       for (int64_t j = 0; j < dim; ++j)
-        sum[j] += cb * double(ga[b * dim + j]);
+        sum[j] += cb * double(load(gt, b * dim + j));
     }
     for (int64_t j = 0; j < dim; ++j)
       o[j] = A(double(o[j]) + sum[j]);

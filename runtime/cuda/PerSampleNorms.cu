@@ -46,16 +46,6 @@ struct ProductOp {
   }
 };
 
-/// g[s * length + i]^2.
-struct SquareOp {
-  const float *g;
-  int64_t length;
-  __device__ float operator()(int64_t s, int64_t i) const {
-    float v = g[s * length + i];
-    return v * v;
-  }
-};
-
 /// v[s * length + i].
 struct ValueOp {
   const float *v;
@@ -65,12 +55,12 @@ struct ValueOp {
   }
 };
 
-/// dy[s * length + i]^2 in the compute type.
-template <class T> struct DySquareOp {
-  const T *dy;
+/// g[s * length + i]^2, squared in f32 (T f32 or bf16).
+template <class T> struct SquareOp {
+  const T *g;
   int64_t length;
   __device__ float operator()(int64_t s, int64_t i) const {
-    float v = toFloat(dy[s * length + i]);
+    float v = toFloat(g[s * length + i]);
     return v * v;
   }
 };
@@ -240,7 +230,7 @@ void norm_direct(Rank *rank, DType dt, const void *x, const void *dy, void *n2,
                    static_cast<const char *>(x) + b * tokens * in * es,
                    workspace, tokens, in, out));
     segmentedSum(rank, 1, in * out,
-                 SquareOp{static_cast<const float *>(workspace), in * out},
+                 SquareOp<float>{static_cast<const float *>(workspace), in * out},
                  static_cast<float *>(n2) + b, true, partials, "norm_direct");
   }
 }
@@ -262,7 +252,7 @@ void norm_bias(Rank *rank, DType dt, const void *dy, void *n2, int64_t batch,
     columnSums(rank, batch, tokens, out,
                DyColumnOp<T>{static_cast<const T *>(dy), out}, sums,
                reinterpret_cast<float *>(base + columnAt), "norm_bias");
-    segmentedSum(rank, batch, out, SquareOp{sums, out},
+    segmentedSum(rank, batch, out, SquareOp<float>{sums, out},
                  static_cast<float *>(n2), true,
                  reinterpret_cast<float *>(base + segmentAt), "norm_bias");
   });
@@ -319,7 +309,7 @@ void norm_position_embedding(Rank *rank, DType dt, const void *dy, void *n2,
     auto *partials = static_cast<float *>(
         scratch(rank, kComputeStream, segmentScratchBytes(batch, block)));
     segmentedSum(
-        rank, batch, block, DySquareOp<T>{static_cast<const T *>(dy), block},
+        rank, batch, block, SquareOp<T>{static_cast<const T *>(dy), block},
         static_cast<float *>(n2), true, partials, "norm_position_embedding");
   });
 }
@@ -391,50 +381,57 @@ void norm_tied_direct(Rank *rank, DType dt, const int32_t *tok,
           static_cast<const T *>(dyEmb) + b * tokensEmb * dim, ws, tokensEmb,
           dim);
       checkLaunch("norm_tied_direct");
-      segmentedSum(rank, 1, vocab * dim, SquareOp{ws, vocab * dim},
+      segmentedSum(rank, 1, vocab * dim, SquareOp<float>{ws, vocab * dim},
                    static_cast<float *>(n2) + b, true, partials,
                    "norm_tied_direct");
     }
   });
 }
 
-void norm_rows(Rank *rank, DType acc, const void *g, void *n2, int64_t batch,
+void norm_rows(Rank *rank, DType rows, const void *g, void *n2, int64_t batch,
                int64_t dim) {
-  requireAcc(acc, "norm_rows");
-  auto *partials = static_cast<float *>(
-      scratch(rank, kComputeStream, segmentScratchBytes(batch, dim)));
-  segmentedSum(rank, batch, dim, SquareOp{static_cast<const float *>(g), dim},
-               static_cast<float *>(n2), true, partials, "norm_rows");
+  dispatchCompute(rows, "norm_rows", [&](auto tag) {
+    using T = decltype(tag);
+    auto *partials = static_cast<float *>(
+        scratch(rank, kComputeStream, segmentScratchBytes(batch, dim)));
+    segmentedSum(rank, batch, dim, SquareOp<T>{static_cast<const T *>(g), dim},
+                 static_cast<float *>(n2), true, partials, "norm_rows");
+  });
 }
 
 void linear_per_sample_grad(Rank *rank, DType dt, const void *x, const void *dy,
                             void *g, void *n2, int64_t batch, int64_t tokens,
                             int64_t in, int64_t out) {
-  requireCompute(dt, "linear_per_sample_grad");
-  if (batch <= 0 || in <= 0 || out <= 0)
-    return;
-  if (tokens <= 0) {
-    // No rows: every per-sample gradient is zero and adds nothing to n2.
-    checkCuda(cudaMemsetAsync(g, 0, size_t(batch * out * in) * sizeof(float),
-                              computeStream(rank)),
-              "linear_per_sample_grad");
-    return;
-  }
-  // g[b] = dy_b^T x_b [out, in] for every b: one strided-batched product
-  // (bf16 operands, f32 accumulation and result), K = tokens.
-  Gemm p = weightGradProduct(dt, dy, x, g, tokens, in, out);
-  p.strideA = tokens * out;
-  p.strideB = tokens * in;
-  p.strideC = out * in;
-  p.batch = batch;
-  gemm(rank, p);
-  if (!n2)
-    return;
-  auto *partials = static_cast<float *>(
-      scratch(rank, kComputeStream, segmentScratchBytes(batch, in * out)));
-  segmentedSum(
-      rank, batch, in * out, SquareOp{static_cast<const float *>(g), in * out},
-      static_cast<float *>(n2), true, partials, "linear_per_sample_grad");
+  dispatchCompute(dt, "linear_per_sample_grad", [&](auto tag) {
+    using T = decltype(tag);
+    if (batch <= 0 || in <= 0 || out <= 0)
+      return;
+    if (tokens <= 0) {
+      // No rows: every per-sample gradient is zero and adds nothing to n2.
+      checkCuda(cudaMemsetAsync(g, 0, size_t(batch * out * in) * sizeof(T),
+                                computeStream(rank)),
+                "linear_per_sample_grad");
+      return;
+    }
+    // g[b] = dy_b^T x_b [out, in] for every b: one strided-batched product
+    // (f32 accumulation, rounded once to the compute type), K = tokens.
+    Gemm p = weightGradProduct(dt, dy, x, g, tokens, in, out);
+    p.cd = dt;
+    p.strideA = tokens * out;
+    p.strideB = tokens * in;
+    p.strideC = out * in;
+    p.batch = batch;
+    gemm(rank, p);
+    if (!n2)
+      return;
+    // The norm of the rounded values: the ones rows_weighted_sum adds.
+    auto *partials = static_cast<float *>(
+        scratch(rank, kComputeStream, segmentScratchBytes(batch, in * out)));
+    segmentedSum(rank, batch, in * out,
+                 SquareOp<T>{static_cast<const T *>(g), in * out},
+                 static_cast<float *>(n2), true, partials,
+                 "linear_per_sample_grad");
+  });
 }
 
 } // namespace dprt::cuda

@@ -39,7 +39,8 @@ template <class T> struct ScaleRowsOp {
 
 /// out[j] += sum over b, in order, of c[b] g[b, j] (samples with c[b] = 0
 /// skipped).
-__global__ void weightedRowsKernel(const float *g, const float *c, float *out,
+template <class T>
+__global__ void weightedRowsKernel(const T *g, const float *c, float *out,
                                    int64_t batch, int64_t dim) {
   for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < dim;
        j += int64_t(gridDim.x) * blockDim.x) {
@@ -47,13 +48,14 @@ __global__ void weightedRowsKernel(const float *g, const float *c, float *out,
     for (int64_t b = 0; b < batch; ++b) {
       const float cb = c[b];
       if (cb != 0.0f)
-        sum += cb * g[b * dim + j];
+        sum += cb * toFloat(g[b * dim + j]);
     }
     out[j] += sum;
   }
 }
 
-void weightedRows(Rank *rank, const float *g, const float *c, float *out,
+template <class T>
+void weightedRows(Rank *rank, const T *g, const float *c, float *out,
                   int64_t batch, int64_t dim, const char *name) {
   if (dim <= 0)
     return;
@@ -156,12 +158,14 @@ void embedding_grad(Rank *rank, DType dt, const int32_t *tok, const void *dy,
   });
 }
 
-void rows_weighted_sum(Rank *rank, DType acc, const void *g, const void *c,
+void rows_weighted_sum(Rank *rank, DType rows, const void *g, const void *c,
                        void *out, int64_t batch, int64_t dim) {
-  requireAcc(acc, "rows_weighted_sum");
-  weightedRows(rank, static_cast<const float *>(g),
-               static_cast<const float *>(c), static_cast<float *>(out), batch,
-               dim, "rows_weighted_sum");
+  dispatchCompute(rows, "rows_weighted_sum", [&](auto tag) {
+    using T = decltype(tag);
+    weightedRows(rank, static_cast<const T *>(g),
+                 static_cast<const float *>(c), static_cast<float *>(out),
+                 batch, dim, "rows_weighted_sum");
+  });
 }
 
 } // namespace dprt::cuda

@@ -369,3 +369,21 @@ dp.model @m {
     dp.yield %mask : tensor<2xf32>
   }
 }
+
+// -----
+
+// Materialized per-sample weight gradients are stored in the operands'
+// (compute) type, which the norm and the clipped sum both read.
+dp.model @m {
+  dp.param @w : tensor<4x8xbf16>
+  dp.forward(%x: tensor<2x8xbf16>, %y: tensor<2xi32>) -> tensor<2xf32> {
+    %h = dp.linear @w(%x) : tensor<2x8xbf16> -> tensor<2x4xbf16>
+    %l = dp.cross_entropy %h, %y : tensor<2x4xbf16>, tensor<2xi32> -> tensor<2xf32>
+    dp.return %l : tensor<2xf32>
+  }
+  dp.step(%x: tensor<2x3x8xbf16>, %dy: tensor<2x3x4xbf16>, %mask: tensor<2xf32>) -> tensor<2xf32> {
+    // expected-error @+1 {{result must be in the operands' type 'bf16'; got 'bf16' and 'f32'}}
+    %g = dp.linear_per_sample_grad %x, %dy : tensor<2x3x8xbf16>, tensor<2x3x4xbf16> -> tensor<2x32xf32>
+    dp.yield %mask : tensor<2xf32>
+  }
+}

@@ -6,7 +6,8 @@
 // RUN: dp-opt %s --split-input-file --dp-specialize --dp-backward --dp-clip-plan="materialize-bytes=-1" --dp-fuse-norms | FileCheck %s --check-prefix=FUSED
 
 // The materialized norm method: each sample's weight gradient
-// dy_b^T x_b is formed (dp.linear_per_sample_grad, B x p x d in f32), its
+// dy_b^T x_b is formed (dp.linear_per_sample_grad, B x p x d in the compute
+// type: f32 here, bf16 in the last case), its
 // norm summed (dp.norm_rows) and, once the clip factors are known, the
 // clipped sum of the B slices added (dp.vector_grad): the weight-gradient
 // product dp.linear_grad_weight is gone. T = 64, d = 16: the usual choice
@@ -142,3 +143,35 @@ dp.recipe @r for @off {
 // FORCED-NOT:  dp.linear_per_sample_grad
 // FORCED-NOT:  dp.norm_
 // FORCED:      dp.linear_grad_weight @w1(%{{.*}}, %{{.*}}) scale(%arg2)
+
+// -----
+
+// A bf16 model: the slices are stored in bf16, half the bytes of f32 ones
+// (2 x 512 x 2 = 2048 for w1 and w2, 2 x 128 x 2 = 512 for head), so all
+// three fit in the 5120 bytes that held two of the f32 model's above.
+dp.model @half {
+  dp.param @emb : tensor<32x16xbf16>
+  dp.param @w1 : tensor<32x16xbf16>
+  dp.param @w2 : tensor<16x32xbf16>
+  dp.param @head : tensor<8x16xbf16>
+  dp.forward(%tok: tensor<?x64xi32>, %tgt: tensor<?x64xi32>) -> tensor<?xf32> {
+    %x = dp.embedding @emb(%tok) : tensor<?x64xi32> -> tensor<?x64x16xbf16>
+    %h = dp.linear @w1(%x) : tensor<?x64x16xbf16> -> tensor<?x64x32xbf16>
+    %a = dp.relu %h : tensor<?x64x32xbf16>
+    %y = dp.linear @w2(%a) : tensor<?x64x32xbf16> -> tensor<?x64x16xbf16>
+    %o = dp.linear @head(%y) : tensor<?x64x16xbf16> -> tensor<?x64x8xbf16>
+    %l = dp.cross_entropy %o, %tgt : tensor<?x64x8xbf16>, tensor<?x64xi32> -> tensor<?xf32>
+    dp.return %l : tensor<?xf32>
+  }
+}
+dp.recipe @r for @half {
+  clip = #dp.clip<flat, max_norm = 1.0>, noise = #dp.noise<sigma = 1.0, delta = 1.0e-5>,
+  sampling = #dp.poisson<rate = 0.01, physical_batch = 2>, optimizer = #dp.sgd<lr = 0.1>, steps = 10
+}
+// FORCED-LABEL: dp.model @half
+// FORCED:      %[[G:.*]] = dp.linear_per_sample_grad %{{.*}}, %{{.*}} : tensor<2x64x16xbf16>, tensor<2x64x8xbf16> -> tensor<2x128xbf16>
+// FORCED-NEXT: dp.norm_rows %[[G]] [@head] : tensor<2x128xbf16> -> tensor<2xf32>
+// FORCED:      dp.vector_grad @head(%[[G]]) scale(%{{.*}}) : tensor<2x128xbf16>, tensor<2xf32>
+// SOME-LABEL: dp.model @half
+// SOME-COUNT-3: dp.linear_per_sample_grad %{{.*}} -> tensor<2x{{128|512}}xbf16>
+// SOME-NOT:     dp.norm_direct

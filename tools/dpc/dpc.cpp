@@ -417,7 +417,8 @@ int main(int argc, char **argv) {
     int64_t bytes = 0;
     planned.walk([&](dpc::dp::LinearPerSampleGradOp op) {
       auto type = cast<RankedTensorType>(op.getGrads().getType());
-      bytes += type.getNumElements() * (type.getElementType().isF64() ? 8 : 4);
+      bytes += type.getNumElements() *
+               int64_t(type.getElementTypeBitWidth() / 8);
     });
     return bytes;
   };

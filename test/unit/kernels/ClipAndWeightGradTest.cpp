@@ -198,16 +198,33 @@ TEST(MaterializedWeightGrad, EqualsClippedSumOfPerSampleGradients) {
         x.values(), dy.values(), batch, tokens, in, out);
     poisonSample0(x, tokens * in);
     Vec cv = randomClipFactors(rng, dt, batch);
-    Buffer c(acc, cv), g(acc, batch * out * in),
+    Buffer c(acc, cv), g(dt, batch * out * in),
         dw(acc, uniform(rng, out * in));
     Vec init = dw.values();
     TestRank r;
     cpu::linear_per_sample_grad(r.get(), dt, x.data(), dy.data(), g.data(),
                                 nullptr, batch, tokens, in, out);
-    cpu::rows_weighted_sum(r.get(), acc, g.data(), c.data(), dw.data(), batch,
+    cpu::rows_weighted_sum(r.get(), dt, g.data(), c.data(), dw.data(), batch,
                            out * in);
-    EXPECT_CLOSE(dw.values(), ref::addForward(init, clippedSum(perSample, cv)),
+    // The clipped sum of the stored slices, which are within a rounding of
+    // the f64 per-sample gradients.
+    ref::PerSample stored(batch);
+    Vec gv = g.values();
+    for (int64_t b = 0; b < batch; ++b)
+      stored[b].assign(gv.begin() + b * out * in,
+                       gv.begin() + (b + 1) * out * in);
+    EXPECT_CLOSE(dw.values(), ref::addForward(init, clippedSum(stored, cv)),
                  accTolerance(dt), dt);
+    // Relative to the size of the terms: the sum can cancel, the rounding
+    // of each slice does not.
+    ref::PerSample sizes = perSample;
+    for (Vec &v : sizes)
+      for (double &e : v)
+        e = std::fabs(e);
+    Vec scale = clippedSum(sizes, cv);
+    EXPECT_CLOSE_TO_SCALE(dw.values(),
+                          ref::addForward(init, clippedSum(perSample, cv)),
+                          scale, storedTolerance(dt), dt);
   });
 }
 
@@ -252,10 +269,13 @@ TEST(EmbeddingGrad, EqualsClippedSumOfPerSampleGradientsWithRepeats) {
 }
 
 TEST(RowsWeightedSum, EqualsClippedSumOfMaterializedGradients) {
+  // Rows in the acc type (normalization gradients) and in the compute type
+  // (materialized weight gradients); c and out in the acc type.
   forEachCaseAndDType(16, [](Rng &rng, DType dt) {
     int64_t batch = uniformInt(rng, 1, 12), dim = uniformInt(rng, 1, 64);
     DType acc = accOf(dt);
-    Buffer g(acc, uniform(rng, batch * dim));
+    DType rows = uniformInt(rng, 0, 1) ? dt : acc;
+    Buffer g(rows, uniform(rng, batch * dim));
     ref::PerSample perSample(batch);
     for (int64_t b = 0; b < batch; ++b)
       for (int64_t j = 0; j < dim; ++j)
@@ -265,7 +285,7 @@ TEST(RowsWeightedSum, EqualsClippedSumOfMaterializedGradients) {
     Buffer c(acc, cv), out(acc, uniform(rng, dim));
     Vec init = out.values();
     TestRank r;
-    cpu::rows_weighted_sum(r.get(), acc, g.data(), c.data(), out.data(), batch,
+    cpu::rows_weighted_sum(r.get(), rows, g.data(), c.data(), out.data(), batch,
                            dim);
     EXPECT_CLOSE(out.values(), ref::addForward(init, clippedSum(perSample, cv)),
                  accTolerance(dt), dt);

@@ -33,6 +33,16 @@ struct Param {
   ref::PerSample grads;
 };
 
+/// The rows of a [batch, n] buffer as per-sample gradients.
+ref::PerSample slices(const Buffer &g, int64_t batch) {
+  Vec all = g.values();
+  int64_t n = g.size() / batch;
+  ref::PerSample out(batch);
+  for (int64_t b = 0; b < batch; ++b)
+    out[b].assign(all.begin() + b * n, all.begin() + (b + 1) * n);
+  return out;
+}
+
 /// Builds one random parameter group, adds its norms into n2 (acc, [batch])
 /// with the kernels and returns the reference gradients of its parameters.
 std::vector<Param> randomGroup(Rng &rng, DType dt, int64_t batch,
@@ -57,17 +67,21 @@ std::vector<Param> randomGroup(Rng &rng, DType dt, int64_t batch,
       cpu::gram_dot(r.get(), accOf(dt), ka.data(), kg.data(), n2.data(), batch,
                     tokens);
     } else if (method == 3) {
-      Buffer g(accOf(dt), batch * out * in);
+      // Materialized: the clipped sum adds the stored slices (bf16 for
+      // bf16 operands), so the bound must hold for them.
+      Buffer g(dt, batch * out * in);
       cpu::linear_per_sample_grad(r.get(), dt, x.data(), dy.data(), g.data(),
                                   n2.data(), batch, tokens, in, out);
+      params.push_back({slices(g, batch)});
     } else {
       std::vector<unsigned char> ws(
           dprt::normDirectWorkspaceBytes(dt, in, out));
       cpu::norm_direct(r.get(), dt, x.data(), dy.data(), n2.data(), batch,
                        tokens, in, out, ws.data());
     }
-    params.push_back({ref::linearWeightGradPerSample(x.values(), dy.values(),
-                                                     batch, tokens, in, out)});
+    if (method != 3)
+      params.push_back({ref::linearWeightGradPerSample(
+          x.values(), dy.values(), batch, tokens, in, out)});
     if (uniformInt(rng, 0, 1)) {
       cpu::norm_bias(r.get(), dt, dy.data(), n2.data(), batch, tokens, out);
       params.push_back(
@@ -102,10 +116,12 @@ std::vector<Param> randomGroup(Rng &rng, DType dt, int64_t batch,
                                                   tokens, vocab, dim)});
     break;
   }
-  default: { // a materialized per-sample gradient (norm gamma)
+  default: { // materialized per-sample gradients: a norm gamma's (acc) or
+               // a weight's slices (compute type)
     int64_t dim = uniformInt(rng, 1, 32);
-    Buffer g(accOf(dt), normal(rng, batch * dim, scale * scale));
-    cpu::norm_rows(r.get(), accOf(dt), g.data(), n2.data(), batch, dim);
+    DType rows = uniformInt(rng, 0, 1) ? dt : accOf(dt);
+    Buffer g(rows, normal(rng, batch * dim, scale * scale));
+    cpu::norm_rows(r.get(), rows, g.data(), n2.data(), batch, dim);
     ref::PerSample ps(batch);
     for (int64_t b = 0; b < batch; ++b)
       for (int64_t j = 0; j < dim; ++j)
@@ -219,18 +235,24 @@ TEST(ClipBound, MaterializedGradientsClippedAtTheBoundary) {
       for (int64_t i = 0; i < tokens * in; ++i)
         xv[b * tokens * in + i] = xv[tokens * in + i];
     Buffer x(dt, xv), dy(dt, dyv);
-    ref::PerSample grads = ref::linearWeightGradPerSample(
+    ref::PerSample exact = ref::linearWeightGradPerSample(
         x.values(), dy.values(), batch, tokens, in, out);
-    double maxNorm = std::sqrt(ref::sumSquares(grads[1]));
     TestRank r;
-    r.state().clipNorm = maxNorm;
-    Buffer g(acc, batch * out * in), n2(acc, Vec(batch, 0.0)),
+    Buffer g(dt, batch * out * in), n2(acc, Vec(batch, 0.0)),
         mask(acc, Vec(batch, 1.0)), c(acc, batch), dw(acc, Vec(out * in, 0.0));
     cpu::linear_per_sample_grad(r.get(), dt, x.data(), dy.data(), g.data(),
                                 n2.data(), batch, tokens, in, out);
+    // The slices as stored (rounded once to bf16 for bf16 operands) are what
+    // the clipped sum adds: C is sample 1's stored norm, and they are within
+    // a rounding of the f64 gradients.
+    ref::PerSample grads = slices(g, batch);
+    for (int64_t b = 0; b < batch; ++b)
+      EXPECT_CLOSE(grads[b], exact[b], storedTolerance(dt), dt);
+    double maxNorm = std::sqrt(ref::sumSquares(grads[1]));
+    r.state().clipNorm = maxNorm;
     cpu::clip_factors(r.get(), acc, n2.data(), mask.data(), c.data(), batch, 1,
                       ClipMode::Flat, 1.0, 0.01, relErr);
-    cpu::rows_weighted_sum(r.get(), acc, g.data(), c.data(), dw.data(), batch,
+    cpu::rows_weighted_sum(r.get(), dt, g.data(), c.data(), dw.data(), batch,
                            out * in);
     Vec cv = c.values(), want(batch);
     for (int64_t b = 0; b < batch; ++b) {

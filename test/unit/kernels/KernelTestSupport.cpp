@@ -29,6 +29,10 @@ double tolerance(DType dt) {
 
 double accTolerance(DType dt) { return dt == DType::F64 ? 1e-10 : 1e-5; }
 
+double storedTolerance(DType dt) {
+  return (dt == DType::BF16 ? 1.0 / 256.0 : 0.0) + accTolerance(dt);
+}
+
 double bf16Value(uint16_t bits) {
   uint32_t b = uint32_t(bits) << 16;
   float f;

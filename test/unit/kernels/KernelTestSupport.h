@@ -49,6 +49,11 @@ double tolerance(dprt::DType dt);
 /// Relative error allowed for acc results (norms, clip factors, acc
 /// gradients) of a model computing in `dt`: 1e-10 for f64, 1e-5 otherwise.
 double accTolerance(dprt::DType dt);
+/// Relative error allowed for acc results stored rounded once in the
+/// compute type `dt` (materialized per-sample weight gradients): one
+/// rounding to bf16 (8-bit significand) is at most 2^-8 relative per
+/// element, so 2^-8 plus the acc error for bf16, accTolerance otherwise.
+double storedTolerance(dprt::DType dt);
 
 /// The nearest bf16 value to d (ties to even), found by comparing the
 /// candidates around it in f64; independent of the runtime's bit trick.
