@@ -199,19 +199,12 @@ void dpc::lowering::buildApply(LoweringContext &context) {
     llvm::erase_if(ranges, [](auto r) { return r.first < 0; });
     Value grad = context.global(unit.grad);
     Value master = context.global(unit.master);
-    // noise = #dp.none: the program draws no noise at all.
+    // noise = #dp.none: the program draws no noise at all. Otherwise the
+    // update adds each element's noise (keyed by its global index) as it
+    // reads the gradient: the bits of add_noise then the update, without a
+    // pass that reads and writes the whole gradient.
     bool addNoise = !isa<NoNoiseAttr>(context.recipe.getNoise());
     for (auto [begin, end] : ranges) {
-      if (addNoise) {
-        CallArgs noise = context.args();
-        noise.dtype(acc)
-            .buffer(grad)
-            .i64(unit.shard)
-            .i64(begin)
-            .i64(end - begin)
-            .i64(unit.globalBase + begin);
-        context.call("add_noise_range", noise);
-      }
       CallArgs update = context.args();
       update.dtype(acc).buffer(master);
       for (StringRef state : statesOf(unit))
@@ -219,6 +212,7 @@ void dpc::lowering::buildApply(LoweringContext &context) {
       update.buffer(grad).i64(unit.shard).i64(begin).i64(end - begin);
       for (Attribute hyperparameter : optimizer.updateHyperparameters)
         update.attr(hyperparameter);
+      update.i64(addNoise ? unit.globalBase + begin : -1);
       context.call(optimizer.updateKernel, update);
     }
     if (!unit.castFromMaster && unit.master != unit.paramShard) {

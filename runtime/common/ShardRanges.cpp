@@ -60,6 +60,11 @@ template <class T> T *at(T *base, int64_t elems, DType dt) {
                                elems * sizeOf(dt));
 }
 
+/// The noise index of a part's first element: -1 (no noise) stays -1.
+int64_t noiseAt(int64_t noiseIndex, const OwnedPart &part) {
+  return noiseIndex < 0 ? -1 : noiseIndex + part.offset;
+}
+
 } // namespace
 
 void init_normal_range(Rank *rank, DType acc, void *shard, int64_t shardElems,
@@ -96,31 +101,34 @@ void add_noise_range(Rank *rank, DType acc, void *gradShard, int64_t shardElems,
 }
 
 void sgd_update_range(Rank *rank, DType acc, void *master, const void *grad,
-                      int64_t shardElems, int64_t begin, int64_t count) {
+                      int64_t shardElems, int64_t begin, int64_t count,
+                      int64_t noiseIndex) {
   OwnedPart p;
   if (ownedPart(rank, "sgd_update_range", shardElems, begin, count, p))
     sgd_update(rank, acc, at(master, p.local, acc), at(grad, p.local, acc),
-               p.count);
+               p.count, noiseAt(noiseIndex, p));
 }
 
 void momentum_update_range(Rank *rank, DType acc, void *master, void *velocity,
                            const void *grad, int64_t shardElems, int64_t begin,
-                           int64_t count, double momentum, bool nesterov) {
+                           int64_t count, double momentum, bool nesterov,
+                           int64_t noiseIndex) {
   OwnedPart p;
   if (ownedPart(rank, "momentum_update_range", shardElems, begin, count, p))
     momentum_update(rank, acc, at(master, p.local, acc),
                     at(velocity, p.local, acc), at(grad, p.local, acc), p.count,
-                    momentum, nesterov);
+                    momentum, nesterov, noiseAt(noiseIndex, p));
 }
 
 void adamw_update_range(Rank *rank, DType acc, void *master, void *m, void *v,
                         const void *grad, int64_t shardElems, int64_t begin,
-                        int64_t count, double beta1, double beta2, double eps) {
+                        int64_t count, double beta1, double beta2, double eps,
+                        int64_t noiseIndex) {
   OwnedPart p;
   if (ownedPart(rank, "adamw_update_range", shardElems, begin, count, p))
     adamw_update(rank, acc, at(master, p.local, acc), at(m, p.local, acc),
                  at(v, p.local, acc), at(grad, p.local, acc), p.count, beta1,
-                 beta2, eps);
+                 beta2, eps, noiseAt(noiseIndex, p));
 }
 
 } // namespace dprt::DPRT_SHARD_RANGES_BACKEND

@@ -9,21 +9,23 @@
 //===----------------------------------------------------------------------===//
 
 #include "Element.h"
+#include "GradientNoise.h"
 
 #include "dprt/kernels.h"
 
 namespace dprt::cpu {
 
 void sgd_update(Rank *rank, DType acc, void *master, const void *grad,
-                int64_t n) {
+                int64_t n, int64_t noiseIndex) {
   const StepState &st = stepState(rank);
+  const GradientNoise noise(st, noiseIndex >= 0);
   const double step = st.lr * st.lrScale, weightDecay = st.weightDecay;
   dispatchAcc(acc, [&](auto tag) {
     using A = decltype(tag);
     auto *w = static_cast<A *>(master);
     auto *g = static_cast<const A *>(grad);
     for (int64_t i = 0; i < n; ++i) {
-      double gi = double(g[i]) * st.gradScale;
+      double gi = double(noise.add(g[i], noiseIndex + i)) * st.gradScale;
       w[i] = A(double(w[i]) - step * (gi + weightDecay * double(w[i])));
     }
   });
@@ -31,8 +33,9 @@ void sgd_update(Rank *rank, DType acc, void *master, const void *grad,
 
 void momentum_update(Rank *rank, DType acc, void *master, void *velocity,
                      const void *grad, int64_t n, double momentum,
-                     bool nesterov) {
+                     bool nesterov, int64_t noiseIndex) {
   const StepState &st = stepState(rank);
+  const GradientNoise noise(st, noiseIndex >= 0);
   const double step = st.lr * st.lrScale, weightDecay = st.weightDecay;
   dispatchAcc(acc, [&](auto tag) {
     using A = decltype(tag);
@@ -40,7 +43,7 @@ void momentum_update(Rank *rank, DType acc, void *master, void *velocity,
     auto *vel = static_cast<A *>(velocity);
     auto *g = static_cast<const A *>(grad);
     for (int64_t i = 0; i < n; ++i) {
-      double gi = double(g[i]) * st.gradScale;
+      double gi = double(noise.add(g[i], noiseIndex + i)) * st.gradScale;
       double v = momentum * double(vel[i]) + gi;
       vel[i] = A(v);
       double d = nesterov ? gi + momentum * v : v;
@@ -51,8 +54,9 @@ void momentum_update(Rank *rank, DType acc, void *master, void *velocity,
 
 void adamw_update(Rank *rank, DType acc, void *master, void *m, void *v,
                   const void *grad, int64_t n, double beta1, double beta2,
-                  double eps) {
+                  double eps, int64_t noiseIndex) {
   const StepState &st = stepState(rank);
+  const GradientNoise noise(st, noiseIndex >= 0);
   const double step = st.lr * st.lrScale, weightDecay = st.weightDecay;
   // Bias corrections 1 - beta^t, t = StepState::step (from 1).
   double t = double(st.step);
@@ -65,7 +69,7 @@ void adamw_update(Rank *rank, DType acc, void *master, void *m, void *v,
     auto *va = static_cast<A *>(v);
     auto *g = static_cast<const A *>(grad);
     for (int64_t i = 0; i < n; ++i) {
-      double gi = double(g[i]) * st.gradScale;
+      double gi = double(noise.add(g[i], noiseIndex + i)) * st.gradScale;
       double mi = beta1 * double(ma[i]) + (1.0 - beta1) * gi;
       double vi = beta2 * double(va[i]) + (1.0 - beta2) * gi * gi;
       ma[i] = A(mi);

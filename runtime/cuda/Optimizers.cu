@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "DeviceMath.cuh"
+#include "GradientNoise.cuh"
 
 #include "dprt/kernels.h"
 
@@ -61,8 +62,9 @@ __device__ __forceinline__ StepScalars loadScalars(const StepState *state,
 
 template <int V>
 __global__ void sgdKernel(float *master, const float *grad, int64_t n,
-                          const StepState *state) {
+                          int64_t noiseIndex, const StepState *state) {
   const StepScalars s = loadScalars(state, 0.0, 0.0);
+  const GradientNoise noise = GradientNoise::of(*state, noiseIndex >= 0);
   forEachVector<V>(n, [&](auto width, int64_t i) {
     constexpr int W = decltype(width)::value;
     float w[W], g[W];
@@ -70,7 +72,7 @@ __global__ void sgdKernel(float *master, const float *grad, int64_t n,
     loadVec<W>(grad + i, g);
 #pragma unroll
     for (int k = 0; k < W; ++k) {
-      double gi = double(g[k]) * s.gradScale;
+      double gi = double(noise.add(g[k], noiseIndex + i + k)) * s.gradScale;
       w[k] = float(double(w[k]) - s.step * (gi + s.weightDecay * double(w[k])));
     }
     storeVec<W>(master + i, w);
@@ -80,8 +82,10 @@ __global__ void sgdKernel(float *master, const float *grad, int64_t n,
 template <int V>
 __global__ void momentumKernel(float *master, float *velocity,
                                const float *grad, int64_t n, double momentum,
-                               bool nesterov, const StepState *state) {
+                               bool nesterov, int64_t noiseIndex,
+                               const StepState *state) {
   const StepScalars s = loadScalars(state, 0.0, 0.0);
+  const GradientNoise noise = GradientNoise::of(*state, noiseIndex >= 0);
   forEachVector<V>(n, [&](auto width, int64_t i) {
     constexpr int W = decltype(width)::value;
     float w[W], vel[W], g[W];
@@ -90,7 +94,7 @@ __global__ void momentumKernel(float *master, float *velocity,
     loadVec<W>(grad + i, g);
 #pragma unroll
     for (int k = 0; k < W; ++k) {
-      double gi = double(g[k]) * s.gradScale;
+      double gi = double(noise.add(g[k], noiseIndex + i + k)) * s.gradScale;
       double v = momentum * double(vel[k]) + gi;
       vel[k] = float(v);
       double d = nesterov ? gi + momentum * v : v;
@@ -104,8 +108,10 @@ __global__ void momentumKernel(float *master, float *velocity,
 template <int V>
 __global__ void adamwKernel(float *master, float *m, float *v,
                             const float *grad, int64_t n, double beta1,
-                            double beta2, double eps, const StepState *state) {
+                            double beta2, double eps, int64_t noiseIndex,
+                            const StepState *state) {
   const StepScalars s = loadScalars(state, beta1, beta2);
+  const GradientNoise noise = GradientNoise::of(*state, noiseIndex >= 0);
   forEachVector<V>(n, [&](auto width, int64_t i) {
     constexpr int W = decltype(width)::value;
     float w[W], mv[W], vv[W], g[W];
@@ -115,7 +121,7 @@ __global__ void adamwKernel(float *master, float *m, float *v,
     loadVec<W>(grad + i, g);
 #pragma unroll
     for (int k = 0; k < W; ++k) {
-      double gi = double(g[k]) * s.gradScale;
+      double gi = double(noise.add(g[k], noiseIndex + i + k)) * s.gradScale;
       double mi = beta1 * double(mv[k]) + (1.0 - beta1) * gi;
       double vi = beta2 * double(vv[k]) + (1.0 - beta2) * gi * gi;
       mv[k] = float(mi);
@@ -186,7 +192,7 @@ void clip_factors(Rank *rank, DType acc, const void *n2, const void *mask,
 }
 
 void sgd_update(Rank *rank, DType acc, void *master, const void *grad,
-                int64_t n) {
+                int64_t n, int64_t noiseIndex) {
   requireAcc(acc, "sgd_update");
   if (n <= 0)
     return;
@@ -196,16 +202,16 @@ void sgd_update(Rank *rank, DType acc, void *master, const void *grad,
   cudaStream_t stream = computeStream(rank);
   if (vectorizable({master, grad}))
     sgdKernel<4><<<gridFor(rank, n / 4, kThreads), kThreads, 0, stream>>>(
-        w, g, n, state);
+        w, g, n, noiseIndex, state);
   else
-    sgdKernel<1>
-        <<<gridFor(rank, n, kThreads), kThreads, 0, stream>>>(w, g, n, state);
+    sgdKernel<1><<<gridFor(rank, n, kThreads), kThreads, 0, stream>>>(
+        w, g, n, noiseIndex, state);
   checkLaunch("sgd_update");
 }
 
 void momentum_update(Rank *rank, DType acc, void *master, void *velocity,
                      const void *grad, int64_t n, double momentum,
-                     bool nesterov) {
+                     bool nesterov, int64_t noiseIndex) {
   requireAcc(acc, "momentum_update");
   if (n <= 0)
     return;
@@ -216,16 +222,16 @@ void momentum_update(Rank *rank, DType acc, void *master, void *velocity,
   cudaStream_t stream = computeStream(rank);
   if (vectorizable({master, velocity, grad}))
     momentumKernel<4><<<gridFor(rank, n / 4, kThreads), kThreads, 0, stream>>>(
-        w, vel, g, n, momentum, nesterov, state);
+        w, vel, g, n, momentum, nesterov, noiseIndex, state);
   else
     momentumKernel<1><<<gridFor(rank, n, kThreads), kThreads, 0, stream>>>(
-        w, vel, g, n, momentum, nesterov, state);
+        w, vel, g, n, momentum, nesterov, noiseIndex, state);
   checkLaunch("momentum_update");
 }
 
 void adamw_update(Rank *rank, DType acc, void *master, void *m, void *v,
                   const void *grad, int64_t n, double beta1, double beta2,
-                  double eps) {
+                  double eps, int64_t noiseIndex) {
   requireAcc(acc, "adamw_update");
   if (n <= 0)
     return;
@@ -237,10 +243,10 @@ void adamw_update(Rank *rank, DType acc, void *master, void *m, void *v,
   cudaStream_t stream = computeStream(rank);
   if (vectorizable({master, m, v, grad}))
     adamwKernel<4><<<gridFor(rank, n / 4, kThreads), kThreads, 0, stream>>>(
-        w, mf, vf, g, n, beta1, beta2, eps, state);
+        w, mf, vf, g, n, beta1, beta2, eps, noiseIndex, state);
   else
     adamwKernel<1><<<gridFor(rank, n, kThreads), kThreads, 0, stream>>>(
-        w, mf, vf, g, n, beta1, beta2, eps, state);
+        w, mf, vf, g, n, beta1, beta2, eps, noiseIndex, state);
   checkLaunch("adamw_update");
 }
 

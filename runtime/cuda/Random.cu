@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "DeviceState.h"
+#include "GradientNoise.cuh"
 
 #include "dprt/kernels.h"
 #include "dprt/keys.h"
@@ -44,17 +45,12 @@ __global__ void initUniformKernel(float *master, int64_t n, int64_t globalIndex,
 
 __global__ void addNoiseKernel(float *grad, int64_t n, int64_t globalIndex,
                                const StepState *state) {
-  const double std = state->noiseStd;
-  if (std == 0.0)
+  const GradientNoise noise = GradientNoise::of(*state, true);
+  if (!noise.on)
     return;
-  const NoiseKey key = noiseKeyOf(*state);
-  const NoiseGenerator generator = noiseGeneratorOf(*state);
-  const uint64_t step = uint64_t(state->step);
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    grad[i] += float(std) * gaussianF32(generator, key, step,
-                                        uint64_t(globalIndex + i),
-                                        kGradientNoiseStream);
+    grad[i] = noise.add(grad[i], globalIndex + i);
 }
 
 } // namespace

@@ -1054,6 +1054,70 @@ void accChecks(Context &ctx) {
         ctx.compare("m", m, 1e-6);
         ctx.compare("v", v, 1e-6);
       });
+    // The optimizers adding the gradient noise themselves (noiseIndex, what
+    // dp_apply calls): against the CPU's, and bit for bit against add_noise
+    // followed by the plain update on the GPU, for both generators.
+    const char *updates[] = {"sgd_update", "momentum_update", "adamw_update"};
+    for (auto generator : {dprt::NoiseGeneratorKind::Philox,
+                           dprt::NoiseGeneratorKind::ChaCha20})
+      for (int opt = 0; opt < 3; ++opt)
+        if (ctx.begin(updates[opt], dn,
+                      shape + " noise " +
+                          (generator == dprt::NoiseGeneratorKind::Philox
+                               ? "philox"
+                               : "chacha20")))
+          ctx.guarded([&] {
+            dprt::StepState noisy = state;
+            noisy.noiseStd = 0.5;
+            noisy.noiseKey[0] = 0x243f6a8885a308d3ull;
+            noisy.noiseKey[1] = 0x13198a2e03707344ull;
+            noisy.noiseGenerator = static_cast<int32_t>(generator);
+            ctx.setStepState(noisy);
+            const int64_t index = 1000003;
+            // Fused (w, a, b) and add_noise + update (w2, a2, b2).
+            Buffer w(F32, n, mis), a(F32, n), b(F32, n), g(F32, n),
+                w2(F32, n, mis), a2(F32, n), b2(F32, n), g2(F32, n);
+            w.randn(ctx.rng);
+            a.randn(ctx.rng, 0.1);
+            b.uniform(ctx.rng, 0, 0.01);
+            g.randn(ctx.rng);
+            for (int64_t i = 0; i < n; ++i) {
+              w2.set(i, w.get(i));
+              a2.set(i, a.get(i));
+              b2.set(i, b.get(i));
+              g2.set(i, g.get(i));
+            }
+            for (Buffer *x : {&w2, &a2, &b2, &g2})
+              x->upload();
+            auto update = [&](bool onCpu, Buffer &w, Buffer &a, Buffer &b,
+                              Buffer &g, int64_t noiseIndex) {
+              void *wp = onCpu ? w.h() : w.d(), *ap = onCpu ? a.h() : a.d(),
+                   *bp = onCpu ? b.h() : b.d(), *gp = onCpu ? g.h() : g.d();
+              dprt::Rank *r = onCpu ? ctx.cpu : ctx.gpu;
+              auto *sgd = onCpu ? &cpu::sgd_update : &gpu::sgd_update;
+              auto *momentum =
+                  onCpu ? &cpu::momentum_update : &gpu::momentum_update;
+              auto *adamw = onCpu ? &cpu::adamw_update : &gpu::adamw_update;
+              if (opt == 0)
+                sgd(r, F32, wp, gp, n, noiseIndex);
+              else if (opt == 1)
+                momentum(r, F32, wp, ap, gp, n, 0.9, false, noiseIndex);
+              else
+                adamw(r, F32, wp, ap, bp, gp, n, 0.9, 0.999, 1e-8,
+                      noiseIndex);
+            };
+            update(true, w, a, b, g, index);
+            update(false, w, a, b, g, index);
+            ctx.compare("master", w, 1e-6);
+            gpu::add_noise(ctx.gpu, F32, g2.d(), n, index);
+            update(false, w2, a2, b2, g2, -1);
+            gpu::synchronize(ctx.gpu);
+            Row same = compareValues(w.download(), w2.download(), 0);
+            ctx.result("master = add_noise + update", same.pass, same.note);
+            Row sameState = compareValues(a.download(), a2.download(), 0);
+            ctx.result("state = add_noise + update", sameState.pass,
+                       sameState.note);
+          });
   }
   {
     // One rank and no communicator: all_gather copies and reduce_scatter

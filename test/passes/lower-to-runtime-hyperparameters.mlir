@@ -32,8 +32,9 @@ dp.recipe @r for @m {
 // CHECK-COUNT-3: "clip_factors"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2 : index, 2, 1, #dprt.clip_mode<PerLayer>, 0.57735026918962584, 1.000000e-02,
 
 // CHECK-LABEL: dprt.func @dp_apply
-// CHECK:      "sgd_update_range"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 192, 0, 144]}
-// CHECK:      "sgd_update_range"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 64, 0, 64]}
+// The last argument: the global index of the range's noise.
+// CHECK:      "sgd_update_range"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 192, 0, 144, 0]}
+// CHECK:      "sgd_update_range"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 64, 0, 64, 144]}
 
 // CHECK-LABEL: dprt.func @dp_describe attributes {describe}
 // CHECK: "describe_recipe"() {args = [#dprt.clip_mode<PerLayer>, 2.000000e+00, 1.000000e-02, true, 0.000000e+00, 4.000000e+00, 1.000000e-05,

@@ -66,14 +66,16 @@ dp.recipe @r for @m {
 // CHECK-NOT:  "linear_weight_grad"
 
 // Noise and AdamW only on the trainable range of each shard: fc1.w and fc1.b
-// (positions 0 to 144 of unit fc1), fc2.w; never @fixed.
+// (positions 0 to 144 of unit fc1, global indices from 0), fc2.w (from
+// 208); never @fixed. The update adds the noise itself (its last argument,
+// the global index of the range's first element): no add_noise pass.
 // CHECK-LABEL: dprt.func @dp_apply
-// CHECK:      "add_noise_range"(%{{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 192, 0, 144, 0]}
+// CHECK-NOT:  "add_noise_range"
 // The learning rate and the weight decay come from the StepState: only
 // the betas and eps are compiled in.
-// CHECK:      "adamw_update_range"({{.*}}192, 0, 144, 9.000000e-01, 0.99899999999999999, 1.000000e-08]}
-// CHECK:      "add_noise_range"(%{{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 64, 0, 16, 208]}
-// CHECK-NOT:  144]}
+// CHECK:      "adamw_update_range"({{.*}}192, 0, 144, 9.000000e-01, 0.99899999999999999, 1.000000e-08, 0]}
+// CHECK:      "adamw_update_range"({{.*}}64, 0, 16, 9.000000e-01, 0.99899999999999999, 1.000000e-08, 208]}
+// CHECK-NOT:  144, 9.000000e-01
 
 // CHECK-LABEL: dprt.func @dp_forward
 // CHECK: "cross_entropy_forward"(%[[L2:.*]], %{{.*}}, %{{.*}}, %{{.*}})

@@ -29,7 +29,7 @@
 // CALLS: dprt.call "all_reduce"(%{{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 64], stream = 1 : i32}
 // CALLS-NOT: "all_reduce"
 // CALLS: dprt.wait_event {event = [[ROOT]] : i32, stream = 0 : i32}
-// CALLS-NEXT: dprt.call "add_noise_range"
+// CALLS-NEXT: dprt.call "sgd_update_range"
 // CALLS-LABEL: dprt.func @dp_forward
 // CALLS-NOT: "all_reduce"
 // CALLS-LABEL: dprt.func @dp_describe

@@ -8,6 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../GradientNoise.h"
+
 #include "dprt/kernels.h"
 #include "dprt/keys.h"
 
@@ -26,21 +28,6 @@ void requireAcc(DType acc, const char *kernel) {
     throw std::invalid_argument(std::string(kernel) +
                                 ": acc buffers are f32 or f64, got " +
                                 nameOf(acc));
-}
-
-/// keys.h's generator, after checking that the StepState names one: a
-/// corrupt state must not silently fall back to Philox.
-NoiseGenerator generatorOf(const StepState &state) {
-  switch (static_cast<NoiseGeneratorKind>(state.noiseGenerator)) {
-  case NoiseGeneratorKind::Philox:
-  case NoiseGeneratorKind::ChaCha20:
-    return noiseGeneratorOf(state);
-  case NoiseGeneratorKind::None:
-    break;
-  }
-  throw std::invalid_argument("add_noise: unknown noise generator " +
-                              std::to_string(state.noiseGenerator) +
-                              " in the step state");
 }
 
 /// Stores `n` values value(i) into an f32 or f64 buffer, each rounded once.
@@ -92,27 +79,17 @@ void init_uniform(Rank *rank, DType acc, void *master, int64_t n,
 void add_noise(Rank *rank, DType acc, void *grad, int64_t n,
                int64_t globalIndex) {
   requireAcc(acc, "add_noise");
-  const StepState &state = stepState(rank);
-  if (state.noiseStd == 0)
+  const GradientNoise noise(stepState(rank), true);
+  if (!noise.on())
     return;
-  const NoiseKey key = noiseKeyOf(state);
-  const NoiseGenerator generator = generatorOf(state);
-  const uint64_t step = static_cast<uint64_t>(state.step);
-  const double noiseStd = state.noiseStd;
   if (acc == DType::F64) {
     auto *g = static_cast<double *>(grad);
     for (int64_t i = 0; i < n; ++i)
-      g[i] += noiseStd * gaussianF64(generator, key, step,
-                                     static_cast<uint64_t>(globalIndex + i),
-                                     kGradientNoiseStream);
+      g[i] = noise.add(g[i], globalIndex + i);
   } else {
     auto *g = static_cast<float *>(grad);
     for (int64_t i = 0; i < n; ++i)
-      g[i] += static_cast<float>(
-          noiseStd * static_cast<double>(
-                         gaussianF32(generator, key, step,
-                                     static_cast<uint64_t>(globalIndex + i),
-                                     kGradientNoiseStream)));
+      g[i] = noise.add(g[i], globalIndex + i);
   }
 }
 

@@ -145,3 +145,71 @@ TEST(RandomKernels, RejectBf16AccumulationBuffers) {
   EXPECT_THROW(cpu::init_normal(&r.rank, DType::BF16, buffer.data(), 4, 0, 1),
                std::invalid_argument);
 }
+
+TEST(RandomKernels, OptimizersWithANoiseIndexAddTheNoiseOfAddNoise) {
+  // An update given noiseIndex reads grad[i] plus add_noise's noise at
+  // global index noiseIndex + i: bit for bit the parameters and state of
+  // add_noise followed by the plain update, for both generators, f32 and
+  // f64, and every optimizer; the gradient itself is left as it was.
+  for (NoiseGeneratorKind kind :
+       {NoiseGeneratorKind::Philox, NoiseGeneratorKind::ChaCha20})
+    for (DType acc : {DType::F32, DType::F64})
+      for (int optimizer = 0; optimizer < 3; ++optimizer) {
+        SCOPED_TRACE(std::string(nameOf(acc)) + " optimizer " +
+                     std::to_string(optimizer) + " generator " +
+                     std::to_string(int(kind)));
+        StateRank r;
+        StepState &s = r.state();
+        s.step = 5;
+        s.noiseStd = 0.75;
+        s.noiseKey[0] = 0x9e3779b97f4a7c15ull;
+        s.noiseKey[1] = 7;
+        s.noiseGenerator = static_cast<int32_t>(kind);
+        s.lr = 0.01;
+        s.lrScale = 0.5;
+        s.weightDecay = 0.1;
+        s.gradScale = 0.25;
+        r.upload();
+        const int64_t n = 37, index = 123456;
+        const size_t bytes = n * (acc == DType::F64 ? 8 : 4);
+        auto buffer = [&](double base) {
+          std::vector<unsigned char> b(bytes);
+          for (int64_t i = 0; i < n; ++i) {
+            double v = base + 0.01 * double(i) * (i % 2 ? -1 : 1);
+            if (acc == DType::F64)
+              reinterpret_cast<double *>(b.data())[i] = v;
+            else
+              reinterpret_cast<float *>(b.data())[i] = float(v);
+          }
+          return b;
+        };
+        auto grad = buffer(0.3), noised = grad;
+        std::vector<unsigned char> w[2] = {buffer(1.0), buffer(1.0)},
+                                   m[2] = {buffer(0.2), buffer(0.2)},
+                                   v[2] = {buffer(0.5), buffer(0.5)};
+        cpu::add_noise(&r.rank, acc, noised.data(), n, index);
+        ASSERT_NE(noised, grad);
+        auto update = [&](int side, const void *g, int64_t noiseIndex) {
+          switch (optimizer) {
+          case 0:
+            cpu::sgd_update(&r.rank, acc, w[side].data(), g, n, noiseIndex);
+            break;
+          case 1:
+            cpu::momentum_update(&r.rank, acc, w[side].data(), m[side].data(),
+                                 g, n, 0.9, true, noiseIndex);
+            break;
+          default:
+            cpu::adamw_update(&r.rank, acc, w[side].data(), m[side].data(),
+                              v[side].data(), g, n, 0.9, 0.999, 1e-8,
+                              noiseIndex);
+          }
+        };
+        update(0, noised.data(), -1);
+        auto before = grad;
+        update(1, grad.data(), index);
+        EXPECT_EQ(grad, before);
+        EXPECT_EQ(w[1], w[0]);
+        EXPECT_EQ(m[1], m[0]);
+        EXPECT_EQ(v[1], v[0]);
+      }
+}
