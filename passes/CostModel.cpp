@@ -54,8 +54,7 @@ double dpc::materializedGradFlops(const LinearNormShape &s) {
   return double(s.batch) * (2.0 * double(s.tokens) * dp + 2.0 * dp);
 }
 
-int64_t dpc::materializedBytes(const LinearNormShape &s,
-                               int64_t computeBytes) {
+int64_t dpc::materializedBytes(const LinearNormShape &s, int64_t computeBytes) {
   return s.batch * s.in * s.out * computeBytes;
 }
 

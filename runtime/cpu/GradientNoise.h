@@ -1,4 +1,5 @@
-//===- GradientNoise.h - The gradient noise of one step, per element -*- C++ -*-===//
+//===- GradientNoise.h - The gradient noise of one step, per element -*- C++
+//-*-===//
 //
 // One definition of the Gaussian noise the CPU backend adds to gradients,
 // for add_noise (which stores grad + noise) and for the optimizers that add
@@ -57,11 +58,10 @@ public:
   float add(float g, int64_t index) const {
     if (!on_)
       return g;
-    return g + static_cast<float>(
-                   std_ * static_cast<double>(gaussianF32(
-                              generator_, key_, step_,
-                              static_cast<uint64_t>(index),
-                              kGradientNoiseStream)));
+    return g + static_cast<float>(std_ * static_cast<double>(gaussianF32(
+                                             generator_, key_, step_,
+                                             static_cast<uint64_t>(index),
+                                             kGradientNoiseStream)));
   }
 
 private:

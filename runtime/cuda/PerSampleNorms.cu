@@ -65,6 +65,43 @@ template <class T> struct SquareOp {
   }
 };
 
+/// The sum of the squares of the 16 bytes at vector i of segment s: V = 8
+/// bf16 or 4 f32 values, g[(s * vectors + i) * V, + V).
+template <class T, int V> struct SquareVecOp {
+  const T *g;
+  int64_t vectors;
+  __device__ float operator()(int64_t s, int64_t i) const {
+    float v[V];
+    loadVec<V>(g + (s * vectors + i) * V, v);
+    float sum = 0.0f;
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      sum += v[k] * v[k];
+    return sum;
+  }
+};
+
+/// n2[s] += ||g_s||^2 for `segments` rows of `length` elements: 16-byte
+/// loads where the rows allow them (materialized slices are read once more
+/// here, so the pass runs at the memory's speed), else one element a load.
+template <class T>
+void rowSquares(Rank *rank, const T *g, float *n2, int64_t segments,
+                int64_t length, const char *name) {
+  constexpr int V = 16 / sizeof(T);
+  if (aligned16(g) && length % V == 0) {
+    int64_t vectors = length / V;
+    auto *partials = static_cast<float *>(
+        scratch(rank, kComputeStream, segmentScratchBytes(segments, vectors)));
+    segmentedSum(rank, segments, vectors, SquareVecOp<T, V>{g, vectors}, n2,
+                 true, partials, name);
+    return;
+  }
+  auto *partials = static_cast<float *>(
+      scratch(rank, kComputeStream, segmentScratchBytes(segments, length)));
+  segmentedSum(rank, segments, length, SquareOp<T>{g, length}, n2, true,
+               partials, name);
+}
+
 /// Term (s, t) of sample b's tied cross term, i = s * tokensEmb + t:
 /// 2 dyHead_b[s, tok_bt] M_b[s, t].
 template <class T> struct TiedCrossOp {
@@ -100,49 +137,49 @@ template <class T> struct DyColumnOp {
   }
 };
 
-/// Block b groups sample b's positions by token: positions sharing a token
-/// become one run of `order`, runs ordered by the token's first position,
-/// positions within a run ascending; start[p] marks the first of a run. With
-/// `reps` null the tokens and their first positions live in dynamic shared
-/// memory (2 * tokens ints), otherwise in `reps` (global, [batch, tokens]).
-__global__ void groupTokensKernel(const int32_t *tok, int64_t tokens,
-                                  int32_t *reps, int32_t *order,
-                                  uint8_t *start) {
-  extern __shared__ int32_t shared[];
-  const int64_t b = blockIdx.x;
+/// Thread (t, b): reps[b, t] = the first position of sample b that holds
+/// tok[b, t] (t itself at the latest).
+__global__ void firstPositionKernel(const int32_t *tok, int64_t tokens,
+                                    int32_t *reps) {
+  const int64_t b = blockIdx.y;
+  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= tokens)
+    return;
   const int32_t *tb = tok + b * tokens;
-  int32_t *rep = reps ? reps + b * tokens : shared + tokens;
-  const int32_t *ids = tb;
-  if (!reps) {
-    for (int64_t t = threadIdx.x; t < tokens; t += blockDim.x)
-      shared[t] = tb[t];
-    __syncthreads();
-    ids = shared;
+  const int32_t v = tb[t];
+  int64_t s = 0;
+  while (tb[s] != v)
+    ++s;
+  reps[b * tokens + t] = int32_t(s);
+}
+
+/// Thread (t, b) groups sample b's positions by token: positions sharing a
+/// token become one run of `order`, runs ordered by the token's first
+/// position, positions within a run ascending; start[p] marks the first of
+/// a run. Position t goes after the positions of earlier runs and the
+/// earlier positions of its own run. O(T) a thread, T / blockDim blocks a
+/// sample: long sequences at one or two samples keep the GPU busy.
+__global__ void groupPositionKernel(const int32_t *reps, int64_t tokens,
+                                    int32_t *order, uint8_t *start) {
+  const int64_t b = blockIdx.y;
+  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= tokens)
+    return;
+  const int32_t *rb = reps + b * tokens;
+  const int32_t r = rb[t];
+  int64_t p = 0;
+  for (int64_t u = 0; u < tokens; ++u) {
+    const int32_t ru = rb[u];
+    p += (ru < r) || (ru == r && u < t);
   }
-  // rep[t] = first position holding tok[t] (t itself at the latest).
-  for (int64_t t = threadIdx.x; t < tokens; t += blockDim.x) {
-    const int32_t v = ids[t];
-    int64_t s = 0;
-    while (ids[s] != v)
-      ++s;
-    rep[t] = int32_t(s);
-  }
-  __syncthreads();
-  // position = positions of earlier runs + earlier positions of this run.
-  for (int64_t t = threadIdx.x; t < tokens; t += blockDim.x) {
-    const int32_t r = rep[t];
-    int64_t p = 0;
-    for (int64_t u = 0; u < tokens; ++u) {
-      const int32_t ru = rep[u];
-      p += (ru < r) || (ru == r && u < t);
-    }
-    order[b * tokens + p] = int32_t(t);
-    start[b * tokens + p] = r == t;
-  }
+  order[b * tokens + p] = int32_t(t);
+  start[b * tokens + p] = r == t;
 }
 
 /// Thread (j, b): sum over the runs of sample b of (sum over the run of
-/// dy[., j])^2, into out[b * dim + j].
+/// dy[., j])^2, into out[b * dim + j]. Eight positions' loads are issued
+/// before they are summed (the same sums in the same order): with few
+/// samples the threads are few and each must keep loads in flight.
 template <class T>
 __global__ void runSquaresKernel(const T *dy, const int32_t *order,
                                  const uint8_t *start, int64_t tokens,
@@ -155,7 +192,26 @@ __global__ void runSquaresKernel(const T *dy, const int32_t *order,
   const uint8_t *sb = start + b * tokens;
   const T *dyb = dy + b * tokens * dim + j;
   float total = 0.0f, run = 0.0f;
-  for (int64_t p = 0; p < tokens; ++p) {
+  constexpr int kAhead = 8;
+  int64_t p = 0;
+  for (; p + kAhead <= tokens; p += kAhead) {
+    float v[kAhead];
+    bool first[kAhead];
+#pragma unroll
+    for (int k = 0; k < kAhead; ++k) {
+      first[k] = sb[p + k] && p + k > 0;
+      v[k] = toFloat(dyb[int64_t(ob[p + k]) * dim]);
+    }
+#pragma unroll
+    for (int k = 0; k < kAhead; ++k) {
+      if (first[k]) {
+        total += run * run;
+        run = 0.0f;
+      }
+      run += v[k];
+    }
+  }
+  for (; p < tokens; ++p) {
     if (sb[p] && p > 0) {
       total += run * run;
       run = 0.0f;
@@ -229,9 +285,10 @@ void norm_direct(Rank *rank, DType dt, const void *x, const void *dy, void *n2,
                    dt, static_cast<const char *>(dy) + b * tokens * out * es,
                    static_cast<const char *>(x) + b * tokens * in * es,
                    workspace, tokens, in, out));
-    segmentedSum(rank, 1, in * out,
-                 SquareOp<float>{static_cast<const float *>(workspace), in * out},
-                 static_cast<float *>(n2) + b, true, partials, "norm_direct");
+    segmentedSum(
+        rank, 1, in * out,
+        SquareOp<float>{static_cast<const float *>(workspace), in * out},
+        static_cast<float *>(n2) + b, true, partials, "norm_direct");
   }
 }
 
@@ -269,26 +326,24 @@ void norm_embedding(Rank *rank, DType dt, const int32_t *tok, const void *dy,
     // sum_v ||sum_{t: tok_t = v} dy_t||^2: group each sample's positions by
     // token (O(T^2) integer work per sample), then square the run sums
     // column by column (one read of dy).
-    size_t sharedBytes = size_t(2 * tokens) * sizeof(int32_t);
-    bool inShared = sharedBytes <= 48 * 1024;
     ScratchLayout layout;
     size_t orderAt = layout.add(size_t(batch * tokens) * sizeof(int32_t));
     size_t startAt = layout.add(size_t(batch * tokens));
-    size_t repsAt =
-        layout.add(inShared ? 0 : size_t(batch * tokens) * sizeof(int32_t));
+    size_t repsAt = layout.add(size_t(batch * tokens) * sizeof(int32_t));
     size_t squaresAt = layout.add(size_t(batch * dim) * sizeof(float));
     size_t segmentAt = layout.add(segmentScratchBytes(batch, dim));
     char *base =
         static_cast<char *>(scratch(rank, kComputeStream, layout.bytes));
     auto *order = reinterpret_cast<int32_t *>(base + orderAt);
     auto *start = reinterpret_cast<uint8_t *>(base + startAt);
-    auto *reps =
-        inShared ? nullptr : reinterpret_cast<int32_t *>(base + repsAt);
+    auto *reps = reinterpret_cast<int32_t *>(base + repsAt);
     auto *squares = reinterpret_cast<float *>(base + squaresAt);
     cudaStream_t stream = computeStream(rank);
-    int threads = rowThreads(tokens);
-    groupTokensKernel<<<unsigned(batch), threads, inShared ? sharedBytes : 0,
-                        stream>>>(tok, tokens, reps, order, start);
+    dim3 positions(unsigned((tokens + 127) / 128), unsigned(batch));
+    firstPositionKernel<<<positions, 128, 0, stream>>>(tok, tokens, reps);
+    checkLaunch("norm_embedding");
+    groupPositionKernel<<<positions, 128, 0, stream>>>(reps, tokens, order,
+                                                       start);
     checkLaunch("norm_embedding");
     dim3 grid(unsigned((dim + 255) / 256), unsigned(batch));
     runSquaresKernel<T><<<grid, 256, 0, stream>>>(
@@ -392,10 +447,8 @@ void norm_rows(Rank *rank, DType rows, const void *g, void *n2, int64_t batch,
                int64_t dim) {
   dispatchCompute(rows, "norm_rows", [&](auto tag) {
     using T = decltype(tag);
-    auto *partials = static_cast<float *>(
-        scratch(rank, kComputeStream, segmentScratchBytes(batch, dim)));
-    segmentedSum(rank, batch, dim, SquareOp<T>{static_cast<const T *>(g), dim},
-                 static_cast<float *>(n2), true, partials, "norm_rows");
+    rowSquares(rank, static_cast<const T *>(g), static_cast<float *>(n2), batch,
+               dim, "norm_rows");
   });
 }
 
@@ -425,12 +478,8 @@ void linear_per_sample_grad(Rank *rank, DType dt, const void *x, const void *dy,
     if (!n2)
       return;
     // The norm of the rounded values: the ones rows_weighted_sum adds.
-    auto *partials = static_cast<float *>(
-        scratch(rank, kComputeStream, segmentScratchBytes(batch, in * out)));
-    segmentedSum(rank, batch, in * out,
-                 SquareOp<T>{static_cast<const T *>(g), in * out},
-                 static_cast<float *>(n2), true, partials,
-                 "linear_per_sample_grad");
+    rowSquares(rank, static_cast<const T *>(g), static_cast<float *>(n2), batch,
+               in * out, "linear_per_sample_grad");
   });
 }
 

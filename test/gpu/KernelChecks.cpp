@@ -735,8 +735,8 @@ void normChecks(Context &ctx, DType dt, bool odd) {
     struct Shape {
       int64_t batch, tokens, dim, vocab;
     };
-    // Few distinct tokens, so that many repeat; the long sample keeps its
-    // token groups in global memory instead of shared memory.
+    // Few distinct tokens, so that many repeat; the long single sample is
+    // grouped by 55 blocks, and its 7000 positions are read eight at a time.
     std::vector<Shape> shapes = {odd ? Shape{3, 33, 130, 7}
                                      : Shape{3, 100, 256, 20}};
     if (!odd)
@@ -917,33 +917,38 @@ void accChecks(Context &ctx) {
   }
   // Rows in f32 (the acc type of normalization gradients) and in bf16
   // (materialized weight gradients of a bf16 model).
-  for (DType dt : {F32, BF16}) {
-    const std::string dn = nameOf(dt);
-    int64_t batch = 5, dim = 1000;
-    if (ctx.begin("norm_rows", dn, dims({{"B", batch}, {"d", dim}}, false)))
-      ctx.guarded([&] {
-        Buffer g(dt, batch * dim), n2(F32, batch);
-        g.randn(ctx.rng);
-        n2.uniform(ctx.rng, 0, 10);
-        cpu::norm_rows(ctx.cpu, dt, g.h(), n2.h(), batch, dim);
-        gpu::norm_rows(ctx.gpu, dt, g.d(), n2.d(), batch, dim);
-        ctx.compare("n2", n2, 1e-5);
-      });
-    if (ctx.begin("rows_weighted_sum", dn,
-                  dims({{"B", batch}, {"d", dim}}, false) + " masked"))
-      ctx.guarded([&] {
-        Buffer g(dt, batch * dim), c(F32, batch), out(F32, dim);
-        g.randn(ctx.rng);
-        for (int64_t i = dim; i < 2 * dim; ++i)
-          g.set(i, nan);
-        g.upload();
-        clipFactorsWithMaskedSample(c, ctx.rng);
-        out.randn(ctx.rng);
-        cpu::rows_weighted_sum(ctx.cpu, dt, g.h(), c.h(), out.h(), batch, dim);
-        gpu::rows_weighted_sum(ctx.gpu, dt, g.d(), c.d(), out.d(), batch, dim);
-        ctx.compare("out", out, 1e-5);
-      });
-  }
+  // dim 1000: 16-byte loads; 1001: one element a load.
+  for (DType dt : {F32, BF16})
+    for (int64_t dim : {int64_t(1000), int64_t(1001)}) {
+      const std::string dn = nameOf(dt);
+      const bool odd = dim % 2 != 0;
+      int64_t batch = 5;
+      if (ctx.begin("norm_rows", dn, dims({{"B", batch}, {"d", dim}}, odd)))
+        ctx.guarded([&] {
+          Buffer g(dt, batch * dim), n2(F32, batch);
+          g.randn(ctx.rng);
+          n2.uniform(ctx.rng, 0, 10);
+          cpu::norm_rows(ctx.cpu, dt, g.h(), n2.h(), batch, dim);
+          gpu::norm_rows(ctx.gpu, dt, g.d(), n2.d(), batch, dim);
+          ctx.compare("n2", n2, 1e-5);
+        });
+      if (ctx.begin("rows_weighted_sum", dn,
+                    dims({{"B", batch}, {"d", dim}}, odd) + " masked"))
+        ctx.guarded([&] {
+          Buffer g(dt, batch * dim), c(F32, batch), out(F32, dim);
+          g.randn(ctx.rng);
+          for (int64_t i = dim; i < 2 * dim; ++i)
+            g.set(i, nan);
+          g.upload();
+          clipFactorsWithMaskedSample(c, ctx.rng);
+          out.randn(ctx.rng);
+          cpu::rows_weighted_sum(ctx.cpu, dt, g.h(), c.h(), out.h(), batch,
+                                 dim);
+          gpu::rows_weighted_sum(ctx.gpu, dt, g.d(), c.d(), out.d(), batch,
+                                 dim);
+          ctx.compare("out", out, 1e-5);
+        });
+    }
   for (ClipMode mode :
        {ClipMode::Flat, ClipMode::PerLayer, ClipMode::Automatic}) {
     int64_t batch = 64;
@@ -1058,8 +1063,8 @@ void accChecks(Context &ctx) {
     // dp_apply calls): against the CPU's, and bit for bit against add_noise
     // followed by the plain update on the GPU, for both generators.
     const char *updates[] = {"sgd_update", "momentum_update", "adamw_update"};
-    for (auto generator : {dprt::NoiseGeneratorKind::Philox,
-                           dprt::NoiseGeneratorKind::ChaCha20})
+    for (auto generator :
+         {dprt::NoiseGeneratorKind::Philox, dprt::NoiseGeneratorKind::ChaCha20})
       for (int opt = 0; opt < 3; ++opt)
         if (ctx.begin(updates[opt], dn,
                       shape + " noise " +
@@ -1103,8 +1108,7 @@ void accChecks(Context &ctx) {
               else if (opt == 1)
                 momentum(r, F32, wp, ap, gp, n, 0.9, false, noiseIndex);
               else
-                adamw(r, F32, wp, ap, bp, gp, n, 0.9, 0.999, 1e-8,
-                      noiseIndex);
+                adamw(r, F32, wp, ap, bp, gp, n, 0.9, 0.999, 1e-8, noiseIndex);
             };
             update(true, w, a, b, g, index);
             update(false, w, a, b, g, index);

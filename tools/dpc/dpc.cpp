@@ -160,9 +160,9 @@ struct TargetGpu {
   int64_t mib;
 };
 constexpr TargetGpu kTargetGpus[] = {
-    {"h100", 81559},     {"h100-nvl", 95830},  {"h200", 143155},
+    {"h100", 81559},      {"h100-nvl", 95830},  {"h200", 143155},
     {"a100-40gb", 40960}, {"a100-80gb", 81920}, {"a10", 23028},
-    {"l4", 23034},       {"l40s", 46068},      {"rtx3090", 24576},
+    {"l4", 23034},        {"l40s", 46068},      {"rtx3090", 24576},
     {"rtx4090", 24564},
 };
 
@@ -357,7 +357,8 @@ int main(int argc, char **argv) {
     rematerialize = "on";
   if (rematerialize == "false")
     rematerialize = "off";
-  if (rematerialize != "auto" && rematerialize != "on" && rematerialize != "off")
+  if (rematerialize != "auto" && rematerialize != "on" &&
+      rematerialize != "off")
     return fail("--rematerialize '" + rematerializeOpt +
                 "' is not auto, on or off");
   options.rematerialize = rematerialize != "off";
@@ -417,8 +418,8 @@ int main(int argc, char **argv) {
     int64_t bytes = 0;
     planned.walk([&](dpc::dp::LinearPerSampleGradOp op) {
       auto type = cast<RankedTensorType>(op.getGrads().getType());
-      bytes += type.getNumElements() *
-               int64_t(type.getElementTypeBitWidth() / 8);
+      bytes +=
+          type.getNumElements() * int64_t(type.getElementTypeBitWidth() / 8);
     });
     return bytes;
   };

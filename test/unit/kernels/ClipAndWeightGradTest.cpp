@@ -198,8 +198,7 @@ TEST(MaterializedWeightGrad, EqualsClippedSumOfPerSampleGradients) {
         x.values(), dy.values(), batch, tokens, in, out);
     poisonSample0(x, tokens * in);
     Vec cv = randomClipFactors(rng, dt, batch);
-    Buffer c(acc, cv), g(dt, batch * out * in),
-        dw(acc, uniform(rng, out * in));
+    Buffer c(acc, cv), g(dt, batch * out * in), dw(acc, uniform(rng, out * in));
     Vec init = dw.values();
     TestRank r;
     cpu::linear_per_sample_grad(r.get(), dt, x.data(), dy.data(), g.data(),

@@ -117,7 +117,7 @@ std::vector<Param> randomGroup(Rng &rng, DType dt, int64_t batch,
     break;
   }
   default: { // materialized per-sample gradients: a norm gamma's (acc) or
-               // a weight's slices (compute type)
+             // a weight's slices (compute type)
     int64_t dim = uniformInt(rng, 1, 32);
     DType rows = uniformInt(rng, 0, 1) ? dt : accOf(dt);
     Buffer g(rows, normal(rng, batch * dim, scale * scale));
