@@ -196,8 +196,8 @@ LogicalResult LinearPerSampleGradOp::verify() {
   if (grads.getElementType() != x.getElementType() ||
       dy.getElementType() != x.getElementType())
     return emitOpError("result must be in the operands' type ")
-           << x.getElementType() << "; got " << dy.getElementType()
-           << " and " << grads.getElementType();
+           << x.getElementType() << "; got " << dy.getElementType() << " and "
+           << grads.getElementType();
   return success();
 }
 
