@@ -254,7 +254,18 @@ def Shard : Pass<"dp-shard", "mlir::ModuleOp"> {
     them, and `replicas = R` on each unit makes the lowering sum each
     gradient shard over the R replicas once per optimizer step, before the
     noise and the update.
+
+    `reshard` overrides the recipe's `reshard_after_forward`: -1 (default)
+    keeps the recipe's, 0 keeps every unit's forward gather for its
+    backward, 1 gathers again before the backward. (On one rank a unit of
+    16-bit trainable parameters is "gathered" by a cast from its f32 master:
+    keeping it saves one cast of the unit a step.)
   }];
+  let options = [
+    Option<"reshard", "reshard", "int64_t", "-1",
+           "Gather again before the backward: -1 the recipe's "
+           "reshard_after_forward, 0 no (keep the forward's gather), 1 yes">,
+  ];
   let statistics = [
     Statistic<"numUnits", "units", "FSDP units">,
     Statistic<"numAllGathers", "all-gathers", "All-gathers per step">,

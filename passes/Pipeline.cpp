@@ -37,7 +37,9 @@ void dpc::buildCompilePipeline(OpPassManager &pm,
                           options.normMethods.end());
   pm.addPass(createClipPlan(clip));
   pm.addPass(createFuseNorms());
-  pm.addPass(createShard());
+  ShardOptions shard;
+  shard.reshard = options.reshard;
+  pm.addPass(createShard(shard));
   LowerToRuntimeOptions lower;
   lower.backend = options.backend;
   pm.addPass(createLowerToRuntime(lower));

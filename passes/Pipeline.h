@@ -40,6 +40,11 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
                      "backward readers when their inputs stay live "
                      "(dp-rematerialize)"),
       llvm::cl::init(true)};
+  Option<int64_t> reshard{
+      *this, "reshard",
+      llvm::cl::desc("Gather units again before their backward: -1 the "
+                     "recipe's reshard_after_forward, 0 no, 1 yes (dp-shard)"),
+      llvm::cl::init(-1)};
   Option<bool> shareGram{*this, "share-gram",
                          llvm::cl::desc("Share A A^T between Gram norms"),
                          llvm::cl::init(true)};

@@ -326,6 +326,10 @@ void ReportPass::runOnOperation() {
   int64_t rematerialized = 0;
   if (auto count = step->getAttrOfType<IntegerAttr>("dp.rematerialized"))
     rematerialized = count.getInt();
+  // Units whose forward gather serves their backward too (dp-shard).
+  int64_t keptGathers = 0;
+  if (auto count = step->getAttrOfType<IntegerAttr>("dp.kept_gathers"))
+    keptGathers = count.getInt();
   SmallVector<std::string> recomputed;
   if (auto done = step->getAttrOfType<ArrayAttr>("dp.recomputed"))
     for (Attribute name : done)
@@ -446,7 +450,8 @@ void ReportPass::runOnOperation() {
              {"all_gathers", totals.gathers},
              {"all_gather_bytes_per_rank", totals.gatherBytes},
              {"reduce_scatters", totals.scatters},
-             {"reduce_scatter_bytes_per_rank", totals.scatterBytes}}},
+             {"reduce_scatter_bytes_per_rank", totals.scatterBytes},
+             {"units_kept_from_forward", keptGathers}}},
         {"per_step", llvm::json::Object{{"all_reduces", totals.allReduces},
                                         {"all_reduce_bytes_per_rank",
                                          totals.allReduceBytes}}},
@@ -541,6 +546,10 @@ void ReportPass::runOnOperation() {
   os << "  communication per rank: " << totals.gathers << " all-gathers, "
      << mib(totals.gatherBytes) << " MiB received; " << totals.scatters
      << " reduce-scatters, " << mib(totals.scatterBytes) << " MiB\n";
+  if (keptGathers > 0)
+    os << "  gathered units kept from the forward for the backward: "
+       << keptGathers << " (no second gather, or cast from the master on "
+       << "one rank, a step)\n";
   if (microSteps > 0)
     os << "per logical step: " << microSteps << " physical batch(es) expected, "
        << giga(total * microSteps) << " GFLOP per rank\n";

@@ -68,6 +68,7 @@ void groupDeferredWeightGrads(StepOp step,
 }
 
 struct ShardPass : dpc::impl::ShardBase<ShardPass> {
+  using ShardBase::ShardBase;
   void runOnOperation() override {
     FailureOr<CompiledRecipe> compiled =
         findTrainingStep(getOperation(), getArgument());
@@ -123,7 +124,9 @@ struct ShardPass : dpc::impl::ShardBase<ShardPass> {
     if (gatheredUnits.empty())
       return;
 
-    bool reshard = !policy || policy.getReshardAfterForward();
+    bool reshard = this->reshard >= 0
+                       ? this->reshard != 0
+                       : !policy || policy.getReshardAfterForward();
     // First forward reader, first backward reader and last weight-gradient op
     // of each unit, in the step's order.
     llvm::StringMap<Operation *> firstForward, firstBackward, lastGrad;
@@ -145,9 +148,15 @@ struct ShardPass : dpc::impl::ShardBase<ShardPass> {
       }
     }
     MLIRContext *context = model.getContext();
+    // Units whose forward gather also serves their backward (no second
+    // gather or, on one rank, cast), for dp-report.
+    int64_t kept = 0;
     for (const UnitLayout &unit : units) {
       if (!gatheredUnits.contains(unit.name))
         continue;
+      if (!reshard && firstForward.lookup(unit.name) &&
+          firstBackward.lookup(unit.name))
+        ++kept;
       auto ref = FlatSymbolRefAttr::get(context, unit.name);
       if (Operation *first = firstForward.lookup(unit.name)) {
         builder.setInsertionPoint(first);
@@ -172,6 +181,9 @@ struct ShardPass : dpc::impl::ShardBase<ShardPass> {
         ++numReduceScatters;
       }
     }
+    if (kept > 0)
+      step->setAttr("dp.kept_gathers",
+                    IntegerAttr::get(IntegerType::get(context, 64), kept));
   }
 };
 

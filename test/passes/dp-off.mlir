@@ -52,6 +52,7 @@ dp.recipe @r for @small {
 // JSON: "per_physical_batch": {
 // JSON: "norm_flops": 0,
 // JSON: "total_flops": 19072,
+// JSON-NEXT: "units_kept_from_forward": 0,
 // JSON-NEXT: "weight_grad_flops": 6784
 // JSON: "private": false,
 

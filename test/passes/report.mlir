@@ -92,6 +92,7 @@ dp.recipe @r for @small {
 // CHECK-NEXT: "reduce_scatter_bytes_per_rank": 1536,
 // CHECK-NEXT: "reduce_scatters": 2,
 // CHECK-NEXT: "total_flops": 23456,
+// CHECK-NEXT: "units_kept_from_forward": 0,
 // CHECK-NEXT: "weight_grad_flops": 6784
 
 // TABLE: DP training plan: model @small, recipe @r, 2 ranks, 2 samples x 4 tokens per rank and physical batch, f32

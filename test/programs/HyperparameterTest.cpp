@@ -82,8 +82,10 @@ TEST(Hyperparameters, FlagsAndScheduleMatchTheReference) {
                   "--seed", s, "--sigma", "0", "--save", dir / "trained",
                   "--metrics", dir / "metrics.jsonl"},
                  hyperparameterFlags()));
-  const Tensors initial = readCheckpointParams(latestCheckpoint(dir / "initial"));
-  const Tensors trained = readCheckpointParams(latestCheckpoint(dir / "trained"));
+  const Tensors initial =
+      readCheckpointParams(latestCheckpoint(dir / "initial"));
+  const Tensors trained =
+      readCheckpointParams(latestCheckpoint(dir / "trained"));
 
   // The recipe's compiled values (betas, eps, clipping mode, the norms'
   // rounding slack) with the flags' values in place of its own.
@@ -147,8 +149,7 @@ TEST(Hyperparameters, FlagsEqualTheValuesCompiledIn) {
                            hyperparameterFlags()));
   runProgram(compiled, {"--data", dir / "data.txt", "--seed", s, "--save",
                         dir / "compiled", "--metrics", dir / "compiled.jsonl"});
-  const Tensors a =
-      readCheckpointParams(latestCheckpoint(dir / "flags"));
+  const Tensors a = readCheckpointParams(latestCheckpoint(dir / "flags"));
   const Tensors b = readCheckpointParams(latestCheckpoint(dir / "compiled"));
   ASSERT_EQ(a.size(), b.size());
   for (const auto &[name, values] : a)
@@ -213,8 +214,10 @@ TEST(TokenFiles, TrainAsTheReferenceWithTheLossMask) {
   runProgram(id, {"--data", dir / "train.tokens", "--steps",
                   std::to_string(kSteps), "--seed", s, "--sigma", "0", "--save",
                   dir / "trained", "--metrics", dir / "metrics.jsonl"});
-  const Tensors initial = readCheckpointParams(latestCheckpoint(dir / "initial"));
-  const Tensors trained = readCheckpointParams(latestCheckpoint(dir / "trained"));
+  const Tensors initial =
+      readCheckpointParams(latestCheckpoint(dir / "initial"));
+  const Tensors trained =
+      readCheckpointParams(latestCheckpoint(dir / "trained"));
   const RecipeValues values = readRecipe(id);
   ref::Recipe recipe = values.step;
   recipe.expectedBatch =

@@ -87,7 +87,8 @@ std::string ProgramId::name() const {
   return model + "." + recipe + (normMethod.empty() ? "" : "." + normMethod) +
          ".r" + std::to_string(ranks) +
          (recompute.empty() ? "" : ".rc" + recompute) +
-         (rematerialize ? "" : ".keep");
+         (rematerialize ? "" : ".keep") +
+         (reshard.empty() ? "" : ".reshard-" + reshard);
 }
 
 bool ProgramId::isLanguageModel() const {
@@ -129,6 +130,8 @@ std::string programPath(const ProgramId &id) {
   // only where they lower the arena); RematerializeBits compares with off.
   args.push_back(id.rematerialize ? "--rematerialize=on"
                                   : "--rematerialize=off");
+  if (!id.reshard.empty())
+    args.push_back("--reshard-after-forward=" + id.reshard);
   dpctest::RunResult r = dpctest::runProgram(DPC_COMPILER, args);
   if (r.status != 0)
     fail("dpc failed for " + id.name() + ":\n" + r.err);

@@ -49,6 +49,10 @@ struct ProgramId {
   std::string normMethod;
   /// `dpc --rematerialize=on` (dp-rematerialize), or off.
   bool rematerialize = true;
+  /// `dpc --reshard-after-forward`: "" for dpc's default (auto), "on"
+  /// (every unit gathered again before its backward) or "off" (the
+  /// forward's gathers kept for the backward).
+  std::string reshard = "";
 
   std::string name() const;
   bool isLanguageModel() const;

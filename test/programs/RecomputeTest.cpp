@@ -12,7 +12,8 @@
 // units gathered again) and a 2 x 2 hybrid grid with AdamW. The f64 reference
 // checks the same programs in ProgramStepTest (WholeStep, *Recompute*).
 // Rematerialized cheap layers (dp-rematerialize) likewise train the same
-// bits as the program that keeps them.
+// bits as the program that keeps them, and so does a program that keeps
+// each unit's forward all-gather for its backward.
 //
 //===----------------------------------------------------------------------===//
 
@@ -83,8 +84,7 @@ struct RematerializeCase {
   int ranks;
 };
 
-class RematerializeBits
-    : public ::testing::TestWithParam<RematerializeCase> {};
+class RematerializeBits : public ::testing::TestWithParam<RematerializeCase> {};
 
 TEST_P(RematerializeBits, SameParametersAndLosses) {
   const RematerializeCase &c = GetParam();
@@ -92,6 +92,29 @@ TEST_P(RematerializeBits, SameParametersAndLosses) {
   kept.rematerialize = false;
   expectSameTraining(kept, {c.model, c.recipe, c.ranks});
 }
+
+// The forward's all-gathers kept for the backward (`dpc
+// --reshard-after-forward=off`, which auto picks where the arena does not
+// grow) against gathering every unit again: the same shards gathered, so
+// the same bits.
+class ReshardBits : public ::testing::TestWithParam<RematerializeCase> {};
+
+TEST_P(ReshardBits, SameParametersAndLosses) {
+  const RematerializeCase &c = GetParam();
+  ProgramId again{c.model, c.recipe, c.ranks}, kept{c.model, c.recipe, c.ranks};
+  again.reshard = "on";
+  kept.reshard = "off";
+  expectSameTraining(again, kept);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ProgramReshard, ReshardBits,
+    ::testing::Values(RematerializeCase{"tinylm-f32", "flat_sgd", 2},
+                      RematerializeCase{"tinylm-f32", "per_layer_sgd", 2}),
+    [](const ::testing::TestParamInfo<RematerializeCase> &info) {
+      return caseName(info.param.model, info.param.recipe) + "R" +
+             std::to_string(info.param.ranks);
+    });
 
 INSTANTIATE_TEST_SUITE_P(
     ProgramRematerialize, RematerializeBits,

@@ -106,6 +106,13 @@ static cl::opt<std::string> rematerializeOpt(
              "inputs stay live anyway: auto (default: where that lowers the "
              "arena by at least 1 %), on or off"),
     cl::value_desc("auto|on|off"), cl::init("auto"), cl::cat(dpcCategory));
+static cl::opt<std::string> reshardOpt(
+    "reshard-after-forward",
+    cl::desc("Gather each unit again before its backward instead of keeping "
+             "the forward's gather: auto (default: the recipe's "
+             "reshard_after_forward, except that the forward's gathers are "
+             "kept where that does not grow the arena), on or off"),
+    cl::value_desc("auto|on|off"), cl::init("auto"), cl::cat(dpcCategory));
 static cl::opt<double> reportTflops(
     "report-tflops",
     cl::desc("Sustained TFLOP/s per rank for --report's predicted times"),
@@ -362,6 +369,15 @@ int main(int argc, char **argv) {
     return fail("--rematerialize '" + rematerializeOpt +
                 "' is not auto, on or off");
   options.rematerialize = rematerialize != "off";
+  StringRef reshard = reshardOpt;
+  if (reshard == "true")
+    reshard = "on";
+  if (reshard == "false")
+    reshard = "off";
+  if (reshard != "auto" && reshard != "on" && reshard != "off")
+    return fail("--reshard-after-forward '" + reshardOpt +
+                "' is not auto, on or off");
+  options.reshard = reshard == "auto" ? -1 : reshard == "on" ? 1 : 0;
   std::vector<std::string> forcedMethods(normMethodOpt.begin(),
                                          normMethodOpt.end());
   options.normMethods = ArrayRef<std::string>(forcedMethods);
@@ -412,6 +428,14 @@ int main(int argc, char **argv) {
     for (auto program : planned.getOps<dpc::rt::ProgramOp>())
       arena = std::max<int64_t>(arena, program.getArenaBytes().value_or(0));
     return arena;
+  };
+  // Whether a plan gathers some unit a second time, before its backward.
+  auto gathersAgain = [](ModuleOp planned) {
+    bool again = false;
+    planned.walk([&](dpc::dp::AllGatherOp op) {
+      again |= op.getPhase() == dpc::dp::GatherPhase::backward;
+    });
+    return again;
   };
   // Bytes of the per-sample weight gradients a plan materializes.
   auto materializedOf = [](ModuleOp planned) {
@@ -498,6 +522,22 @@ int main(int argc, char **argv) {
       planned = std::move(kept);
     else
       options.rematerialize = true;
+  }
+  // A unit gathered for the forward is gathered again before its backward
+  // so that it does not live through the step. Where the arena is no larger
+  // with the forward's gathers kept (its peak lies elsewhere: with DP at
+  // short sequences, the end of the backward, where the units are freed
+  // already), auto keeps them: one gather a unit and step less (on one
+  // rank, one cast of the unit from its f32 master).
+  if (reshard == "auto" && gathersAgain(*planned)) {
+    options.reshard = 0;
+    OwningOpRef<ModuleOp> kept = compile(chosenMaterialize);
+    if (!kept)
+      return 1;
+    if (arenaOf(*kept) <= arenaOf(*planned))
+      planned = std::move(kept);
+    else
+      options.reshard = -1;
   }
   module = std::move(planned);
   if (reportOpt) {
