@@ -186,7 +186,8 @@ int takeProbe(DeviceState &st) {
   }
   if (st.capturingProbes)
     fail("a step waits more often while captured (" +
-         std::to_string(st.computeWaits) + " waits so far) than in its "
+         std::to_string(st.computeWaits) +
+         " waits so far) than in its "
          "un-captured warm-up run; no probe events are left to time the "
          "waits");
   return createProbe(st);
@@ -420,9 +421,8 @@ void initRank(Rank *rank, int device) {
                                    device),
             "cudaDeviceGetAttribute(MultiProcessorCount)");
   int smemOptin = 0;
-  checkCuda(cudaDeviceGetAttribute(&smemOptin,
-                                   cudaDevAttrMaxSharedMemoryPerBlockOptin,
-                                   device),
+  checkCuda(cudaDeviceGetAttribute(
+                &smemOptin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
             "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)");
   st->smemOptin = size_t(smemOptin);
   for (cudaStream_t &s : st->streams)
@@ -621,6 +621,42 @@ bool allFinite(Rank *rank, DType acc, int64_t offset, int64_t count) {
             "cudaMemcpyAsync(allFinite)");
   checkCuda(cudaStreamSynchronize(compute), "cudaStreamSynchronize");
   return std::isfinite(host);
+}
+
+bool allFiniteRanges(Rank *rank, DType acc, const int64_t *offsets,
+                     const int64_t *counts, int64_t ranges) {
+  DeviceState &st = enter(rank);
+  requireAcc(acc, "allFinite");
+  if (ranges < 0)
+    fail("allFinite: " + std::to_string(ranges) + " ranges");
+  for (int64_t i = 0; i < ranges; ++i) {
+    if (counts[i] < 0)
+      fail("allFinite: " + std::to_string(counts[i]) + " elements");
+    checkArenaRange(rank, offsets[i], counts[i] * int64_t(sizeof(float)),
+                    "allFinite");
+  }
+  if (ranges == 0)
+    return true;
+  synchronize(rank);
+  // One sum of squares per range (as allFinite: a range's own float, so one
+  // range's overflow threshold does not depend on the others), in the
+  // communication stream's scratch, idle between steps.
+  auto *sums = static_cast<float *>(
+      scratch(rank, kCommStream, size_t(ranges) * sizeof(float)));
+  cudaStream_t compute = st.streams[kComputeStream];
+  checkCuda(cudaMemsetAsync(sums, 0, size_t(ranges) * sizeof(float), compute),
+            "cudaMemsetAsync(allFinite)");
+  for (int64_t i = 0; i < ranges; ++i)
+    if (counts[i] > 0)
+      norm_rows(rank, DType::F32, rank->arena + offsets[i], sums + i, 1,
+                counts[i]);
+  std::vector<float> host(size_t(ranges), 0.0f);
+  checkCuda(cudaMemcpyAsync(host.data(), sums, size_t(ranges) * sizeof(float),
+                            cudaMemcpyDeviceToHost, compute),
+            "cudaMemcpyAsync(allFinite)");
+  checkCuda(cudaStreamSynchronize(compute), "cudaStreamSynchronize");
+  return std::all_of(host.begin(), host.end(),
+                     [](float s) { return std::isfinite(s); });
 }
 
 int64_t peakMemoryBytes(Rank *rank) {

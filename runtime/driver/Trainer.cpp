@@ -294,10 +294,16 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
     // spread NaN into every parameter. The verdict is all-reduced, so that
     // every rank takes (or skips) the update alike.
     double verdict[2] = {sums[0], 0}; // loss sum, ranks with a bad gradient
+    // All trainable units in one request: one wait for the device a step.
+    std::vector<int64_t> offsets, counts;
     for (const UnitSpec &unit : spec_.units)
-      if (!unit.frozen() &&
-          !allFinite(&rank, acc, unit.gradShard, unit.shardElems))
-        verdict[1] = 1;
+      if (!unit.frozen()) {
+        offsets.push_back(unit.gradShard);
+        counts.push_back(unit.shardElems);
+      }
+    if (!allFiniteRanges(&rank, acc, offsets.data(), counts.data(),
+                         int64_t(offsets.size())))
+      verdict[1] = 1;
     rank.comm->allReduceHost(verdict, 2);
     const bool lossFinite = std::isfinite(verdict[0]);
     const bool gradientFinite = verdict[1] == 0;

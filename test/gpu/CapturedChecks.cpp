@@ -259,4 +259,49 @@ void capturedAttentionCheck(Context &ctx) {
   capturedAttentionRun(ctx, "fused", 9);
 }
 
+//===----------------------------------------------------------------------===//
+// allFinite and allFiniteRanges
+//===----------------------------------------------------------------------===//
+
+void allFiniteCheck(Context &ctx) {
+  if (!ctx.begin("allFiniteRanges", "f32", "3 ranges, NaN/inf in each"))
+    return;
+  ctx.guarded([&] {
+    // Three ranges in the arena slots of the captured step (4099, 24576 and
+    // 0 elements: the middle one spans three slots, the last is empty).
+    const int64_t offsets[3] = {kMaster, kM, kClip};
+    const int64_t counts[3] = {kStepN, 3 * kSlotBytes / 4, 0};
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> values(size_t(3 * kSlotBytes / 4));
+    for (float &v : values)
+      v = 1e3f * normal(ctx.rng);
+    values[17] = 1e18f; // large but finite: its square, 1e36, is too
+    for (int r = 0; r < 2; ++r)
+      gpu::copyToArena(ctx.gpu, offsets[r], values.data(),
+                       counts[r] * int64_t(sizeof(float)));
+    auto expect = [&](const std::string &what, bool want) {
+      bool ranges = gpu::allFiniteRanges(ctx.gpu, F32, offsets, counts, 3);
+      bool each = true;
+      for (int r = 0; r < 3; ++r)
+        each &= gpu::allFinite(ctx.gpu, F32, offsets[r], counts[r]);
+      ctx.result(what, ranges == want && each == want,
+                 std::string("ranges ") + (ranges ? "finite" : "not finite") +
+                     ", one at a time " + (each ? "finite" : "not finite"));
+    };
+    expect("finite", true);
+    const float bad[2] = {std::numeric_limits<float>::quiet_NaN(),
+                          -std::numeric_limits<float>::infinity()};
+    for (int r = 0; r < 2; ++r)
+      for (float b : bad) {
+        const int64_t at = r == 0 ? kStepN - 1 : 12345;
+        gpu::copyToArena(ctx.gpu, offsets[r] + at * 4, &b, 4);
+        expect(std::string(std::isnan(b) ? "nan" : "inf") + " in range " +
+                   std::to_string(r),
+               false);
+        gpu::copyToArena(ctx.gpu, offsets[r] + at * 4, &values[size_t(at)], 4);
+      }
+    expect("finite again", true);
+  });
+}
+
 } // namespace dpc::gpucheck

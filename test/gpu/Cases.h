@@ -58,6 +58,9 @@ void kernelChecks(Context &ctx);
 /// rope and attention (AttentionChecks.cpp), for each dtype and shape kind.
 void attentionChecks(Context &ctx, DType dt, bool odd);
 void capturedStepCheck(Context &ctx);
+/// The driver's check of the gradient shards (allFinite, allFiniteRanges)
+/// on arena ranges with and without NaN and infinities.
+void allFiniteCheck(Context &ctx);
 /// Fused attention forward and backward inside runCaptured (warm-up,
 /// capture, replay with new inputs) against the CPU backend.
 void capturedAttentionCheck(Context &ctx);

@@ -148,6 +148,7 @@ int singleGpu(const Options &o, Report &report) {
   if (o.correctness) {
     kernelChecks(ctx);
     capturedStepCheck(ctx);
+    allFiniteCheck(ctx);
     capturedAttentionCheck(ctx);
   }
   if (o.timing)

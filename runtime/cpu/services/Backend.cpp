@@ -193,6 +193,16 @@ bool allFinite(Rank *rank, DType acc, int64_t offset, int64_t count) {
   return std::all_of(p, p + count, [](float x) { return std::isfinite(x); });
 }
 
+bool allFiniteRanges(Rank *rank, DType acc, const int64_t *offsets,
+                     const int64_t *counts, int64_t ranges) {
+  bool finite = true;
+  // Every range is checked (and its bounds too), not just up to the first
+  // bad one: the same errors whatever the data.
+  for (int64_t i = 0; i < ranges; ++i)
+    finite &= allFinite(rank, acc, offsets[i], counts[i]);
+  return finite;
+}
+
 int64_t peakMemoryBytes(Rank *rank) { return rank->arenaBytes; }
 
 } // namespace dprt::cpu

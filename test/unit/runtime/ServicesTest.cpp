@@ -57,6 +57,33 @@ TEST(CpuServices, AllFiniteFindsEveryNaNAndInfinityInF64) {
   expectFindsEveryNonFinite<double>(DType::F64);
 }
 
+TEST(CpuServices, AllFiniteRangesIsEveryRangeAllFinite) {
+  // The driver's one request for all trainable units: false when any range
+  // holds a NaN or an infinity, whichever it is; ranges outside the arena
+  // are errors even after a bad range.
+  ArenaRank r;
+  float *values = r.at<float>(0);
+  for (int64_t i = 0; i < 600; ++i)
+    values[i] = 0.5f * float(i);
+  const int64_t offsets[3] = {0, 1024, 2000};
+  const int64_t counts[3] = {100, 200, 0};
+  EXPECT_TRUE(cpu::allFiniteRanges(&r.rank, DType::F32, offsets, counts, 3));
+  EXPECT_TRUE(cpu::allFiniteRanges(&r.rank, DType::F32, offsets, counts, 0));
+  for (int64_t at : {int64_t{99}, int64_t{256 + 150}}) {
+    const float saved = values[at];
+    values[at] = std::numeric_limits<float>::quiet_NaN();
+    EXPECT_FALSE(cpu::allFiniteRanges(&r.rank, DType::F32, offsets, counts, 3))
+        << at;
+    values[at] = saved;
+  }
+  // Element 100 lies outside the first range.
+  values[100] = std::numeric_limits<float>::infinity();
+  EXPECT_TRUE(cpu::allFiniteRanges(&r.rank, DType::F32, offsets, counts, 3));
+  const int64_t outside[2] = {0, 4000};
+  EXPECT_THROW(cpu::allFiniteRanges(&r.rank, DType::F32, outside, counts, 2),
+               std::runtime_error);
+}
+
 TEST(CpuServices, AllFiniteRejectsRangesOutsideTheArenaAndBf16) {
   ArenaRank r;
   EXPECT_THROW(cpu::allFinite(&r.rank, DType::F32, 4000, 100),
