@@ -137,13 +137,21 @@ template <class T> struct DyColumnOp {
   }
 };
 
+/// Sample b = blockIdx.y and position t of the thread in a grid over
+/// positions (x) and samples (y); false past the last position.
+__device__ __forceinline__ bool samplePosition(int64_t tokens, int64_t &b,
+                                               int64_t &t) {
+  b = blockIdx.y;
+  t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  return t < tokens;
+}
+
 /// Thread (t, b): reps[b, t] = the first position of sample b that holds
 /// tok[b, t] (t itself at the latest).
 __global__ void firstPositionKernel(const int32_t *tok, int64_t tokens,
                                     int32_t *reps) {
-  const int64_t b = blockIdx.y;
-  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (t >= tokens)
+  int64_t b, t;
+  if (!samplePosition(tokens, b, t))
     return;
   const int32_t *tb = tok + b * tokens;
   const int32_t v = tb[t];
@@ -161,9 +169,8 @@ __global__ void firstPositionKernel(const int32_t *tok, int64_t tokens,
 /// sample: long sequences at one or two samples keep the GPU busy.
 __global__ void groupPositionKernel(const int32_t *reps, int64_t tokens,
                                     int32_t *order, uint8_t *start) {
-  const int64_t b = blockIdx.y;
-  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (t >= tokens)
+  int64_t b, t;
+  if (!samplePosition(tokens, b, t))
     return;
   const int32_t *rb = reps + b * tokens;
   const int32_t r = rb[t];
