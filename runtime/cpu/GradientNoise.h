@@ -1,5 +1,4 @@
-//===- GradientNoise.h - The gradient noise of one step, per element -*- C++
-//-*-===//
+//===- GradientNoise.h - Gradient noise, per element ------------*- C++ -*-===//
 //
 // One definition of the Gaussian noise the CPU backend adds to gradients,
 // for add_noise (which stores grad + noise) and for the optimizers that add

@@ -600,27 +600,7 @@ void runCaptured(Rank *rank, int slot, void (*step)(Rank *)) {
 }
 
 bool allFinite(Rank *rank, DType acc, int64_t offset, int64_t count) {
-  DeviceState &st = enter(rank);
-  requireAcc(acc, "allFinite");
-  if (count < 0)
-    fail("allFinite: " + std::to_string(count) + " elements");
-  checkArenaRange(rank, offset, count * int64_t(sizeof(float)), "allFinite");
-  if (count == 0)
-    return true;
-  synchronize(rank);
-  // The communication stream is idle between steps, so its scratch (valid
-  // only until the next request for that stream) can hold the one result.
-  auto *sum = static_cast<float *>(scratch(rank, kCommStream, sizeof(float)));
-  cudaStream_t compute = st.streams[kComputeStream];
-  checkCuda(cudaMemsetAsync(sum, 0, sizeof(float), compute),
-            "cudaMemsetAsync(allFinite)");
-  norm_rows(rank, DType::F32, rank->arena + offset, sum, 1, count);
-  float host = 0;
-  checkCuda(cudaMemcpyAsync(&host, sum, sizeof(float), cudaMemcpyDeviceToHost,
-                            compute),
-            "cudaMemcpyAsync(allFinite)");
-  checkCuda(cudaStreamSynchronize(compute), "cudaStreamSynchronize");
-  return std::isfinite(host);
+  return allFiniteRanges(rank, acc, &offset, &count, 1);
 }
 
 bool allFiniteRanges(Rank *rank, DType acc, const int64_t *offsets,
@@ -638,9 +618,9 @@ bool allFiniteRanges(Rank *rank, DType acc, const int64_t *offsets,
   if (ranges == 0)
     return true;
   synchronize(rank);
-  // One sum of squares per range (as allFinite: a range's own float, so one
-  // range's overflow threshold does not depend on the others), in the
-  // communication stream's scratch, idle between steps.
+  // One sum of squares per range, each into its own float (so one range's
+  // overflow threshold does not depend on the others), in the communication
+  // stream's scratch, idle between steps.
   auto *sums = static_cast<float *>(
       scratch(rank, kCommStream, size_t(ranges) * sizeof(float)));
   cudaStream_t compute = st.streams[kComputeStream];

@@ -1,5 +1,4 @@
-//===- GradientNoise.cuh - The gradient noise of one step, per element --*- CUDA
-//-*-===//
+//===- GradientNoise.cuh - Gradient noise, per element ---------*- CUDA -*-===//
 //
 // One definition of the Gaussian noise the CUDA backend adds to gradients,
 // for add_noise (which stores grad + noise) and for the optimizers that add
