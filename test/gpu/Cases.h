@@ -1,7 +1,11 @@
 //===- Cases.h - The parts of dpc-gpu-check -------------------*- C++ -*-===//
 //
 // KernelChecks.cpp compares every CUDA kernel with the CPU backend's on
-// random inputs (a fresh seed per case) and checks runCaptured; Timings.cpp
+// random inputs (a fresh seed per case), with the per-sample norms and
+// clipped weight gradients in NormChecks.cpp, the acc-buffer kernels
+// (optimizers, clip factors, materialized rows) in AccChecks.cpp, rope and
+// attention in AttentionChecks.cpp and runCaptured and the driver's
+// finiteness check in CapturedChecks.cpp; Timings.cpp
 // times kernels at the sizes of the 1.1B Llama model; NcclChecks.cpp checks
 // the NCCL communicator on 2 GPUs (threads of this process, or processes
 // started with launcher variables).
@@ -55,6 +59,17 @@ std::string dims(std::initializer_list<std::pair<const char *, int64_t>> d,
                  bool odd);
 
 void kernelChecks(Context &ctx);
+/// Kernels on acc (f32) buffers and materialized rows (AccChecks.cpp).
+void accChecks(Context &ctx);
+/// Per-sample norms and clipped weight gradients (NormChecks.cpp), for each
+/// dtype and shape kind.
+void normChecks(Context &ctx, DType dt, bool odd);
+void weightGradChecks(Context &ctx, DType dt, bool odd);
+/// n token ids below `vocab`, drawn from rng, uploaded.
+void randomTokens(IntBuffer &t, int64_t n, int32_t vocab, std::mt19937_64 &rng);
+/// Clip factors with one masked sample (index 1), whose gradient rows are
+/// NaN: the kernels must skip it.
+void clipFactorsWithMaskedSample(Buffer &c, std::mt19937_64 &rng);
 /// rope and attention (AttentionChecks.cpp), for each dtype and shape kind.
 void attentionChecks(Context &ctx, DType dt, bool odd);
 void capturedStepCheck(Context &ctx);

@@ -1,0 +1,333 @@
+//===- NormChecks.cpp - Per-sample norms and clipped weight gradients -----===//
+//
+// The CUDA kernels of per-sample gradient norms (rank-1, Gram, direct,
+// materialized slices, biases, embeddings, tied tables) and of the clipped
+// weight gradients against the CPU backend, in f32 and bf16, at a nice and
+// an odd shape; the tolerances are KernelChecks.cpp's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Cases.h"
+
+#include "dprt/backend.h"
+#include "dprt/kernels.h"
+
+#include <cmath>
+#include <limits>
+
+namespace dpc::gpucheck {
+
+namespace cpu = dprt::cpu;
+namespace gpu = dprt::cuda;
+
+namespace {
+constexpr DType F32 = DType::F32;
+constexpr DType BF16 = DType::BF16;
+} // namespace
+
+void normChecks(Context &ctx, DType dt, bool odd) {
+  const std::string dn = dprt::nameOf(dt);
+  {
+    int64_t batch = 16, in = odd ? 301 : 256, out = odd ? 199 : 128;
+    if (ctx.begin("norm_rank1", dn,
+                  dims({{"B", batch}, {"in", in}, {"out", out}}, odd)))
+      ctx.guarded([&] {
+        Buffer x(dt, batch * in), dy(dt, batch * out), n2(F32, batch);
+        x.randn(ctx.rng);
+        dy.randn(ctx.rng);
+        n2.uniform(ctx.rng, 0, 10);
+        cpu::norm_rank1(ctx.cpu, dt, x.h(), dy.h(), n2.h(), batch, in, out);
+        gpu::norm_rank1(ctx.gpu, dt, x.d(), dy.d(), n2.d(), batch, in, out);
+        ctx.compare("n2", n2, 1e-5);
+      });
+  }
+  {
+    int64_t batch = 16, in = odd ? 301 : 256, out = odd ? 199 : 128;
+    if (ctx.begin("norm_rank1_bias", dn,
+                  dims({{"B", batch}, {"in", in}, {"out", out}}, odd)))
+      ctx.guarded([&] {
+        Buffer x(dt, batch * in), dy(dt, batch * out), n2(F32, batch);
+        x.randn(ctx.rng);
+        dy.randn(ctx.rng);
+        n2.uniform(ctx.rng, 0, 10);
+        cpu::norm_rank1_bias(ctx.cpu, dt, x.h(), dy.h(), n2.h(), batch, in,
+                             out);
+        gpu::norm_rank1_bias(ctx.gpu, dt, x.d(), dy.d(), n2.d(), batch, in,
+                             out);
+        ctx.compare("n2", n2, 1e-5);
+      });
+  }
+  {
+    int64_t batch = 3, tokens = odd ? 37 : 64, in = odd ? 130 : 256,
+            out = odd ? 99 : 128;
+    if (ctx.begin(
+            "norm_direct_bias", dn,
+            dims({{"B", batch}, {"T", tokens}, {"in", in}, {"out", out}}, odd)))
+      ctx.guarded([&] {
+        Buffer x(dt, batch * tokens * in), dy(dt, batch * tokens * out),
+            n2(F32, batch), ws(F32, in * out);
+        x.randn(ctx.rng);
+        dy.randn(ctx.rng);
+        n2.uniform(ctx.rng, 0, 10);
+        cpu::norm_direct_bias(ctx.cpu, dt, x.h(), dy.h(), n2.h(), batch, tokens,
+                              in, out, ws.h());
+        gpu::norm_direct_bias(ctx.gpu, dt, x.d(), dy.d(), n2.d(), batch, tokens,
+                              in, out, ws.d());
+        ctx.compare("n2", n2, 1e-5);
+      });
+  }
+  {
+    int64_t batch = 3, tokens = odd ? 37 : 64, dim = odd ? 130 : 256;
+    if (ctx.begin("gram", dn,
+                  dims({{"B", batch}, {"T", tokens}, {"d", dim}}, odd) +
+                      (odd ? " acc" : "")))
+      ctx.guarded([&] {
+        Buffer x(dt, batch * tokens * dim), K(F32, batch * tokens * tokens);
+        x.randn(ctx.rng);
+        if (odd) {
+          // Accumulating needs a symmetric K on the CPU (syrk).
+          K.randn(ctx.rng);
+          for (int64_t b = 0; b < batch; ++b)
+            for (int64_t i = 0; i < tokens; ++i)
+              for (int64_t j = 0; j < i; ++j)
+                K.set((b * tokens + j) * tokens + i,
+                      K.get((b * tokens + i) * tokens + j));
+          K.upload();
+        } else {
+          K.poison();
+        }
+        cpu::gram(ctx.cpu, dt, x.h(), K.h(), batch, tokens, dim, odd);
+        gpu::gram(ctx.gpu, dt, x.d(), K.d(), batch, tokens, dim, odd);
+        ctx.compare("K", K, 1e-5);
+      });
+  }
+  {
+    int64_t batch = 3, tokens = odd ? 13 : 40, in = odd ? 97 : 96,
+            out = odd ? 81 : 80;
+    if (ctx.begin(
+            "norm_direct", dn,
+            dims({{"B", batch}, {"T", tokens}, {"in", in}, {"out", out}}, odd)))
+      ctx.guarded([&] {
+        Buffer x(dt, batch * tokens * in), dy(dt, batch * tokens * out),
+            n2(F32, batch), ws(F32, in * out);
+        x.randn(ctx.rng);
+        dy.randn(ctx.rng);
+        n2.uniform(ctx.rng, 0, 10);
+        cpu::norm_direct(ctx.cpu, dt, x.h(), dy.h(), n2.h(), batch, tokens, in,
+                         out, ws.h());
+        gpu::norm_direct(ctx.gpu, dt, x.d(), dy.d(), n2.d(), batch, tokens, in,
+                         out, ws.d());
+        ctx.compare("n2", n2, 1e-5);
+      });
+  }
+  {
+    // The materialized method: all samples' dy_b^T x_b in one
+    // strided-batched product, then their norms.
+    int64_t batch = odd ? 3 : 4, tokens = odd ? 13 : 64, in = odd ? 97 : 128,
+            out = odd ? 81 : 96;
+    for (bool withNorm : {true, false})
+      if (ctx.begin(
+              "linear_per_sample_grad", dn,
+              dims({{"B", batch}, {"T", tokens}, {"in", in}, {"out", out}},
+                   odd) +
+                  (withNorm ? " norm" : "")))
+        ctx.guarded([&] {
+          // The slices in the compute type: an element where the two
+          // products' f32 sums round to neighbouring bf16 values differs by
+          // an ulp (2^-8), and each side's norm is that of its own slices.
+          Buffer x(dt, batch * tokens * in), dy(dt, batch * tokens * out),
+              g(dt, batch * out * in), n2(F32, batch);
+          x.randn(ctx.rng);
+          dy.randn(ctx.rng);
+          g.poison();
+          n2.uniform(ctx.rng, 0, 10);
+          cpu::linear_per_sample_grad(ctx.cpu, dt, x.h(), dy.h(), g.h(),
+                                      withNorm ? n2.h() : nullptr, batch,
+                                      tokens, in, out);
+          gpu::linear_per_sample_grad(ctx.gpu, dt, x.d(), dy.d(), g.d(),
+                                      withNorm ? n2.d() : nullptr, batch,
+                                      tokens, in, out);
+          ctx.compare("g", g, dt == BF16 ? 4e-3 : 1e-5);
+          ctx.compare("n2", n2, dt == BF16 ? 1e-4 : 1e-5);
+        });
+  }
+  {
+    int64_t batch = 4, tokens = odd ? 17 : 64, out = odd ? 301 : 300;
+    if (ctx.begin("norm_bias", dn,
+                  dims({{"B", batch}, {"T", tokens}, {"out", out}}, odd)))
+      ctx.guarded([&] {
+        Buffer dy(dt, batch * tokens * out), n2(F32, batch);
+        dy.randn(ctx.rng);
+        n2.uniform(ctx.rng, 0, 10);
+        cpu::norm_bias(ctx.cpu, dt, dy.h(), n2.h(), batch, tokens, out);
+        gpu::norm_bias(ctx.gpu, dt, dy.d(), n2.d(), batch, tokens, out);
+        ctx.compare("n2", n2, 1e-5);
+      });
+  }
+  {
+    struct Shape {
+      int64_t batch, tokens, dim, vocab;
+    };
+    // Few distinct tokens, so that many repeat; the long single sample is
+    // grouped by 55 blocks, and its 7000 positions are read eight at a time.
+    std::vector<Shape> shapes = {odd ? Shape{3, 33, 130, 7}
+                                     : Shape{3, 100, 256, 20}};
+    if (!odd)
+      shapes.push_back({1, 7000, 64, 300});
+    for (const Shape &s : shapes)
+      if (ctx.begin("norm_embedding", dn,
+                    dims({{"B", s.batch},
+                          {"T", s.tokens},
+                          {"d", s.dim},
+                          {"V", s.vocab}},
+                         odd)))
+        ctx.guarded([&] {
+          int64_t rows = s.batch * s.tokens;
+          IntBuffer tok(rows);
+          randomTokens(tok, rows, int32_t(s.vocab), ctx.rng);
+          Buffer dy(dt, rows * s.dim), n2(F32, s.batch);
+          dy.randn(ctx.rng);
+          n2.uniform(ctx.rng, 0, 10);
+          cpu::norm_embedding(ctx.cpu, dt, tok.h(), dy.h(), n2.h(), s.batch,
+                              s.tokens, s.dim);
+          gpu::norm_embedding(ctx.gpu, dt, tok.d(), dy.d(), n2.d(), s.batch,
+                              s.tokens, s.dim);
+          ctx.compare("n2", n2, 1e-5);
+        });
+  }
+  {
+    int64_t batch = 4, tokens = odd ? 17 : 64, dim = odd ? 130 : 256;
+    if (ctx.begin("norm_position_embedding", dn,
+                  dims({{"B", batch}, {"T", tokens}, {"d", dim}}, odd)))
+      ctx.guarded([&] {
+        Buffer dy(dt, batch * tokens * dim), n2(F32, batch);
+        dy.randn(ctx.rng);
+        n2.uniform(ctx.rng, 0, 10);
+        cpu::norm_position_embedding(ctx.cpu, dt, dy.h(), n2.h(), batch, tokens,
+                                     dim);
+        gpu::norm_position_embedding(ctx.gpu, dt, dy.d(), n2.d(), batch, tokens,
+                                     dim);
+        ctx.compare("n2", n2, 1e-5);
+      });
+  }
+  {
+    // A table tied to a linear head: the cross term and the formed tied
+    // gradient. Few distinct tokens, so that rows repeat. n2 starts at
+    // 1e3 so that the (signed) cross term is compared against a norm-sized
+    // value, as it is added in a step.
+    int64_t batch = 3, tokensEmb = odd ? 13 : 40, tokensHead = odd ? 11 : 40,
+            vocab = odd ? 37 : 64, dim = odd ? 97 : 96;
+    std::string shape = dims({{"B", batch},
+                              {"Te", tokensEmb},
+                              {"Th", tokensHead},
+                              {"V", vocab},
+                              {"d", dim}},
+                             odd);
+    for (bool direct : {false, true})
+      if (ctx.begin(direct ? "norm_tied_direct" : "norm_tied_cross", dn, shape))
+        ctx.guarded([&] {
+          IntBuffer tok(batch * tokensEmb);
+          randomTokens(tok, batch * tokensEmb, int32_t(vocab), ctx.rng);
+          Buffer dyEmb(dt, batch * tokensEmb * dim),
+              x(dt, batch * tokensHead * dim),
+              dyHead(dt, batch * tokensHead * vocab), n2(F32, batch),
+              ws(F32, direct ? vocab * dim : batch * tokensHead * tokensEmb);
+          dyEmb.randn(ctx.rng);
+          x.randn(ctx.rng);
+          dyHead.randn(ctx.rng);
+          n2.uniform(ctx.rng, 1000, 1010);
+          auto cpuKernel =
+              direct ? cpu::norm_tied_direct : cpu::norm_tied_cross;
+          auto gpuKernel =
+              direct ? gpu::norm_tied_direct : gpu::norm_tied_cross;
+          cpuKernel(ctx.cpu, dt, tok.h(), dyEmb.h(), x.h(), dyHead.h(), n2.h(),
+                    batch, tokensEmb, tokensHead, vocab, dim, ws.h());
+          gpuKernel(ctx.gpu, dt, tok.d(), dyEmb.d(), x.d(), dyHead.d(), n2.d(),
+                    batch, tokensEmb, tokensHead, vocab, dim, ws.d());
+          ctx.compare("n2", n2, 1e-5);
+        });
+  }
+}
+
+void weightGradChecks(Context &ctx, DType dt, bool odd) {
+  const std::string dn = dprt::nameOf(dt);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  // The second shape's samples take 64 MiB (bf16) or 128 MiB (f32) of
+  // gradient each: two or one a chunk of the workspace (2 or 3 products).
+  for (bool chunked : {false, true}) {
+    int64_t batch = odd ? 3 : 4, tokens = odd ? 7 : 24, in = odd ? 130 : 256,
+            out = odd ? 66 : 192;
+    if (chunked) {
+      if (odd)
+        continue;
+      batch = 3, tokens = 1024, in = 64, out = 32768;
+    }
+    const int64_t rows = batch * tokens;
+    if (ctx.begin(
+            "linear_weight_grad", dn,
+            dims({{"B", batch}, {"T", tokens}, {"in", in}, {"out", out}}, odd) +
+                " masked"))
+      ctx.guarded([&] {
+        Buffer x(dt, rows * in), dy(dt, rows * out), c(F32, batch),
+            dw(F32, out * in),
+            ws(dt, dprt::weightGradWorkspaceBytes(dt, batch, tokens, out) /
+                       int64_t(dprt::sizeOf(dt)));
+        x.randn(ctx.rng);
+        dy.randn(ctx.rng);
+        for (int64_t i = tokens * out; i < 2 * tokens * out; ++i)
+          dy.set(i, nan);
+        dy.upload();
+        clipFactorsWithMaskedSample(c, ctx.rng);
+        dw.randn(ctx.rng);
+        cpu::linear_weight_grad(ctx.cpu, dt, x.h(), dy.h(), c.h(), dw.h(),
+                                batch, tokens, in, out, ws.h());
+        gpu::linear_weight_grad(ctx.gpu, dt, x.d(), dy.d(), c.d(), dw.d(),
+                                batch, tokens, in, out, ws.d());
+        ctx.compare("dw", dw, dt == F32 ? 1e-5 : 2e-2);
+      });
+  }
+  {
+    int64_t batch = 4, tokens = odd ? 17 : 64, out = odd ? 301 : 300;
+    if (ctx.begin("bias_grad", dn,
+                  dims({{"B", batch}, {"T", tokens}, {"out", out}}, odd) +
+                      " masked"))
+      ctx.guarded([&] {
+        Buffer dy(dt, batch * tokens * out), c(F32, batch), db(F32, out);
+        dy.randn(ctx.rng);
+        for (int64_t i = tokens * out; i < 2 * tokens * out; ++i)
+          dy.set(i, nan);
+        dy.upload();
+        clipFactorsWithMaskedSample(c, ctx.rng);
+        db.randn(ctx.rng);
+        cpu::bias_grad(ctx.cpu, dt, dy.h(), c.h(), db.h(), batch, tokens, out);
+        gpu::bias_grad(ctx.gpu, dt, dy.d(), c.d(), db.d(), batch, tokens, out);
+        ctx.compare("db", db, 1e-5);
+      });
+  }
+  {
+    int64_t batch = 3, tokens = odd ? 33 : 64, vocab = 50, dim = odd ? 130 : 64,
+            rows = batch * tokens;
+    if (ctx.begin(
+            "embedding_grad", dn,
+            dims({{"B", batch}, {"T", tokens}, {"V", vocab}, {"d", dim}}, odd) +
+                " masked"))
+      ctx.guarded([&] {
+        IntBuffer tok(rows);
+        randomTokens(tok, rows, int32_t(vocab), ctx.rng);
+        Buffer dy(dt, rows * dim), c(F32, batch), table(F32, vocab * dim);
+        dy.randn(ctx.rng);
+        for (int64_t i = tokens * dim; i < 2 * tokens * dim; ++i)
+          dy.set(i, nan);
+        dy.upload();
+        clipFactorsWithMaskedSample(c, ctx.rng);
+        table.randn(ctx.rng);
+        cpu::embedding_grad(ctx.cpu, dt, tok.h(), dy.h(), c.h(), table.h(),
+                            batch, tokens, vocab, dim);
+        gpu::embedding_grad(ctx.gpu, dt, tok.d(), dy.d(), c.d(), table.d(),
+                            batch, tokens, vocab, dim);
+        ctx.compare("dtable", table, 1e-5);
+      });
+  }
+}
+
+} // namespace dpc::gpucheck
