@@ -6,7 +6,7 @@
 // its offset, and `#dprt.planned` for the number the memory plan decided.
 // This is the one place that spells the program as C++: enums through their
 // generated stringify functions, `#dprt.null` as nullptr (-1 for an offset),
-// strings as C++ literals.
+// strings as C++ literals, a function's symbol as its name.
 //
 //===----------------------------------------------------------------------===//
 
@@ -244,6 +244,12 @@ LogicalResult ConvertPass::convert(rt::FuncOp func, rt::ProgramOp program,
       if (auto enumerator = dyn_cast<rt::RuntimeEnumAttrInterface>(arg)) {
         args.push_back(
             emitc::OpaqueAttr::get(context, enumerator.getCppEnumerator()));
+        continue;
+      }
+      // A step function of the program, by name: it is emitted before
+      // dp_describe, the last function.
+      if (auto function = dyn_cast<FlatSymbolRefAttr>(arg)) {
+        args.push_back(emitc::OpaqueAttr::get(context, function.getValue()));
         continue;
       }
       if (auto text = dyn_cast<StringAttr>(arg)) {

@@ -16,6 +16,10 @@ def Specialize : Pass<"dp-specialize", "mlir::ModuleOp"> {
     dimension `?`, which becomes `ranks` divided by the other; `ranks` must
     then be a multiple of it. `ranks` is 1 to 2^31 - 1 (the runtime counts ranks in an
     int32_t), or -1, the default, for the grid's size. Other recipes are removed: one compilation trains one recipe.
+
+    `batch` compiles for fewer rows than the recipe's physical batch (1 to
+    it, a multiple of `max_records` under user-level DP): dpc compiles the
+    micro-step of a step's last, partly filled physical batch so.
   }];
   let options = [
     Option<"ranks", "ranks", "int64_t", /*default=*/"-1",
@@ -23,6 +27,9 @@ def Specialize : Pass<"dp-specialize", "mlir::ModuleOp"> {
            "or 1)">,
     Option<"recipe", "recipe", "std::string", /*default=*/"\"\"",
            "The recipe to compile when the module holds several">,
+    Option<"batch", "batch", "int64_t", /*default=*/"-1",
+           "Rows per rank to compile for, 1 to the recipe's physical batch "
+           "(-1: the physical batch)">,
   ];
   let dependentDialects = ["::mlir::shard::ShardDialect"];
 }

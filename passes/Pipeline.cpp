@@ -19,6 +19,7 @@ void dpc::buildCompilePipeline(OpPassManager &pm,
   // dp-specialize checks the number.
   specialize.ranks = options.ranks;
   specialize.recipe = options.recipe;
+  specialize.batch = options.batch;
   pm.addPass(createSpecialize(specialize));
   pm.addPass(createLoRA());
   pm.addPass(createFreeze());

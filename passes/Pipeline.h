@@ -21,6 +21,11 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
       llvm::cl::init(-1)};
   Option<std::string> recipe{
       *this, "recipe", llvm::cl::desc("Recipe to compile"), llvm::cl::init("")};
+  Option<int64_t> batch{
+      *this, "batch",
+      llvm::cl::desc("Rows per rank to compile for, 1 to the recipe's "
+                     "physical batch (-1: the physical batch; dp-specialize)"),
+      llvm::cl::init(-1)};
   Option<Backend> backend{*this, "backend",
                           llvm::cl::desc("The runtime backend"),
                           llvm::cl::init(Backend::CPU), backendValues()};
@@ -81,6 +86,21 @@ struct BudgetPlan {
 mlir::FailureOr<BudgetPlan> planWithinBudget(mlir::ModuleOp module,
                                              const CompileOptions &options,
                                              int64_t budget);
+
+/// The linear weights whose norms `planned` takes by the materialized
+/// method: compiling for fewer rows must force them (the cost model's
+/// memory arbitration depends on the batch; its other choices do not).
+llvm::SmallVector<std::string> materializedWeights(mlir::ModuleOp planned);
+
+/// Adds the dp_microstep of `sized` (the model and recipe of `planned`,
+/// compiled with the same decisions for `rows` rows) to the program of
+/// `planned` as dp_microstep_<rows>, on the memory plan of `planned`, and
+/// names it to the driver with describe_microstep. Fails with an error at
+/// the program when the two micro-steps are not the same operations on the
+/// same buffers, only smaller (passes/MicrostepSizes.cpp says why that is
+/// enough). Calls must come smallest size first.
+mlir::LogicalResult addSizedMicrostep(mlir::ModuleOp planned,
+                                      mlir::ModuleOp sized, int64_t rows);
 
 /// Registers `dp-compile` (the pipeline above) and `dp-to-emitc` (it, then
 /// convert-dprt-to-emitc).

@@ -7,6 +7,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 namespace dpc {
 #define GEN_PASS_DEF_SPECIALIZE
@@ -50,9 +51,36 @@ struct SpecializePass : dpc::impl::SpecializeBase<SpecializePass> {
     for (RecipeOp other : llvm::to_vector(module.getOps<RecipeOp>()))
       if (other != compiled->recipe)
         other.erase();
-    if (failed(specializeGrid(module, compiled->recipe)) ||
-        failed(specializeBatch(compiled->model,
-                               compiled->recipe.getPhysicalBatch())))
+    RecipeOp chosen = compiled->recipe;
+    int64_t rows = chosen.getPhysicalBatch();
+    if (batch != -1) {
+      const int64_t unit = chosen.getRecordsPerUnit();
+      if (batch < 1 || batch > rows || batch % unit != 0) {
+        chosen.emitOpError("cannot be compiled for ")
+            << int64_t(batch) << " rows: give 1 to its physical batch " << rows
+            << (unit > 1
+                    ? ", a multiple of max_records = " + std::to_string(unit)
+                    : std::string());
+        return signalPassFailure();
+      }
+      rows = batch;
+      // The recipe then describes what this compilation runs: a physical
+      // batch of `rows`.
+      MLIRContext *context = module.getContext();
+      Attribute sampling =
+          llvm::TypeSwitch<Attribute, Attribute>(chosen.getSampling())
+              .Case([&](PoissonAttr poisson) -> Attribute {
+                return PoissonAttr::get(context, poisson.getExpectedBatch(),
+                                        poisson.getRate(), rows);
+              })
+              .Case([&](ShuffleAttr shuffle) -> Attribute {
+                return ShuffleAttr::get(context, shuffle.getBatch(), rows);
+              })
+              .Default([](Attribute other) { return other; });
+      chosen.setSamplingAttr(sampling);
+    }
+    if (failed(specializeGrid(module, chosen)) ||
+        failed(specializeBatch(compiled->model, rows)))
       return signalPassFailure();
   }
 

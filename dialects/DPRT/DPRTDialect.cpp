@@ -191,6 +191,8 @@ static bool isArgumentOfKind(Attribute arg, ParamKind kind,
     return isa<StringAttr>(arg);
   case ParamKind::Stream:
     return false;
+  case ParamKind::Microstep:
+    return isa<FlatSymbolRefAttr>(arg);
   }
   llvm_unreachable("every parameter kind is checked");
 }
@@ -228,6 +230,14 @@ LogicalResult CallOp::verify() {
       return emitOpError("argument #")
              << position << " of '" << callee << "' must be "
              << describeParamKind(kind) << ", not " << arg;
+    if (kind == ParamKind::Microstep) {
+      auto target = SymbolTable::lookupNearestSymbolFrom<FuncOp>(
+          *this, cast<FlatSymbolRefAttr>(arg));
+      if (!target || target.getDescribe())
+        return emitOpError("argument #")
+               << position << " of '" << callee << "' names " << arg
+               << ", which is not a step function of the program";
+    }
     if (!bufferIndex)
       continue;
     if (*bufferIndex < 0 || *bufferIndex >= numBuffers)

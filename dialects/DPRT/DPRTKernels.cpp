@@ -26,7 +26,8 @@ constexpr ParamKind in = ParamKind::In, out = ParamKind::Out,
                     inputRole = ParamKind::InputRole, i64 = ParamKind::I64,
                     i32 = ParamKind::I32, f64 = ParamKind::F64,
                     flag = ParamKind::Flag, str = ParamKind::Str,
-                    stream = ParamKind::Stream;
+                    stream = ParamKind::Stream,
+                    microstep = ParamKind::Microstep;
 } // namespace kinds
 
 namespace params {
@@ -101,6 +102,8 @@ llvm::StringRef dpc::rt::describeParamKind(ParamKind kind) {
     return "a string";
   case ParamKind::Stream:
     return "the stream, which dprt-schedule sets";
+  case ParamKind::Microstep:
+    return "a symbol naming a dprt.func";
   }
   llvm_unreachable("every parameter kind is described");
 }

@@ -38,9 +38,10 @@ enum class ParamKind : uint8_t {
   I64,
   I32,
   F64,
-  Flag,   ///< bool
-  Str,    ///< const char *: a string literal
-  Stream, ///< int32_t: the stream a collective runs on (its last parameter)
+  Flag,      ///< bool
+  Str,       ///< const char *: a string literal
+  Stream,    ///< int32_t: the stream a collective runs on (its last parameter)
+  Microstep, ///< dprt::MicrostepFn: a dprt.func of the program, by symbol
 };
 
 /// What a runtime function's first parameter is.

@@ -38,6 +38,7 @@ using f64 = double;
 using flag = bool;
 using str = const char *;
 using stream = int32_t;
+using microstep = MicrostepFn;
 
 #define DPRT_KERNEL(name, ...)                                                 \
   static_assert(                                                               \

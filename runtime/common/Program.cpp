@@ -9,6 +9,7 @@
 
 #include "dprt/program.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <stdexcept>
@@ -526,6 +527,26 @@ void describe_adapter(ProgramSpec *spec, const char *param, const char *base,
                             : LoRARole::Scale;
   p->lora.base = w->name;
   p->lora.peftName = peft;
+}
+
+void describe_microstep(ProgramSpec *spec, int64_t rows, MicrostepFn run) {
+  const char *fn = "describe_microstep";
+  requireProgram(spec, fn);
+  DPRT_REQUIRE(run, spec, fn, "the micro-step of " << rows << " rows is null");
+  DPRT_REQUIRE(rows >= 1 && rows < spec->physicalBatch, spec, fn,
+               "a micro-step of " << rows << " rows is not smaller than the "
+                                  << "physical batch " << spec->physicalBatch);
+  const int64_t unit = std::max<int64_t>(1, spec->recipe.userRecords);
+  DPRT_REQUIRE(rows % unit == 0, spec, fn,
+               "a micro-step of " << rows << " rows splits a user's " << unit
+                                  << " slots");
+  DPRT_REQUIRE(spec->smallerMicrosteps.empty() ||
+                   spec->smallerMicrosteps.back().rows < rows,
+               spec, fn,
+               "micro-step sizes must be described once each, smallest first; "
+                   << rows << " rows come after "
+                   << spec->smallerMicrosteps.back().rows);
+  spec->smallerMicrosteps.push_back({rows, run});
 }
 
 } // namespace dprt

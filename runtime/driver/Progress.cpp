@@ -23,6 +23,7 @@ std::string toJsonLine(const StepMetrics &m) {
      << ", \"epsilon_exact\": " << (m.epsilonExact ? "true" : "false")
      << ", \"lr\": " << jsonNumber(m.lr) << ", \"samples\": " << m.samples
      << ", \"tokens\": " << m.tokens << ", \"micro_steps\": " << m.microSteps
+     << ", \"padding_rows\": " << m.paddingRows
      << ", \"step_time_s\": " << jsonNumber(m.stepSeconds)
      << ", \"samples_per_s\": " << jsonNumber(m.samples * perSecond)
      << ", \"tokens_per_s\": " << jsonNumber(m.tokens * perSecond)

@@ -31,6 +31,9 @@ struct StepMetrics {
   int64_t samples = 0; ///< the logical batch
   int64_t tokens = 0;  ///< counted target tokens (samples for CSV)
   int64_t microSteps = 0;
+  /// Rows the micro-steps ran beyond the real records, over all ranks: the
+  /// padding of the last physical batches (and empty user slots).
+  int64_t paddingRows = 0;
   double stepSeconds = 0;
   double wallSeconds = 0;  ///< since the start of the program
   int64_t memoryBytes = 0; ///< rank 0's peak

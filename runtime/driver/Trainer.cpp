@@ -56,6 +56,24 @@ namespace fs = std::filesystem;
 
 constexpr int kMicrostepSlot = 0;
 constexpr int kApplySlot = 1;
+/// dp_microstep_<rows> is captured in slot kSizedSlots + rows.
+constexpr int kSizedSlots = 2;
+
+/// A micro-step function and the rows it runs on.
+struct MicroStepChoice {
+  int64_t rows;
+  MicrostepFn run;
+  int slot;
+};
+
+/// The smallest micro-step of the program that holds `count` real rows
+/// (every rank runs one, so a rank without rows runs the smallest).
+MicroStepChoice chooseMicrostep(const ProgramSpec &spec, int64_t count) {
+  for (const SizedMicrostep &sized : spec.smallerMicrosteps)
+    if (sized.rows >= count)
+      return {sized.rows, sized.run, kSizedSlots + int(sized.rows)};
+  return {spec.physicalBatch, dp_microstep, kMicrostepSlot};
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -75,6 +93,7 @@ struct StepTotals {
   double samples = 0;
   double tokens = 0;
   double exposedCommSeconds = 0; ///< summed over the ranks
+  double rows = 0;               ///< rows the micro-steps ran, padding included
 };
 
 class Trainer {
@@ -219,9 +238,9 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
   const std::vector<int64_t> batch =
       userSampler_ ? userSampler_->sample(step)
                    : privacy_->sample(step, data_->size());
-  const privacy::PhysicalBatchPlan plan =
-      privacy::planPhysicalBatches(static_cast<int64_t>(batch.size()),
-                                   ranks_->launch().world, spec_.physicalBatch);
+  const privacy::PhysicalBatchPlan plan = privacy::planPhysicalBatches(
+      static_cast<int64_t>(batch.size()), ranks_->launch().world,
+      spec_.physicalBatch, userSampler_ ? spec_.recipe.userRecords : 1);
   StepState state = privacy_->stepState(step);
   state.lr = hyper_.lr;
   state.lrScale = hyper_.schedule.factor(step);
@@ -248,37 +267,41 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
     rank.hostState = state;
     uploadStepState(&rank);
     rank.exposedCommSeconds = 0;
-    double sums[4] = {0, 0, 0, 0}; // loss, samples, tokens, exposed comm
+    // loss, samples, tokens, exposed comm, rows run
+    double sums[5] = {0, 0, 0, 0, 0};
     for (int64_t m = 0; m < plan.microSteps; ++m) {
       const privacy::PhysicalBatchPlan::Slice part = plan.slice(m, rank.rank);
+      // The smallest compiled micro-step that holds the real rows: the
+      // first `rows` rows of the inputs, mask and losses are its own.
+      const MicroStepChoice chosen = chooseMicrostep(spec_, part.count);
+      const int64_t rows = chosen.rows;
       {
         DPRT_TRACE(rank.rank, trace::Track::Compute, "fill_inputs");
         for (size_t k = 0; k < spec_.inputs.size(); ++k) {
           const InputSpec &input = spec_.inputs[k];
-          std::vector<char> &rows = slot.inputs[k];
+          std::vector<char> &data = slot.inputs[k];
           const int64_t rowBytes =
-              static_cast<int64_t>(rows.size()) / spec_.physicalBatch;
-          for (int64_t row = 0; row < spec_.physicalBatch; ++row)
+              static_cast<int64_t>(data.size()) / spec_.physicalBatch;
+          for (int64_t row = 0; row < rows; ++row)
             data_->writeRow(input,
                             row < part.count ? batch[part.first + row] : -1,
-                            rows.data() + row * rowBytes);
-          copyToArena(&rank, input.offset, rows.data(),
-                      static_cast<int64_t>(rows.size()));
+                            data.data() + row * rowBytes);
+          copyToArena(&rank, input.offset, data.data(), rows * rowBytes);
         }
-        for (int64_t row = 0; row < spec_.physicalBatch; ++row)
+        for (int64_t row = 0; row < rows; ++row)
           storeAs(acc,
                   row < part.count && batch[part.first + row] >= 0 ? 1.0 : 0.0,
                   slot.mask.data() + row * accBytes);
-        copyToArena(&rank, spec_.maskOffset, slot.mask.data(),
-                    static_cast<int64_t>(slot.mask.size()));
+        copyToArena(&rank, spec_.maskOffset, slot.mask.data(), rows * accBytes);
       }
       {
         DPRT_TRACE(rank.rank, trace::Track::Compute, "dp_microstep");
-        runCaptured(&rank, kMicrostepSlot, dp_microstep);
+        runCaptured(&rank, chosen.slot, chosen.run);
       }
+      sums[4] += double(rows);
       if (spec_.lossOffset >= 0) {
         copyFromArena(&rank, slot.losses.data(), spec_.lossOffset,
-                      static_cast<int64_t>(slot.losses.size()));
+                      rows * accBytes);
         for (int64_t row = 0; row < part.count; ++row)
           if (batch[part.first + row] >= 0)
             sums[0] += loadAs(acc, slot.losses.data() + row * accBytes);
@@ -323,19 +346,19 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
     }
     synchronize(&rank);
     sums[3] = rank.exposedCommSeconds;
-    std::vector<double> all(sums, sums + 4);
+    std::vector<double> all(sums, sums + 5);
     if (heartbeats) {
-      all.resize(4 + 2 * world, 0.0);
-      all[4 + 2 * rank.rank] = secondsSince(begin);
-      all[5 + 2 * rank.rank] = double(peakMemoryBytes(&rank));
+      all.resize(5 + 2 * world, 0.0);
+      all[5 + 2 * rank.rank] = secondsSince(begin);
+      all[6 + 2 * rank.rank] = double(peakMemoryBytes(&rank));
     }
     rank.comm->allReduceHost(all.data(), int(all.size()));
     if (i == 0) {
-      totals = StepTotals{all[0], all[1], all[2], all[3]};
+      totals = StepTotals{all[0], all[1], all[2], all[3], all[4]};
       peak = peakMemoryBytes(&rank);
       for (int r = 0; heartbeats && r < world; ++r)
         metrics.ranks.push_back(
-            {r, all[4 + 2 * r], static_cast<int64_t>(all[5 + 2 * r])});
+            {r, all[5 + 2 * r], static_cast<int64_t>(all[6 + 2 * r])});
     }
   });
   const double seconds = secondsSince(begin);
@@ -364,6 +387,7 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
   metrics.epsilon = privacy_->metricsEpsilon(step, metrics.epsilonExact);
   metrics.lr = state.lr * state.lrScale;
   metrics.microSteps = plan.microSteps;
+  metrics.paddingRows = static_cast<int64_t>(totals.rows - totals.samples);
   if (userSampler_) {
     metrics.maxRecordsPerUser = userSampler_->maxRecords();
     metrics.users =

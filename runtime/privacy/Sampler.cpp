@@ -171,9 +171,13 @@ PhysicalBatchPlan::Slice PhysicalBatchPlan::slice(int64_t microStep,
                                                   int64_t rank) const {
   assert(microStep >= 0 && microStep < microSteps);
   assert(rank >= 0 && rank < ranks);
-  int64_t first = (microStep * ranks + rank) * physicalBatch;
-  int64_t count = std::clamp<int64_t>(logicalBatch - first, 0, physicalBatch);
-  return {std::min(first, logicalBatch), count};
+  const int64_t full = microStep * ranks * physicalBatch;
+  if (microStep + 1 < microSteps)
+    return {full + rank * physicalBatch, physicalBatch};
+  const int64_t granules = (logicalBatch - full) / granule;
+  const int64_t each = granules / ranks, extra = granules % ranks;
+  return {full + granule * (rank * each + std::min(rank, extra)),
+          granule * (each + (rank < extra ? 1 : 0))};
 }
 
 int64_t PhysicalBatchPlan::logicalPosition(int64_t microStep, int64_t rank,
@@ -184,12 +188,14 @@ int64_t PhysicalBatchPlan::logicalPosition(int64_t microStep, int64_t rank,
 }
 
 PhysicalBatchPlan planPhysicalBatches(int64_t logicalBatch, int64_t ranks,
-                                      int64_t physicalBatch) {
+                                      int64_t physicalBatch, int64_t granule) {
   assert(logicalBatch >= 0 && ranks >= 1 && physicalBatch >= 1);
+  assert(granule >= 1 && physicalBatch % granule == 0 &&
+         logicalBatch % granule == 0);
   int64_t perMicroStep = ranks * physicalBatch;
   int64_t microSteps =
       std::max<int64_t>(1, (logicalBatch + perMicroStep - 1) / perMicroStep);
-  return {logicalBatch, ranks, physicalBatch, microSteps};
+  return {logicalBatch, ranks, physicalBatch, microSteps, granule};
 }
 
 } // namespace dprt::privacy

@@ -144,21 +144,28 @@ private:
 };
 
 /// How a logical batch of L records is spread over `ranks` ranks that each
-/// run physical batches of a fixed `physicalBatch` rows (static shapes):
+/// run physical batches of at most `physicalBatch` rows (static shapes):
 /// M = max(1, ceil(L / (ranks * physicalBatch))) micro-steps, all ranks
 /// running all M of them (the collectives need every rank).
 ///
-/// Layout, micro-step major: row `row` of rank `rank` at micro-step m holds
-/// logical position
-///   p = m * ranks * physicalBatch + rank * physicalBatch + row
-/// if p < L, and is padding (mask 0, clip factor 0) otherwise. Logical
-/// position p is the p-th index of the sorted batch from the sampler. So every
-/// micro-step but the last is full, and padding sits only at the end.
+/// Layout, micro-step major. Every micro-step but the last is full: row
+/// `row` of rank `rank` at micro-step m < M - 1 holds logical position
+///   p = m * ranks * physicalBatch + rank * physicalBatch + row.
+/// The last micro-step's R = L - (M - 1) * ranks * physicalBatch positions
+/// are dealt out evenly in whole granules (a user's `granule` slots under
+/// user-level DP, else 1): of its G = R / granule granules, rank r holds
+/// G / ranks, and one more if r < G % ranks, consecutive and in rank order.
+/// So the last micro-step's ranks hold at most one granule more than each
+/// other, and a program with smaller micro-steps (ProgramSpec::
+/// smallerMicrosteps) runs it on few rows. Rows past a slice's count are
+/// padding (mask 0, clip factor 0). Logical position p is the p-th index of
+/// the sorted batch from the sampler.
 struct PhysicalBatchPlan {
   int64_t logicalBatch;
   int64_t ranks;
   int64_t physicalBatch;
   int64_t microSteps;
+  int64_t granule = 1;
 
   /// Logical positions [first, first + count) of one (micro-step, rank):
   /// rows 0 .. count-1 are real, rows count .. physicalBatch-1 padding.
@@ -172,9 +179,11 @@ struct PhysicalBatchPlan {
   int64_t logicalPosition(int64_t microStep, int64_t rank, int64_t row) const;
 };
 
-/// Requires logicalBatch >= 0, ranks >= 1, physicalBatch >= 1.
+/// Requires logicalBatch >= 0, ranks >= 1, physicalBatch >= 1, granule >= 1
+/// dividing physicalBatch and logicalBatch.
 PhysicalBatchPlan planPhysicalBatches(int64_t logicalBatch, int64_t ranks,
-                                      int64_t physicalBatch);
+                                      int64_t physicalBatch,
+                                      int64_t granule = 1);
 
 } // namespace dprt::privacy
 

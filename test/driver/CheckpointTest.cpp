@@ -279,7 +279,11 @@ TEST_P(Resharding, IsExactAndContinuesLikeTheUninterruptedRun) {
   std::printf("    saved at %d ranks, resumed at %d: max relative difference "
               "%.3g to the uninterrupted run\n",
               from, to, difference);
-  EXPECT_LE(difference, 1e-6);
+  // f32 (epsilon 1.2e-7) after 14 steps whose sums over records and ranks
+  // run in another order and blocking (the last micro-step's rows are dealt
+  // out over the ranks, each running its own size): up to ~16 epsilon. A
+  // lost or doubled record moves the parameters by ~1e-3.
+  EXPECT_LE(difference, 2e-6);
 }
 
 INSTANTIATE_TEST_SUITE_P(Checkpoints, Resharding,
@@ -486,8 +490,8 @@ TEST_F(Checkpoints, AVersionOneCheckpointResumesAsOneShard) {
   fs::copy(kCheckpointV1, dir_ / "v1", fs::copy_options::recursive);
   // A checkpoint written before the accountant choice resumes with RDP,
   // the accountant of its run: the uninterrupted run uses it too.
-  train(kClassifier1, {"--steps", "14", "--accountant", "rdp", "--save",
-                       dir_ / "straight"});
+  train(kClassifier1,
+        {"--steps", "14", "--accountant", "rdp", "--save", dir_ / "straight"});
   train(kClassifier1, {"--steps", "6", "--save", dir_ / "six"});
   // The old writer's parameters and optimizer state are the new run's.
   EXPECT_EQ(readClassifierV1(dir_ / "v1"), readUnitStates(dir_ / "six"));

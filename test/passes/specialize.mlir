@@ -1,5 +1,6 @@
 // RUN: dp-opt %s --split-input-file --dp-specialize | FileCheck %s
 // RUN: dp-opt %s --split-input-file --dp-specialize=ranks=4 | FileCheck %s --check-prefix=FOUR
+// RUN: dp-opt %s --split-input-file --dp-specialize=batch=2 | FileCheck %s --check-prefix=TWO
 
 // The sample dimension becomes the physical batch; a dynamic grid gets the
 // requested number of ranks (1 by default).
@@ -10,6 +11,11 @@ shard.grid @ranks(shape = ?)
 dp.model @m {
   dp.param @w : tensor<4x8xf32>
   // CHECK: dp.forward(%{{.*}}: tensor<16x8xf32>, %{{.*}}: tensor<16xi32>) -> tensor<16xf32>
+  // With batch = 2 (a last, partly filled micro-step), the model and the
+  // recipe's physical batch are 2 rows.
+  // TWO: dp.forward(%{{.*}}: tensor<2x8xf32>, %{{.*}}: tensor<2xi32>) -> tensor<2xf32>
+  // TWO: dp.linear @w(%{{.*}}) : tensor<2x8xf32> -> tensor<2x4xf32>
+  // TWO: sampling = #dp.poisson<rate = 0.01, physical_batch = 2>
   dp.forward(%x: tensor<?x8xf32>, %y: tensor<?xi32>) -> tensor<?xf32> {
     // CHECK: dp.linear @w(%{{.*}}) : tensor<16x8xf32> -> tensor<16x4xf32>
     %h = dp.linear @w(%x) : tensor<?x8xf32> -> tensor<?x4xf32>

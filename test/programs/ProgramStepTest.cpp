@@ -80,7 +80,8 @@ std::string format(double v) {
 struct ProgramRun {
   Tensors initial;
   Tensors trained;
-  std::vector<double> losses; ///< metrics: mean loss per step
+  std::vector<double> losses;      ///< metrics: mean loss per step
+  std::vector<double> paddingRows; ///< metrics: padding rows per step
 };
 
 ProgramRun trainProgram(const ProgramId &id, const std::string &data,
@@ -103,6 +104,7 @@ ProgramRun trainProgram(const ProgramId &id, const std::string &data,
   run.initial = readCheckpointParams(latestCheckpoint(dir / "initial"));
   run.trained = readCheckpointParams(latestCheckpoint(dir / "trained"));
   run.losses = metricLosses(dir / "metrics.jsonl");
+  run.paddingRows = metricValues(dir / "metrics.jsonl", "padding_rows");
   return run;
 }
 
@@ -322,7 +324,13 @@ TEST_P(WholeStep, MatchesReference) {
     // The method the program was compiled for is the one that ran: no
     // weight-gradient product is left but the one of a head tied to the
     // embedding (its table keeps its own norms).
-    const std::string cpp = dpctest::readFile(programPath(id) + ".cpp");
+    // dp_microstep itself (the program also has it compiled for fewer
+    // rows, dp_microstep_<rows>, alike).
+    const std::string file = dpctest::readFile(programPath(id) + ".cpp");
+    const size_t begin = file.find("void dp_microstep(");
+    ASSERT_NE(begin, std::string::npos) << id.name();
+    const std::string cpp =
+        file.substr(begin, file.find("\n}\n", begin) - begin);
     EXPECT_NE(cpp.find("linear_per_sample_grad("), std::string::npos)
         << id.name();
     size_t products = 0;
@@ -435,6 +443,9 @@ class MaskedRows : public ::testing::TestWithParam<const char *> {};
 // A logical batch that leaves padding rows in its last physical batch: the
 // padding rows (zero features, label 0) would change the update if they
 // counted, and the program must equal the reference on the real records.
+// The program runs that last physical batch with its micro-step compiled
+// for fewer rows (dpc --last-batch-sizes, every size below 4 here): no
+// padding row is run at all.
 TEST_P(MaskedRows, PaddingChangesNothing) {
   const ProgramId id{GetParam(), "flat_sgd", 1};
   const RecipeValues recipe = readRecipe(id);
@@ -451,6 +462,9 @@ TEST_P(MaskedRows, PaddingChangesNothing) {
   const ReferenceRun reference =
       referenceSteps(id, records, seed, 1, program.initial);
   expectMatchesReference(id, program, reference);
+  ASSERT_EQ(program.paddingRows.size(), 1u);
+  EXPECT_EQ(program.paddingRows[0], 0)
+      << "the last micro-step ran padded to the physical batch " << P;
 
   // The same step with the padding rows counted as samples.
   std::vector<int64_t> padded =

@@ -113,6 +113,14 @@ static cl::opt<std::string> reshardOpt(
              "reshard_after_forward, except that the forward's gathers are "
              "kept where that does not grow the arena), on or off"),
     cl::value_desc("auto|on|off"), cl::init("auto"), cl::cat(dpcCategory));
+static cl::opt<std::string> lastBatchSizesOpt(
+    "last-batch-sizes",
+    cl::desc("Physical batches smaller than the recipe's that the program "
+             "can run a step's last, partly filled micro-step on instead of "
+             "padding it: auto (default: every size up to 8, then every "
+             "eighth of the physical batch; in users' slots under "
+             "user-level DP), none, or sizes N,N,..."),
+    cl::value_desc("auto|none|N,..."), cl::init("auto"), cl::cat(dpcCategory));
 static cl::opt<double> reportTflops(
     "report-tflops",
     cl::desc("Sustained TFLOP/s per rank for --report's predicted times"),
@@ -538,6 +546,60 @@ int main(int argc, char **argv) {
       planned = std::move(kept);
     else
       options.reshard = -1;
+  }
+  // The last micro-step of a step is as large as its real rows need: the
+  // same plan compiled for fewer rows, run on the full plan's arena.
+  {
+    int64_t physicalBatch = 0, unit = 1;
+    for (auto recipe : planned->getOps<dpc::dp::RecipeOp>()) {
+      physicalBatch = recipe.getPhysicalBatch();
+      unit = recipe.getRecordsPerUnit();
+    }
+    std::vector<int64_t> sizes;
+    StringRef asked = lastBatchSizesOpt;
+    if (asked == "auto") {
+      // In units (users' slots): every count up to 8, then multiples of an
+      // eighth of the batch, so a last micro-step pads at most ~1/8.
+      const int64_t units = physicalBatch / unit;
+      const int64_t stride = std::max<int64_t>(1, (units + 7) / 8);
+      for (int64_t u = 1; u < units; ++u)
+        if (u <= 8 || u % stride == 0)
+          sizes.push_back(u * unit);
+    } else if (asked != "none") {
+      SmallVector<StringRef> parts;
+      asked.split(parts, ',');
+      for (StringRef part : parts) {
+        int64_t rows;
+        if (part.trim().getAsInteger(10, rows) || rows < 1 ||
+            rows >= physicalBatch || rows % unit != 0)
+          return fail(
+              "--last-batch-sizes '" + lastBatchSizesOpt + "': '" + part.str() +
+              "' is not a number of rows from " + "1 to the physical batch " +
+              std::to_string(physicalBatch) + " less 1" +
+              (unit > 1
+                   ? ", a multiple of max_records = " + std::to_string(unit)
+                   : std::string()) +
+              "; or give auto or none");
+        sizes.push_back(rows);
+      }
+      llvm::sort(sizes);
+      sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+    }
+    // The same decisions at every size: the materialized weights forced,
+    // the cost model's other choices do not depend on the batch.
+    std::vector<std::string> sizedMethods = forcedMethods;
+    for (const std::string &weight : dpc::materializedWeights(*planned))
+      sizedMethods.push_back(weight + "=materialized");
+    options.normMethods = ArrayRef<std::string>(sizedMethods);
+    for (int64_t rows : sizes) {
+      options.batch = rows;
+      OwningOpRef<ModuleOp> sized = compile(0);
+      if (!sized)
+        return 1;
+      if (failed(dpc::addSizedMicrostep(*planned, *sized, rows)))
+        return 1;
+    }
+    options.batch = -1;
   }
   module = std::move(planned);
   if (reportOpt) {

@@ -136,7 +136,7 @@ struct ParamSpec {
   int64_t offsetInUnit; ///< element offset in the unit's flat buffer
   int64_t globalIndex;  ///< first element's index in the model's flat space
   bool trainable;
-  HfSource hf; ///< the Hugging Face tensor it comes from, if any
+  HfSource hf;   ///< the Hugging Face tensor it comes from, if any
   LoRAPart lora; ///< describe_adapter; role None for every other parameter
 };
 
@@ -154,6 +154,16 @@ struct UnitSpec {
   /// A unit of frozen parameters has no gradient, master copy or optimizer
   /// state: masterShard == paramShard, in the compute type.
   bool frozen() const { return gradShard < 0; }
+};
+
+/// One physical micro-step function of the emitted program.
+using MicrostepFn = void (*)(Rank *);
+
+/// dp_microstep compiled for `rows` rows: the same plan, run on the first
+/// `rows` rows of every per-sample buffer (inputs, mask, losses).
+struct SizedMicrostep {
+  int64_t rows = 0;
+  MicrostepFn run = nullptr;
 };
 
 struct RecipeSpec {
@@ -221,13 +231,17 @@ struct ProgramSpec {
   RecipeSpec recipe;
   LoRASpec lora; ///< the recipe's #dp.lora (describe_lora), if any
   int64_t predictedPeakBytes = 0; ///< the memory plan's peak per rank
+  /// dp_microstep compiled for fewer rows than physicalBatch, smallest
+  /// first (describe_microstep): a step's last micro-step runs the smallest
+  /// that holds its real rows instead of padding a full physical batch.
+  std::vector<SizedMicrostep> smallerMicrosteps;
 };
 
 // Called by the emitted dp_describe, in this order: program, grid (2-D
 // grids only), loss, recipe (describe_recipe, describe_optimizer,
 // describe_schedule, describe_accountant, describe_privacy_unit), inputs,
 // units, params, then with #dp.lora describe_lora and describe_adapter for
-// each adapter part.
+// each adapter part, then describe_microstep for each smaller micro-step.
 void describe_program(ProgramSpec *spec, const char *model, const char *backend,
                       int32_t ranks, int64_t arenaBytes, int64_t stateOffset,
                       DType compute, int64_t physicalBatch, int64_t tokens,
@@ -271,6 +285,10 @@ void describe_param(ProgramSpec *spec, const char *name, int32_t unit,
                     int64_t dim0, int64_t dim1, int64_t dim2, int64_t dim3,
                     const char *hfName, bool hfTransposed, int64_t hfRowBegin,
                     int64_t hfRowEnd);
+/// `run` is dp_microstep compiled for `rows` rows, 1 <= rows <
+/// physicalBatch (a multiple of max_records under user-level DP), each size
+/// once and in increasing order; called last.
+void describe_microstep(ProgramSpec *spec, int64_t rows, MicrostepFn run);
 /// The recipe's #dp.lora: rank, alpha and the targets joined by ','.
 void describe_lora(ProgramSpec *spec, int64_t rank, double alpha,
                    const char *targets);

@@ -362,4 +362,49 @@ TEST(PhysicalBatchPlan, EveryLogicalPositionHasExactlyOneRow) {
   }
 }
 
+// The last micro-step is dealt out evenly, in whole granules (a user's
+// slots under user-level DP), so that every rank can run it on few rows:
+// counts differ by at most one granule and sum to what is left; every
+// earlier micro-step is full, and the positions stay consecutive in rank
+// order.
+TEST(PhysicalBatchPlan, LastMicroStepIsDealtEvenlyInGranules) {
+  for (int64_t granule : {1, 2, 4}) {
+    for (int64_t ranks : {1, 2, 3, 4}) {
+      for (int64_t units = 0; units <= 40; ++units) {
+        const int64_t logical = units * granule;
+        PhysicalBatchPlan plan =
+            planPhysicalBatches(logical, ranks, 8, granule);
+        const int64_t last = plan.microSteps - 1;
+        int64_t next = 0;
+        for (int64_t m = 0; m < last; ++m)
+          for (int64_t r = 0; r < ranks; ++r) {
+            PhysicalBatchPlan::Slice slice = plan.slice(m, r);
+            EXPECT_EQ(slice.first, next);
+            EXPECT_EQ(slice.count, 8);
+            next += slice.count;
+          }
+        int64_t least = 8, most = 0;
+        for (int64_t r = 0; r < ranks; ++r) {
+          PhysicalBatchPlan::Slice slice = plan.slice(last, r);
+          EXPECT_EQ(slice.first, next) << "rank " << r;
+          EXPECT_EQ(slice.count % granule, 0) << "rank " << r;
+          next += slice.count;
+          least = std::min(least, slice.count);
+          most = std::max(most, slice.count);
+        }
+        EXPECT_EQ(next, logical) << granule << " " << ranks << " " << units;
+        EXPECT_LE(most, 8);
+        EXPECT_LE(most - least, granule)
+            << "logical " << logical << " over " << ranks << " ranks";
+      }
+    }
+  }
+  // 10 records on 4 ranks of 8: 3, 3, 2, 2 rows, not 8, 2, 0, 0.
+  PhysicalBatchPlan plan = planPhysicalBatches(10, 4, 8);
+  EXPECT_EQ(plan.slice(0, 0).count, 3);
+  EXPECT_EQ(plan.slice(0, 1).first, 3);
+  EXPECT_EQ(plan.slice(0, 3).first, 8);
+  EXPECT_EQ(plan.slice(0, 3).count, 2);
+}
+
 } // namespace
