@@ -349,6 +349,14 @@ void ReportPass::runOnOperation() {
                 1, int64_t(std::ceil(expectedBatch / double(ranks * physical))))
           : 0;
 
+  // The physical batches a step's last micro-step may run on (dpc
+  // --last-batch-sizes), as dp_describe names them.
+  SmallVector<int64_t> lastSizes;
+  program.walk([&](rt::CallOp call) {
+    if (call.getCallee() == "describe_microstep")
+      lastSizes.push_back(cast<IntegerAttr>(call.getArgs()[0]).getInt());
+  });
+
   int64_t arena = *program.getArenaBytes();
   int64_t peak = *program.getPeakBytes();
   // Bytes recomputation saves, when dpc told the plan without it.
@@ -431,6 +439,7 @@ void ReportPass::runOnOperation() {
         {"replicas", replicas},
         {"shards", shards},
         {"physical_batch", physical},
+        {"last_batch_sizes", llvm::json::Array(lastSizes)},
         {"tokens", tokens},
         {"compute_type", llvm::formatv("{0}", compute).str()},
         {"time_model", nameOf(backend)},
@@ -553,6 +562,14 @@ void ReportPass::runOnOperation() {
   if (microSteps > 0)
     os << "per logical step: " << microSteps << " physical batch(es) expected, "
        << giga(total * microSteps) << " GFLOP per rank\n";
+  os << "  a step's last, partly filled physical batch: ";
+  if (lastSizes.empty()) {
+    os << "padded to " << physical << " rows\n";
+  } else {
+    os << "run on the smallest of ";
+    llvm::interleaveComma(lastSizes, os);
+    os << " rows that holds it, else " << physical << "\n";
+  }
   if (replicas > 1)
     os << "  across replicas per step and rank: " << totals.allReduces
        << " all-reduces of gradient shards, " << mib(totals.allReduceBytes)
