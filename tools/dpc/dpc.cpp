@@ -20,6 +20,7 @@
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
@@ -596,8 +597,27 @@ int main(int argc, char **argv) {
       OwningOpRef<ModuleOp> sized = compile(0);
       if (!sized)
         return 1;
-      if (failed(dpc::addSizedMicrostep(*planned, *sized, rows)))
-        return 1;
+      if (asked != "auto") {
+        if (failed(dpc::addSizedMicrostep(*planned, *sized, rows)))
+          return 1;
+        continue;
+      }
+      // Asked for nothing in particular: a size the plan does not carry
+      // over to (a choice of the compiler that depends on the batch) leaves
+      // the last micro-step padded, which costs time, not correctness.
+      std::string why;
+      {
+        ScopedDiagnosticHandler quiet(&context, [&](Diagnostic &d) {
+          why = d.str();
+          return success();
+        });
+        if (succeeded(dpc::addSizedMicrostep(*planned, *sized, rows)))
+          continue;
+      }
+      llvm::errs() << "dpc: warning: " << why << "; a step's last micro-step "
+                   << "of " << rows << " rows or more is padded to "
+                   << physicalBatch << " (--last-batch-sizes auto)\n";
+      break;
     }
     options.batch = -1;
   }
