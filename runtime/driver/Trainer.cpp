@@ -300,13 +300,22 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
     // padding rows only (mask 0: their clipped gradients are zeros, added
     // exactly), so that no rank stalls the others on a size's first use in
     // a later step.
-    if (warmSizes)
-      for (const SizedMicrostep &sized : spec_.smallerMicrosteps) {
-        fillRows(sized.rows, {0, 0});
-        DPRT_TRACE(rank.rank, trace::Track::Compute, "dp_microstep warm-up");
+    //
+    // The full micro-step's first run comes first and the smaller ones
+    // follow largest first: scratch that kernels outgrow after a graph
+    // captured it stays allocated, so growing it size by size would keep
+    // every smaller size's buffer (+317 MiB measured for the 1.1B model).
+    if (warmSizes && !spec_.smallerMicrosteps.empty()) {
+      DPRT_TRACE(rank.rank, trace::Track::Compute, "dp_microstep warm-up");
+      fillRows(spec_.physicalBatch, {0, 0});
+      runCaptured(&rank, kMicrostepSlot, dp_microstep);
+      for (auto sized = spec_.smallerMicrosteps.rbegin();
+           sized != spec_.smallerMicrosteps.rend(); ++sized) {
+        fillRows(sized->rows, {0, 0});
         for (int call = 0; call < 2; ++call)
-          runCaptured(&rank, kSizedSlots + int(sized.rows), sized.run);
+          runCaptured(&rank, kSizedSlots + int(sized->rows), sized->run);
       }
+    }
     for (int64_t m = 0; m < plan.microSteps; ++m) {
       const privacy::PhysicalBatchPlan::Slice part = plan.slice(m, rank.rank);
       // The smallest compiled micro-step that holds the real rows: the
