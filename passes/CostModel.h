@@ -57,9 +57,12 @@ int64_t materializedBytes(const LinearNormShape &s, int64_t computeBytes);
 /// Sustained matrix-product rate and memory bandwidth of one rank's device:
 /// the time model that ranks norm methods. Not a benchmark: an H100-class
 /// GPU for cuda (700 TFLOP/s in bf16 with f32 accumulation, 3 TB/s), a few
-/// cores for cpu (100 GFLOP/s, 10 GB/s).
+/// cores for cpu (100 GFLOP/s, 10 GB/s). The per-sample Gram products
+/// (B products of T x T from K = d or p, and their dot) run slower than
+/// the weight-gradient products on the GPU: 465 TFLOP/s, fitted to one H100
+/// measurement (CostModel.cpp).
 struct DeviceRates {
-  double flopsPerSecond, bytesPerSecond;
+  double flopsPerSecond, bytesPerSecond, gramFlopsPerSecond;
 };
 DeviceRates deviceRates(Backend backend);
 
