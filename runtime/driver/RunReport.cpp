@@ -12,6 +12,7 @@ void RunReport::addStep(const StepMetrics &m) {
   trainSeconds_ += m.stepSeconds;
   trainedSamples_ += m.samples;
   trainedTokens_ += m.tokens;
+  paddingRows_ += m.paddingRows;
   ++stepsRun_;
   peakBytes_ = std::max(peakBytes_, m.memoryBytes);
   if (std::isfinite(m.loss))
@@ -67,6 +68,16 @@ std::string RunReport::text(const ProgramSpec &spec, int world,
     os << "  skipped steps     " << skippedSteps_
        << " (loss or gradient not finite: no update, counted for epsilon)\n";
   char line[160];
+  if (stepsRun_ > 0) {
+    const int64_t rows = trainedSamples_ + paddingRows_;
+    std::snprintf(line, sizeof(line),
+                  "  padding rows      %lld of the %lld rows the micro-steps "
+                  "ran (%.2f %%)\n",
+                  static_cast<long long>(paddingRows_),
+                  static_cast<long long>(rows),
+                  rows > 0 ? 100.0 * double(paddingRows_) / double(rows) : 0.0);
+    os << line;
+  }
   const double seconds = trainSeconds_ > 0 ? trainSeconds_ : 0;
   std::snprintf(line, sizeof(line),
                 "  throughput        %.1f samples/s, %.1f tokens/s (%lld "

@@ -59,6 +59,8 @@ private:
   double exposedCommSeconds_ = 0;
   int64_t trainedSamples_ = 0;
   int64_t trainedTokens_ = 0;
+  /// Rows run beyond the real records (StepMetrics::paddingRows), summed.
+  int64_t paddingRows_ = 0;
   int64_t stepsRun_ = 0;
   int64_t peakBytes_ = 0;
   int64_t skippedSteps_ = 0;

@@ -78,6 +78,7 @@ TEST_F(TrainingProgram, MetricsAreJsonLinesWithGrowingEpsilon) {
   auto lines = readJsonLines(dir_ / "m.jsonl");
   ASSERT_EQ(lines.size(), 12u);
   double previous = 0;
+  int64_t samples = 0, padding = 0;
   for (size_t i = 0; i < lines.size(); ++i) {
     const JsonValue &m = lines[i];
     EXPECT_EQ(m.at("step").integer(), static_cast<int64_t>(i + 1));
@@ -87,6 +88,9 @@ TEST_F(TrainingProgram, MetricsAreJsonLinesWithGrowingEpsilon) {
     EXPECT_GE(m.at("samples").integer(), 0);
     EXPECT_EQ(m.at("tokens").integer(), m.at("samples").integer());
     EXPECT_GE(m.at("micro_steps").integer(), 1);
+    EXPECT_GE(m.at("padding_rows").integer(), 0);
+    samples += m.at("samples").integer();
+    padding += m.at("padding_rows").integer();
     for (const char *key : {"step_time_s", "samples_per_s", "tokens_per_s",
                             "wall_time_s", "memory_bytes"})
       EXPECT_TRUE(m.at(key).isNumber()) << key;
@@ -95,6 +99,11 @@ TEST_F(TrainingProgram, MetricsAreJsonLinesWithGrowingEpsilon) {
   // The recipe's target (epsilon = 4) is met over the 12 steps.
   EXPECT_LE(previous, 4.0 * (1 + 1e-9));
   EXPECT_GT(previous, 3.9);
+  // The final report sums the padding rows of the metrics.
+  const std::string report = "padding rows      " + std::to_string(padding) +
+                             " of the " + std::to_string(samples + padding) +
+                             " rows the micro-steps ran";
+  EXPECT_NE(r.out.find(report), std::string::npos) << report << "\n" << r.out;
 }
 
 TEST_F(TrainingProgram, EmptyLogicalBatchesStillTakeANoiseStep) {
@@ -109,6 +118,10 @@ TEST_F(TrainingProgram, EmptyLogicalBatchesStillTakeANoiseStep) {
       ++empty;
       EXPECT_TRUE(m.at("loss").isNull());
       EXPECT_EQ(m.at("micro_steps").integer(), 1);
+      // It runs the smallest micro-step the program has: this hand-written
+      // one has only its physical batch of 8 (dpc-compiled programs also
+      // have smaller ones: ProgramStep/EmptyBatch).
+      EXPECT_EQ(m.at("padding_rows").integer(), 8);
     }
   // q = 0.05 over 10 records: a step is empty with probability 0.6.
   EXPECT_GT(empty, 0);

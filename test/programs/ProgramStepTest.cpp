@@ -576,6 +576,9 @@ TEST_P(EmptyBatch, MovesByExactlyTheNoise) {
   }
   ASSERT_EQ(program.losses.size(), 1u);
   EXPECT_TRUE(std::isnan(program.losses[0])) << "loss of an empty batch";
+  // The step's one micro-step ran the smallest size dpc compiled, one row.
+  ASSERT_EQ(program.paddingRows.size(), 1u);
+  EXPECT_EQ(program.paddingRows[0], 1);
   std::printf("[worst error] %s empty batch, sigma %.3f: noise step %.2e\n",
               id.name().c_str(), sigma, worst);
 }
