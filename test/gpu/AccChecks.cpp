@@ -18,14 +18,7 @@
 
 namespace dpc::gpucheck {
 
-namespace cpu = dprt::cpu;
-namespace gpu = dprt::cuda;
 using dprt::ClipMode;
-
-namespace {
-constexpr DType F32 = DType::F32;
-constexpr DType BF16 = DType::BF16;
-} // namespace
 
 /// Kernels on acc (f32) buffers only.
 void accChecks(Context &ctx) {

@@ -22,13 +22,7 @@
 
 namespace dpc::gpucheck {
 
-namespace cpu = dprt::cpu;
-namespace gpu = dprt::cuda;
-
 namespace {
-
-constexpr DType F32 = DType::F32;
-constexpr DType BF16 = DType::BF16;
 
 struct AttentionCase {
   int64_t batch, tokens, heads, kvHeads, hd;

@@ -20,14 +20,7 @@
 
 namespace dpc::gpucheck {
 
-namespace cpu = dprt::cpu;
-namespace gpu = dprt::cuda;
 using dprt::ClipMode;
-
-namespace {
-constexpr DType F32 = DType::F32;
-constexpr DType BF16 = DType::BF16;
-} // namespace
 
 //===----------------------------------------------------------------------===//
 // runCaptured

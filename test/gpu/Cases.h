@@ -21,7 +21,17 @@
 #include <random>
 #include <string>
 
+namespace dprt::cpu {}
+namespace dprt::cuda {}
+
 namespace dpc::gpucheck {
+
+// Every part compares the CPU backend's kernels with the CUDA backend's, in
+// these element types.
+namespace cpu = dprt::cpu;
+namespace gpu = dprt::cuda;
+inline constexpr DType F32 = DType::F32;
+inline constexpr DType BF16 = DType::BF16;
 
 struct Context {
   dprt::Rank *gpu = nullptr; ///< initialized CUDA rank with an arena

@@ -33,7 +33,6 @@
 #include <thread>
 
 using namespace dpc::gpucheck;
-namespace gpu = dprt::cuda;
 
 namespace {
 

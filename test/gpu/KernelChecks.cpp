@@ -29,8 +29,6 @@
 
 namespace dpc::gpucheck {
 
-namespace cpu = dprt::cpu;
-namespace gpu = dprt::cuda;
 using dprt::Activation;
 using dprt::ClipMode;
 using dprt::Reduction;
@@ -115,9 +113,6 @@ void clipFactorsWithMaskedSample(Buffer &c, std::mt19937_64 &rng) {
 }
 
 namespace {
-
-constexpr DType F32 = DType::F32;
-constexpr DType BF16 = DType::BF16;
 
 void denseChecks(Context &ctx, DType dt, bool odd) {
   const std::string dn = dprt::nameOf(dt);

@@ -26,12 +26,7 @@
 
 namespace dpc::gpucheck {
 
-namespace gpu = dprt::cuda;
-
 namespace {
-
-constexpr DType F32 = DType::F32;
-constexpr DType BF16 = DType::BF16;
 
 /// Rank `owner`'s element i of data set `salt`: an integer in [-128, 128].
 double value(int owner, int64_t i, int salt) {

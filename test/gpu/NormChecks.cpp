@@ -17,14 +17,6 @@
 
 namespace dpc::gpucheck {
 
-namespace cpu = dprt::cpu;
-namespace gpu = dprt::cuda;
-
-namespace {
-constexpr DType F32 = DType::F32;
-constexpr DType BF16 = DType::BF16;
-} // namespace
-
 void normChecks(Context &ctx, DType dt, bool odd) {
   const std::string dn = dprt::nameOf(dt);
   {

@@ -25,13 +25,9 @@
 
 namespace dpc::gpucheck {
 
-namespace gpu = dprt::cuda;
 using dprt::Activation;
 
 namespace {
-
-constexpr DType F32 = DType::F32;
-constexpr DType BF16 = DType::BF16;
 
 constexpr int64_t kB = 8, kT = 1024, kRows = kB * kT, kD = 2048, kH = 32,
                   kKV = 8, kHd = 64, kFF = 8192, kVocab = 32000;
