@@ -39,13 +39,6 @@ rt::ProgramOp onlyProgram(ModuleOp module) {
   return programs.size() == 1 ? programs.front() : rt::ProgramOp();
 }
 
-rt::FuncOp funcNamed(rt::ProgramOp program, StringRef name) {
-  for (rt::FuncOp func : program.getBody().getOps<rt::FuncOp>())
-    if (func.getSymName() == name)
-      return func;
-  return {};
-}
-
 /// Whether two dprt.call argument lists agree but for sizes: integers that
 /// are not buffer indices.
 bool sameCallArgs(ArrayAttr full, ArrayAttr smaller) {
@@ -143,13 +136,13 @@ LogicalResult dpc::addSizedMicrostep(ModuleOp planned, ModuleOp sized,
   rt::ProgramOp full = onlyProgram(planned), smaller = onlyProgram(sized);
   if (!full || !smaller)
     return planned.emitError("expected one dprt.program in each plan");
-  rt::FuncOp step = funcNamed(full, "dp_microstep");
-  rt::FuncOp smallStep = funcNamed(smaller, "dp_microstep");
-  rt::FuncOp describe = funcNamed(full, "dp_describe");
+  rt::FuncOp step = full.lookupSymbol<rt::FuncOp>("dp_microstep");
+  rt::FuncOp smallStep = smaller.lookupSymbol<rt::FuncOp>("dp_microstep");
+  rt::FuncOp describe = full.lookupSymbol<rt::FuncOp>("dp_describe");
   if (!step || !smallStep || !describe)
     return full.emitOpError("has no dp_microstep or dp_describe");
   std::string name = "dp_microstep_" + std::to_string(rows);
-  if (funcNamed(full, name))
+  if (full.lookupSymbol(name))
     return full.emitOpError("already has ") << name;
 
   DenseMap<Operation *, Operation *> counterpart;
