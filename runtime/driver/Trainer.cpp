@@ -22,6 +22,7 @@
 #include "Evaluation.h"
 #include "HfShards.h"
 #include "HfWeights.h"
+#include "MicroSteps.h"
 #include "Options.h"
 #include "PrivacySession.h"
 #include "ProcessRanks.h"
@@ -53,27 +54,6 @@ namespace dprt::driver {
 namespace {
 
 namespace fs = std::filesystem;
-
-constexpr int kMicrostepSlot = 0;
-constexpr int kApplySlot = 1;
-/// dp_microstep_<rows> is captured in slot kSizedSlots + rows.
-constexpr int kSizedSlots = 2;
-
-/// A micro-step function and the rows it runs on.
-struct MicroStepChoice {
-  int64_t rows;
-  MicrostepFn run;
-  int slot;
-};
-
-/// The smallest micro-step of the program that holds `count` real rows
-/// (every rank runs one, so a rank without rows runs the smallest).
-MicroStepChoice chooseMicrostep(const ProgramSpec &spec, int64_t count) {
-  for (const SizedMicrostep &sized : spec.smallerMicrosteps)
-    if (sized.rows >= count)
-      return {sized.rows, sized.run, kSizedSlots + int(sized.rows)};
-  return {spec.physicalBatch, dp_microstep, kMicrostepSlot};
-}
 
 using Clock = std::chrono::steady_clock;
 
@@ -271,77 +251,11 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
     rank.hostState = state;
     uploadStepState(&rank);
     rank.exposedCommSeconds = 0;
+    if (warmSizes)
+      warmSmallerMicroSteps(slot, spec_, *data_);
+    const MicroStepSums done = runMicroSteps(slot, spec_, *data_, batch, plan);
     // loss, samples, tokens, exposed comm, rows run
-    double sums[5] = {0, 0, 0, 0, 0};
-    // The first `rows` rows of the inputs and mask: the real rows of
-    // `part`, then padding.
-    auto fillRows = [&](int64_t rows, privacy::PhysicalBatchPlan::Slice part) {
-      DPRT_TRACE(rank.rank, trace::Track::Compute, "fill_inputs");
-      for (size_t k = 0; k < spec_.inputs.size(); ++k) {
-        const InputSpec &input = spec_.inputs[k];
-        std::vector<char> &data = slot.inputs[k];
-        const int64_t rowBytes =
-            static_cast<int64_t>(data.size()) / spec_.physicalBatch;
-        for (int64_t row = 0; row < rows; ++row)
-          data_->writeRow(input,
-                          row < part.count ? batch[part.first + row] : -1,
-                          data.data() + row * rowBytes);
-        copyToArena(&rank, input.offset, data.data(), rows * rowBytes);
-      }
-      for (int64_t row = 0; row < rows; ++row)
-        storeAs(acc,
-                row < part.count && batch[part.first + row] >= 0 ? 1.0 : 0.0,
-                slot.mask.data() + row * accBytes);
-      copyToArena(&rank, spec_.maskOffset, slot.mask.data(), rows * accBytes);
-    };
-    // A CUDA graph is captured on a function's second call, after a first
-    // one that sets up what its shapes need (cuBLASLt plans, cuDNN graphs):
-    // together ~0.15 s. The smaller micro-steps take both calls here, on
-    // padding rows only (mask 0: their clipped gradients are zeros, added
-    // exactly), so that no rank stalls the others on a size's first use in
-    // a later step.
-    //
-    // The full micro-step's first run comes first and the smaller ones
-    // follow largest first: scratch that kernels outgrow after a graph
-    // captured it stays allocated, so growing it size by size would keep
-    // every smaller size's buffer (+317 MiB measured for the 1.1B model).
-    if (warmSizes && !spec_.smallerMicrosteps.empty()) {
-      DPRT_TRACE(rank.rank, trace::Track::Compute, "dp_microstep warm-up");
-      fillRows(spec_.physicalBatch, {0, 0});
-      runCaptured(&rank, kMicrostepSlot, dp_microstep);
-      for (auto sized = spec_.smallerMicrosteps.rbegin();
-           sized != spec_.smallerMicrosteps.rend(); ++sized) {
-        fillRows(sized->rows, {0, 0});
-        for (int call = 0; call < 2; ++call)
-          runCaptured(&rank, kSizedSlots + int(sized->rows), sized->run);
-      }
-    }
-    for (int64_t m = 0; m < plan.microSteps; ++m) {
-      const privacy::PhysicalBatchPlan::Slice part = plan.slice(m, rank.rank);
-      // The smallest compiled micro-step that holds the real rows: the
-      // first `rows` rows of the inputs, mask and losses are its own.
-      const MicroStepChoice chosen = chooseMicrostep(spec_, part.count);
-      const int64_t rows = chosen.rows;
-      fillRows(rows, part);
-      {
-        DPRT_TRACE(rank.rank, trace::Track::Compute, "dp_microstep");
-        runCaptured(&rank, chosen.slot, chosen.run);
-      }
-      sums[4] += double(rows);
-      if (spec_.lossOffset >= 0) {
-        copyFromArena(&rank, slot.losses.data(), spec_.lossOffset,
-                      rows * accBytes);
-        for (int64_t row = 0; row < part.count; ++row)
-          if (batch[part.first + row] >= 0)
-            sums[0] += loadAs(acc, slot.losses.data() + row * accBytes);
-      }
-      for (int64_t row = 0; row < part.count; ++row)
-        if (batch[part.first + row] >= 0) {
-          sums[1] += 1;
-          sums[2] +=
-              static_cast<double>(data_->tokensOf(batch[part.first + row]));
-        }
-    }
+    double sums[5] = {done.loss, done.samples, done.tokens, 0, done.rows};
     // Before the update: a non-finite loss or clipped gradient sum would
     // spread NaN into every parameter. The verdict is all-reduced, so that
     // every rank takes (or skips) the update alike.
