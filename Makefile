@@ -19,6 +19,7 @@ demo: configure
 deps:
 	@scripts/install-deps.sh
 	@scripts/fetch-cudnn-frontend.sh
+	@scripts/fetch-cutlass.sh
 
 # MLIR_DIR comes from llvm-config-22: an older llvm-config may be first on PATH.
 $(BUILD)/build.ninja: | deps

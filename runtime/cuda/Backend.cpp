@@ -417,6 +417,7 @@ void initRank(Rank *rank, int device) {
 
   auto st = std::make_unique<DeviceState>();
   st->device = device;
+  st->computeCapability = 10 * major + minor;
   checkCuda(cudaDeviceGetAttribute(&st->smCount, cudaDevAttrMultiProcessorCount,
                                    device),
             "cudaDeviceGetAttribute(MultiProcessorCount)");

@@ -91,6 +91,8 @@ struct WaitProbe {
 struct DeviceState {
   int device = -1;
   int smCount = 0;
+  /// 10 major + minor: 90 on Hopper, where the sm_90a kernels run.
+  int computeCapability = 0;
   /// Dynamic shared memory a block may opt in to: 227 KB on sm_90, 163 KB
   /// on sm_80, 99 KB on sm_86/sm_89. The fused attention kernels run only
   /// for head sizes whose tiles fit (Attention.cu).

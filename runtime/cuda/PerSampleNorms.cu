@@ -8,9 +8,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "Gemm.h"
+#include "PerSampleGradGemm.h"
 #include "Reduce.cuh"
 
 #include "dprt/kernels.h"
+
+#include <cstdlib>
+#include <cstring>
 
 namespace dprt::cuda {
 
@@ -228,7 +232,87 @@ __global__ void runSquaresKernel(const T *dy, const int32_t *order,
   out[b * dim + j] = total + run * run;
 }
 
+#ifdef DPRT_WITH_SM90_GEMM
+/// DPRT_PER_SAMPLE_GRAD (read on every call): unset, empty or "fused"
+/// true, "two-pass" false (the cuBLASLt product, then a pass over its
+/// result); anything else is an error.
+bool fusedProductAsked() {
+  const char *env = std::getenv("DPRT_PER_SAMPLE_GRAD");
+  if (!env || !*env || std::strcmp(env, "fused") == 0)
+    return true;
+  if (std::strcmp(env, "two-pass") == 0)
+    return false;
+  fail(std::string("DPRT_PER_SAMPLE_GRAD=") + env +
+       ": expected 'fused' or 'two-pass'");
+}
+
+sm90::PerSampleGradProblem fusedProblem(const void *x, const void *dy,
+                                        const void *g, int64_t batch,
+                                        int64_t tokens, int64_t in,
+                                        int64_t out) {
+  sm90::PerSampleGradProblem p;
+  p.dy = dy;
+  p.x = x;
+  p.g = const_cast<void *>(g);
+  p.batch = batch;
+  p.tokens = tokens;
+  p.in = in;
+  p.out = out;
+  return p;
+}
+#endif
+
+/// g[b] = dy_b^T x_b in bf16 and n2[b] += ||g[b]||^2 with the squares
+/// summed in the product's epilogue (PerSampleGradGemm.h), then the
+/// per-tile sums added per sample in a fixed order. False, having done
+/// nothing, where fusedPerSampleGradRuns is false, a pointer is not 16-byte
+/// aligned or CUTLASS refuses the problem.
+bool fusedPerSampleGrad(Rank *rank, DType dt, const void *x, const void *dy,
+                        void *g, float *n2, int64_t batch, int64_t tokens,
+                        int64_t in, int64_t out) {
+#ifdef DPRT_WITH_SM90_GEMM
+  sm90::PerSampleGradProblem p = fusedProblem(x, dy, g, batch, tokens, in, out);
+  if (!fusedPerSampleGradRuns(rank, dt, batch, tokens, in, out) ||
+      !sm90::accepts(p))
+    return false;
+  const DeviceState &st = deviceState(rank);
+  const int64_t perSample = sm90::partialsPerSample(p);
+  ScratchLayout layout;
+  size_t tilesAt = layout.add(size_t(batch * perSample) * sizeof(float));
+  size_t workspaceAt = layout.add(sm90::workspaceBytes(p, st.smCount));
+  size_t segmentAt = layout.add(segmentScratchBytes(batch, perSample));
+  char *base = static_cast<char *>(scratch(rank, kComputeStream, layout.bytes));
+  auto *tiles = reinterpret_cast<float *>(base + tilesAt);
+  if (!sm90::run(p, tiles, base + workspaceAt, st.smCount, computeStream(rank)))
+    return false;
+  checkLaunch("linear_per_sample_grad");
+  segmentedSum(rank, batch, perSample, ValueOp{tiles, perSample}, n2, true,
+               reinterpret_cast<float *>(base + segmentAt),
+               "linear_per_sample_grad");
+  return true;
+#else
+  (void)rank, (void)dt, (void)x, (void)dy, (void)g, (void)n2, (void)batch,
+      (void)tokens, (void)in, (void)out;
+  return false;
+#endif
+}
+
 } // namespace
+
+bool fusedPerSampleGradRuns(Rank *rank, DType dt, int64_t batch, int64_t tokens,
+                            int64_t in, int64_t out) {
+#ifdef DPRT_WITH_SM90_GEMM
+  // Any 16-byte-aligned address stands for the real ones here.
+  static const float aligned[4] alignas(16) = {};
+  return dt == DType::BF16 && deviceState(rank).computeCapability == 90 &&
+         fusedProductAsked() &&
+         sm90::accepts(
+             fusedProblem(aligned, aligned, aligned, batch, tokens, in, out));
+#else
+  (void)rank, (void)dt, (void)batch, (void)tokens, (void)in, (void)out;
+  return false;
+#endif
+}
 
 void norm_rank1(Rank *rank, DType dt, const void *x, const void *dy, void *n2,
                 int64_t batch, int64_t in, int64_t out) {
@@ -473,6 +557,9 @@ void linear_per_sample_grad(Rank *rank, DType dt, const void *x, const void *dy,
                 "linear_per_sample_grad");
       return;
     }
+    if (n2 && fusedPerSampleGrad(rank, dt, x, dy, g, static_cast<float *>(n2),
+                                 batch, tokens, in, out))
+      return;
     // g[b] = dy_b^T x_b [out, in] for every b: one strided-batched product
     // (f32 accumulation, rounded once to the compute type), K = tokens.
     Gemm p = weightGradProduct(dt, dy, x, g, tokens, in, out);

@@ -9,11 +9,15 @@
 
 #include "Cases.h"
 
+#include "PerSampleGradGemm.h"
+
 #include "dprt/backend.h"
 #include "dprt/kernels.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <vector>
 
 namespace dpc::gpucheck {
 
@@ -114,34 +118,60 @@ void normChecks(Context &ctx, DType dt, bool odd) {
   }
   {
     // The materialized method: all samples' dy_b^T x_b in one
-    // strided-batched product, then their norms.
-    int64_t batch = odd ? 3 : 4, tokens = odd ? 13 : 64, in = odd ? 97 : 128,
-            out = odd ? 81 : 96;
-    for (bool withNorm : {true, false})
-      if (ctx.begin(
-              "linear_per_sample_grad", dn,
-              dims({{"B", batch}, {"T", tokens}, {"in", in}, {"out", out}},
-                   odd) +
-                  (withNorm ? " norm" : "")))
-        ctx.guarded([&] {
-          // The slices in the compute type: an element where the two
-          // products' f32 sums round to neighbouring bf16 values differs by
-          // an ulp (2^-8), and each side's norm is that of its own slices.
-          Buffer x(dt, batch * tokens * in), dy(dt, batch * tokens * out),
-              g(dt, batch * out * in), n2(F32, batch);
-          x.randn(ctx.rng);
-          dy.randn(ctx.rng);
-          g.poison();
-          n2.uniform(ctx.rng, 0, 10);
-          cpu::linear_per_sample_grad(ctx.cpu, dt, x.h(), dy.h(), g.h(),
-                                      withNorm ? n2.h() : nullptr, batch,
-                                      tokens, in, out);
-          gpu::linear_per_sample_grad(ctx.gpu, dt, x.d(), dy.d(), g.d(),
-                                      withNorm ? n2.d() : nullptr, batch,
-                                      tokens, in, out);
-          ctx.compare("g", g, dt == BF16 ? 4e-3 : 1e-5);
-          ctx.compare("n2", n2, dt == BF16 ? 1e-4 : 1e-5);
-        });
+    // strided-batched product, then their norms. With a norm, in bf16, on
+    // sm_90, the fused product (PerSampleGradGemm.h) takes the even shapes:
+    // each such case runs with it and again with DPRT_PER_SAMPLE_GRAD=
+    // two-pass, and its label names the path. The second even shape has
+    // partial tiles of the fused product (128 x 256) in both dimensions.
+    struct Shape {
+      int64_t batch, tokens, in, out;
+    };
+    std::vector<Shape> shapes = {odd ? Shape{3, 13, 97, 81}
+                                     : Shape{4, 64, 128, 96}};
+    if (!odd)
+      shapes.push_back({3, 72, 392, 200});
+    for (const Shape &s : shapes)
+      for (bool withNorm : {true, false}) {
+        const bool fusedRuns =
+            withNorm && gpu::fusedPerSampleGradRuns(ctx.gpu, dt, s.batch,
+                                                    s.tokens, s.in, s.out);
+        std::vector<const char *> paths = {"fused"};
+        if (fusedRuns)
+          paths.push_back("two-pass");
+        for (const char *path : paths) {
+          setenv("DPRT_PER_SAMPLE_GRAD", path, 1);
+          if (ctx.begin("linear_per_sample_grad", dn,
+                        dims({{"B", s.batch},
+                              {"T", s.tokens},
+                              {"in", s.in},
+                              {"out", s.out}},
+                             odd) +
+                            (withNorm ? " norm" : "") +
+                            (fusedRuns ? std::string(", ") + path : "")))
+            ctx.guarded([&] {
+              // The slices in the compute type: an element where the two
+              // products' f32 sums round to neighbouring bf16 values
+              // differs by an ulp (2^-8), and each side's norm is that of
+              // its own slices.
+              Buffer x(dt, s.batch * s.tokens * s.in),
+                  dy(dt, s.batch * s.tokens * s.out),
+                  g(dt, s.batch * s.out * s.in), n2(F32, s.batch);
+              x.randn(ctx.rng);
+              dy.randn(ctx.rng);
+              g.poison();
+              n2.uniform(ctx.rng, 0, 10);
+              cpu::linear_per_sample_grad(ctx.cpu, dt, x.h(), dy.h(), g.h(),
+                                          withNorm ? n2.h() : nullptr, s.batch,
+                                          s.tokens, s.in, s.out);
+              gpu::linear_per_sample_grad(ctx.gpu, dt, x.d(), dy.d(), g.d(),
+                                          withNorm ? n2.d() : nullptr, s.batch,
+                                          s.tokens, s.in, s.out);
+              ctx.compare("g", g, dt == BF16 ? 4e-3 : 1e-5);
+              ctx.compare("n2", n2, dt == BF16 ? 1e-4 : 1e-5);
+            });
+          unsetenv("DPRT_PER_SAMPLE_GRAD");
+        }
+      }
   }
   {
     int64_t batch = 4, tokens = odd ? 17 : 64, out = odd ? 301 : 300;

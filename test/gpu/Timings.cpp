@@ -16,6 +16,7 @@
 
 #include "AttentionPath.h"
 #include "DeviceState.h"
+#include "PerSampleGradGemm.h"
 #include "dprt/backend.h"
 #include "dprt/kernels.h"
 
@@ -139,6 +140,44 @@ void linearTimings(Context &ctx) {
 void normTimings(Context &ctx) {
   uint64_t seed = ctx.baseSeed + 1000;
   const DType dt = BF16;
+  {
+    // The materialized method's product with its norms: fused (sm_90, the
+    // squares in the product's epilogue) and two-pass (cuBLASLt, then a
+    // read of the slices), and the product alone; each row names the path.
+    struct Layer {
+      const char *name;
+      int64_t in, out;
+    };
+    const Layer layers[] = {{"q/o", kD, kD},
+                            {"gate/up", kD, kFF},
+                            {"down", kFF, kD},
+                            {"lm-head", kD, kVocab}};
+    for (const Layer &l : layers) {
+      DeviceBuffer x(dt, kRows * l.in, ++seed), dy(dt, kRows * l.out, ++seed),
+          g(dt, kB * l.out * l.in, ++seed), n2(F32, kB, ++seed, 0, 1);
+      const std::string shape = std::string(l.name) + " " +
+                                mk(kRows, l.in, l.out) + " B" +
+                                std::to_string(kB);
+      const double flop = 2.0 * kRows * l.in * l.out;
+      for (const char *path : {"fused", "two-pass"}) {
+        setenv("DPRT_PER_SAMPLE_GRAD", path, 1);
+        if (std::string(path) == "fused" &&
+            !gpu::fusedPerSampleGradRuns(ctx.gpu, dt, kB, kT, l.in, l.out))
+          continue;
+        timeKernel(ctx, "linear_per_sample_grad", dt, shape + " norm, " + path,
+                   flop, true, [&] {
+                     gpu::linear_per_sample_grad(ctx.gpu, dt, x.p(), dy.p(),
+                                                 g.p(), n2.p(), kB, kT, l.in,
+                                                 l.out);
+                   });
+      }
+      unsetenv("DPRT_PER_SAMPLE_GRAD");
+      timeKernel(ctx, "linear_per_sample_grad", dt, shape, flop, true, [&] {
+        gpu::linear_per_sample_grad(ctx.gpu, dt, x.p(), dy.p(), g.p(), nullptr,
+                                    kB, kT, l.in, l.out);
+      });
+    }
+  }
   for (int64_t width : {kD, kFF}) {
     DeviceBuffer x(dt, kRows * width, ++seed), K(F32, kB * kT * kT, ++seed);
     timeKernel(ctx, "gram", dt, "B8 T1024 d" + std::to_string(width),
