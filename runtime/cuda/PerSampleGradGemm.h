@@ -64,10 +64,11 @@ namespace dprt::cuda {
 /// aligned pointers runs the fused product: a build with it
 /// (DPRT_WITH_SM90_GEMM), a compute capability 9.0 GPU, bf16, in and out
 /// multiples of 8, and DPRT_PER_SAMPLE_GRAD (read on every call) unset or
-/// empty with at most 1024 tokens (longer products are faster on
-/// cuBLASLt's kernels, PerSampleNorms.cu), or "fused" at any length;
-/// "two-pass" asks for the cuBLASLt product and a second pass over it, and
-/// anything else is an error. dpc-gpu-check labels its rows with it.
+/// empty where the kernel is the faster (at least 16384 rows out, or at most
+/// 1024 tokens and 2048 rows out: PerSampleNorms.cu has the timings), or
+/// "fused" at any shape; "two-pass" asks for the cuBLASLt product and a
+/// second pass over it, and anything else is an error. dpc-gpu-check labels
+/// its rows with it.
 bool fusedPerSampleGradRuns(Rank *rank, DType dt, int64_t batch, int64_t tokens,
                             int64_t in, int64_t out);
 

@@ -233,21 +233,27 @@ __global__ void runSquaresKernel(const T *dy, const int32_t *order,
 }
 
 #ifdef DPRT_WITH_SM90_GEMM
-/// Products of at most this many tokens (the K of the product) take the
-/// fused kernel by default. Its 64 x 256 tiles save the second read but
-/// lose to cuBLASLt's kernels as K grows (the 1.1B model on one H200,
-/// AdamW, tokens/s against two-pass: T = 1024 +2.1 %, T = 2048 with the
-/// 128K vocabulary 0.0 %, T = 4096 -1.2 %, T = 8192 -2.2 %).
-constexpr int64_t kFusedMaxTokens = 1024;
+/// Where the fused kernel is faster than cuBLASLt and a second read (one
+/// H200, 8192 rows a product, us fused against two-pass; dpc-gpu-check's
+/// timings): the 32000-row head at T = 1024, 2048 (the 128K head), 4096 and
+/// 8192: 1523/1869, 6156/6998, 1468/1459, 1484/1526; 2048 x 2048, 8192 x
+/// 2048 and 2048 x 8192 at T = 1024: 126/138, 403/455, 406/454, but at
+/// T = 4096 134/130, 409/414, 436/390 and at 8192 slower still; 512 x 2048
+/// (k/v) never: 52/48 at T = 1024. Its 64 x 256 tiles save the read but lose
+/// to cuBLASLt's kernels as K grows, except on the tall heads.
+bool fusedIsFaster(int64_t tokens, int64_t out) {
+  constexpr int64_t kHeadRows = 16384, kMaxTokens = 1024, kMinRows = 2048;
+  return out >= kHeadRows || (tokens <= kMaxTokens && out >= kMinRows);
+}
 
 /// DPRT_PER_SAMPLE_GRAD (read on every call): unset or empty, the fused
-/// kernel up to kFusedMaxTokens tokens; "fused" at every length; "two-pass"
-/// never (the cuBLASLt product, then a pass over its result); anything else
-/// is an error.
-bool fusedProductAsked(int64_t tokens) {
+/// kernel where fusedIsFaster; "fused" wherever it runs; "two-pass" never
+/// (the cuBLASLt product, then a pass over its result); anything else is an
+/// error.
+bool fusedProductAsked(int64_t tokens, int64_t out) {
   const char *env = std::getenv("DPRT_PER_SAMPLE_GRAD");
   if (!env || !*env)
-    return tokens <= kFusedMaxTokens;
+    return fusedIsFaster(tokens, out);
   if (std::strcmp(env, "fused") == 0)
     return true;
   if (std::strcmp(env, "two-pass") == 0)
@@ -315,7 +321,7 @@ bool fusedPerSampleGradRuns(Rank *rank, DType dt, int64_t batch, int64_t tokens,
   // Any 16-byte-aligned address stands for the real ones here.
   static const float aligned[4] alignas(16) = {};
   return dt == DType::BF16 && deviceState(rank).computeCapability == 90 &&
-         fusedProductAsked(tokens) &&
+         fusedProductAsked(tokens, out) &&
          sm90::accepts(
              fusedProblem(aligned, aligned, aligned, batch, tokens, in, out));
 #else

@@ -143,40 +143,49 @@ void normTimings(Context &ctx) {
   {
     // The materialized method's product with its norms: fused (sm_90, the
     // squares in the product's epilogue) and two-pass (cuBLASLt, then a
-    // read of the slices), and the product alone; each row names the path.
+    // read of the slices), at the benchmark's four (b, T) with b T = 8192
+    // (the 128K-vocabulary head at T = 2048), and at T = 1024 the product
+    // alone; each row names the path. They set the fused kernel's default
+    // range (PerSampleNorms.cu).
     struct Layer {
       const char *name;
       int64_t in, out;
     };
-    const Layer layers[] = {{"q/o", kD, kD},
-                            {"gate/up", kD, kFF},
-                            {"down", kFF, kD},
-                            {"lm-head", kD, kVocab}};
-    for (const Layer &l : layers) {
-      DeviceBuffer x(dt, kRows * l.in, ++seed), dy(dt, kRows * l.out, ++seed),
-          g(dt, kB * l.out * l.in, ++seed), n2(F32, kB, ++seed, 0, 1);
-      const std::string shape = std::string(l.name) + " " +
-                                mk(kRows, l.in, l.out) + " B" +
-                                std::to_string(kB);
-      const double flop = 2.0 * kRows * l.in * l.out;
-      for (const char *path : {"fused", "two-pass"}) {
-        setenv("DPRT_PER_SAMPLE_GRAD", path, 1);
-        if (std::string(path) == "fused" &&
-            !gpu::fusedPerSampleGradRuns(ctx.gpu, dt, kB, kT, l.in, l.out))
+    const Layer layers[] = {
+        {"q/o", kD, kD},         {"k/v", kD, kKV * kHd},
+        {"gate/up", kD, kFF},    {"down", kFF, kD},
+        {"lm-head", kD, kVocab}, {"lm-head-128k", kD, 128256}};
+    for (int64_t batch : {kB, int64_t(4), int64_t(2), int64_t(1)})
+      for (const Layer &l : layers) {
+        const int64_t tokens = kRows / batch;
+        if (l.out == 128256 && tokens != 2048)
           continue;
-        timeKernel(ctx, "linear_per_sample_grad", dt, shape + " norm, " + path,
-                   flop, true, [&] {
-                     gpu::linear_per_sample_grad(ctx.gpu, dt, x.p(), dy.p(),
-                                                 g.p(), n2.p(), kB, kT, l.in,
-                                                 l.out);
-                   });
+        DeviceBuffer x(dt, kRows * l.in, ++seed), dy(dt, kRows * l.out, ++seed),
+            g(dt, batch * l.out * l.in, ++seed), n2(F32, batch, ++seed, 0, 1);
+        const std::string shape = std::string(l.name) + " " +
+                                  mk(kRows, l.in, l.out) + " B" +
+                                  std::to_string(batch);
+        const double flop = 2.0 * kRows * l.in * l.out;
+        for (const char *path : {"fused", "two-pass"}) {
+          setenv("DPRT_PER_SAMPLE_GRAD", path, 1);
+          if (std::string(path) == "fused" &&
+              !gpu::fusedPerSampleGradRuns(ctx.gpu, dt, batch, tokens, l.in,
+                                           l.out))
+            continue;
+          timeKernel(ctx, "linear_per_sample_grad", dt,
+                     shape + " norm, " + path, flop, true, [&] {
+                       gpu::linear_per_sample_grad(ctx.gpu, dt, x.p(), dy.p(),
+                                                   g.p(), n2.p(), batch, tokens,
+                                                   l.in, l.out);
+                     });
+        }
+        unsetenv("DPRT_PER_SAMPLE_GRAD");
+        if (batch == kB)
+          timeKernel(ctx, "linear_per_sample_grad", dt, shape, flop, true, [&] {
+            gpu::linear_per_sample_grad(ctx.gpu, dt, x.p(), dy.p(), g.p(),
+                                        nullptr, batch, tokens, l.in, l.out);
+          });
       }
-      unsetenv("DPRT_PER_SAMPLE_GRAD");
-      timeKernel(ctx, "linear_per_sample_grad", dt, shape, flop, true, [&] {
-        gpu::linear_per_sample_grad(ctx.gpu, dt, x.p(), dy.p(), g.p(), nullptr,
-                                    kB, kT, l.in, l.out);
-      });
-    }
   }
   for (int64_t width : {kD, kFF}) {
     DeviceBuffer x(dt, kRows * width, ++seed), K(F32, kB * kT * kT, ++seed);
