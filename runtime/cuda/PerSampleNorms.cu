@@ -320,8 +320,9 @@ bool fusedPerSampleGradRuns(Rank *rank, DType dt, int64_t batch, int64_t tokens,
 #ifdef DPRT_WITH_SM90_GEMM
   // Any 16-byte-aligned address stands for the real ones here.
   static const float aligned[4] alignas(16) = {};
-  return dt == DType::BF16 && deviceState(rank).computeCapability == 90 &&
-         fusedProductAsked(tokens, out) &&
+  // The variable first, so that a bad value is an error on every GPU.
+  return fusedProductAsked(tokens, out) && dt == DType::BF16 &&
+         deviceState(rank).computeCapability == 90 &&
          sm90::accepts(
              fusedProblem(aligned, aligned, aligned, batch, tokens, in, out));
 #else
