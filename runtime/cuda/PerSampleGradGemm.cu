@@ -165,15 +165,16 @@ size_t workspaceBytes(const PerSampleGradProblem &p, int smCount) {
   return Gemm::get_workspace_size(arguments(p, nullptr, smCount));
 }
 
-bool run(const PerSampleGradProblem &p, float *partials, void *workspace,
-         int smCount, cudaStream_t stream) {
+RunStatus run(const PerSampleGradProblem &p, float *partials, void *workspace,
+              int smCount, cudaStream_t stream) {
   typename Gemm::Arguments args = arguments(p, partials, smCount);
   Gemm gemm;
   if (gemm.can_implement(args) != cutlass::Status::kSuccess)
-    return false;
-  if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess)
-    return false;
-  return gemm.run(stream) == cutlass::Status::kSuccess;
+    return RunStatus::Refused;
+  if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess ||
+      gemm.run(stream) != cutlass::Status::kSuccess)
+    return RunStatus::Failed;
+  return RunStatus::Ran;
 }
 
 } // namespace dprt::cuda::sm90

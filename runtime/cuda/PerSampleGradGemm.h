@@ -50,11 +50,15 @@ int64_t partialsPerSample(const PerSampleGradProblem &p);
 /// Bytes of device workspace the kernel needs (its tile scheduler's).
 size_t workspaceBytes(const PerSampleGradProblem &p, int smCount);
 
-/// Launches the kernel on `stream`. Returns false, launching nothing, where
-/// CUTLASS refuses the problem (can_implement); a launch error throws as
-/// for any kernel of the backend.
-bool run(const PerSampleGradProblem &p, float *partials, void *workspace,
-         int smCount, cudaStream_t stream);
+enum class RunStatus {
+  Ran,     ///< launched
+  Refused, ///< CUTLASS does not take the problem (can_implement): nothing ran
+  Failed,  ///< the setup or the launch failed (cudaGetLastError says why)
+};
+
+/// Launches the kernel on `stream`.
+RunStatus run(const PerSampleGradProblem &p, float *partials, void *workspace,
+              int smCount, cudaStream_t stream);
 
 } // namespace dprt::cuda::sm90
 

@@ -282,7 +282,7 @@ sm90::PerSampleGradProblem fusedProblem(const void *x, const void *dy,
 /// summed in the product's epilogue (PerSampleGradGemm.h), then the
 /// per-tile sums added per sample in a fixed order. False, having done
 /// nothing, where fusedPerSampleGradRuns is false, a pointer is not 16-byte
-/// aligned or CUTLASS refuses the problem.
+/// aligned or CUTLASS refuses the problem; a failed launch throws.
 bool fusedPerSampleGrad(Rank *rank, DType dt, const void *x, const void *dy,
                         void *g, float *n2, int64_t batch, int64_t tokens,
                         int64_t in, int64_t out) {
@@ -299,8 +299,16 @@ bool fusedPerSampleGrad(Rank *rank, DType dt, const void *x, const void *dy,
   size_t segmentAt = layout.add(segmentScratchBytes(batch, perSample));
   char *base = static_cast<char *>(scratch(rank, kComputeStream, layout.bytes));
   auto *tiles = reinterpret_cast<float *>(base + tilesAt);
-  if (!sm90::run(p, tiles, base + workspaceAt, st.smCount, computeStream(rank)))
+  switch (sm90::run(p, tiles, base + workspaceAt, st.smCount,
+                    computeStream(rank))) {
+  case sm90::RunStatus::Refused:
     return false;
+  case sm90::RunStatus::Failed:
+    fail(std::string("linear_per_sample_grad: the fused product failed: ") +
+         cudaGetErrorString(cudaGetLastError()));
+  case sm90::RunStatus::Ran:
+    break;
+  }
   checkLaunch("linear_per_sample_grad");
   segmentedSum(rank, batch, perSample, ValueOp{tiles, perSample}, n2, true,
                reinterpret_cast<float *>(base + segmentAt),
