@@ -122,7 +122,7 @@ void normChecks(Context &ctx, DType dt, bool odd) {
     // sm_90, the fused product (PerSampleGradGemm.h) takes the even shapes:
     // each such case runs with it and again with DPRT_PER_SAMPLE_GRAD=
     // two-pass, and its label names the path. The second even shape has
-    // partial tiles of the fused product (128 x 256) in both dimensions.
+    // partial tiles of the fused product (64 x 256) in both dimensions.
     struct Shape {
       int64_t batch, tokens, in, out;
     };
