@@ -146,14 +146,10 @@ typename Gemm::Arguments arguments(const PerSampleGradProblem &p,
 
 } // namespace
 
-bool accepts(const PerSampleGradProblem &p) {
-  auto aligned = [](const void *q) {
-    return reinterpret_cast<uintptr_t>(q) % 16 == 0;
-  };
-  return p.batch > 0 && p.tokens > 0 && p.in > 0 && p.out > 0 &&
-         p.in % kAlignment == 0 && p.out % kAlignment == 0 &&
-         p.batch <= INT_MAX && p.tokens <= INT_MAX && p.in <= INT_MAX &&
-         p.out <= INT_MAX && aligned(p.dy) && aligned(p.x) && aligned(p.g);
+bool takesShape(int64_t batch, int64_t tokens, int64_t in, int64_t out) {
+  return batch > 0 && tokens > 0 && in > 0 && out > 0 && batch <= INT_MAX &&
+         tokens <= INT_MAX && in <= INT_MAX && out <= INT_MAX &&
+         in % kAlignment == 0 && out % kAlignment == 0;
 }
 
 int64_t partialsPerSample(const PerSampleGradProblem &p) {

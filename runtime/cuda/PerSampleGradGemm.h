@@ -38,10 +38,10 @@ struct PerSampleGradProblem {
   int64_t batch = 0, tokens = 0, in = 0, out = 0;
 };
 
-/// Whether the kernel takes `p`: in and out multiples of 8 and the three
-/// pointers 16-byte aligned (TMA's rules), batch and the tile counts within
-/// int.
-bool accepts(const PerSampleGradProblem &p);
+/// Whether the kernel takes a problem of this shape: all sizes positive and
+/// within int, in and out multiples of 8 (TMA's 16-byte strides). TMA also
+/// needs the three pointers 16-byte aligned, which the caller checks.
+bool takesShape(int64_t batch, int64_t tokens, int64_t in, int64_t out);
 
 /// f32 partial sums a sample leaves: sample b's squared norm is the sum of
 /// partials[b * partialsPerSample, (b + 1) * partialsPerSample).

@@ -261,21 +261,6 @@ bool fusedProductAsked(int64_t tokens, int64_t out) {
   fail(std::string("DPRT_PER_SAMPLE_GRAD=") + env +
        ": expected 'fused' or 'two-pass'");
 }
-
-sm90::PerSampleGradProblem fusedProblem(const void *x, const void *dy,
-                                        const void *g, int64_t batch,
-                                        int64_t tokens, int64_t in,
-                                        int64_t out) {
-  sm90::PerSampleGradProblem p;
-  p.dy = dy;
-  p.x = x;
-  p.g = const_cast<void *>(g);
-  p.batch = batch;
-  p.tokens = tokens;
-  p.in = in;
-  p.out = out;
-  return p;
-}
 #endif
 
 /// g[b] = dy_b^T x_b in bf16 and n2[b] += ||g[b]||^2 with the squares
@@ -287,10 +272,10 @@ bool fusedPerSampleGrad(Rank *rank, DType dt, const void *x, const void *dy,
                         void *g, float *n2, int64_t batch, int64_t tokens,
                         int64_t in, int64_t out) {
 #ifdef DPRT_WITH_SM90_GEMM
-  sm90::PerSampleGradProblem p = fusedProblem(x, dy, g, batch, tokens, in, out);
   if (!fusedPerSampleGradRuns(rank, dt, batch, tokens, in, out) ||
-      !sm90::accepts(p))
+      !aligned16(x) || !aligned16(dy) || !aligned16(g))
     return false;
+  const sm90::PerSampleGradProblem p{dy, x, g, batch, tokens, in, out};
   const DeviceState &st = deviceState(rank);
   const int64_t perSample = sm90::partialsPerSample(p);
   ScratchLayout layout;
@@ -326,13 +311,10 @@ bool fusedPerSampleGrad(Rank *rank, DType dt, const void *x, const void *dy,
 bool fusedPerSampleGradRuns(Rank *rank, DType dt, int64_t batch, int64_t tokens,
                             int64_t in, int64_t out) {
 #ifdef DPRT_WITH_SM90_GEMM
-  // Any 16-byte-aligned address stands for the real ones here.
-  static const float aligned[4] alignas(16) = {};
   // The variable first, so that a bad value is an error on every GPU.
   return fusedProductAsked(tokens, out) && dt == DType::BF16 &&
          deviceState(rank).computeCapability == 90 &&
-         sm90::accepts(
-             fusedProblem(aligned, aligned, aligned, batch, tokens, in, out));
+         sm90::takesShape(batch, tokens, in, out);
 #else
   (void)rank, (void)dt, (void)batch, (void)tokens, (void)in, (void)out;
   return false;
