@@ -3,7 +3,7 @@
 # nvidia-cutlass, pinned) in .deps/cutlass/include, where
 # runtime/cuda/CMakeLists.txt looks for them: the sm_90a product whose
 # epilogue sums the squares of the per-sample gradients it writes
-# (runtime/cuda/PerSampleGradGemm.cu). Idempotent; when PyPI cannot be
+# (runtime/cuda/NormGemms.h: the fused norm products). Idempotent; when PyPI cannot be
 # reached the CUDA backend builds without that kernel (the norms are then a
 # second pass over the gradients, as on sm_80). See fetch-wheel-headers.sh.
 set -euo pipefail

@@ -56,7 +56,10 @@ void callBiasNorm(LoweringContext &context, ::dprt::DType dt, Value dy,
 }
 
 /// n2[u] += <X_u X_u^T, sum_i Dy_iu Dy_iu^T> over `units` units of `tokens`
-/// rows.
+/// rows: the input's Gram matrices once, then each layer's share
+/// <X_u X_u^T, Dy_iu Dy_iu^T> (`gram_norm`, which on sm_90a sums it in the
+/// epilogue of the output gradients' Gram product; gram_g is its scratch
+/// elsewhere).
 void callGramNorm(LoweringContext &context, Value x, ValueRange dys, Value n2,
                   int64_t units, int64_t tokens) {
   Value ka = context.alloc("gram_a", context.acc, {units, tokens, tokens});
@@ -70,20 +73,18 @@ void callGramNorm(LoweringContext &context, Value x, ValueRange dys, Value n2,
       .i64(lastDim(x))
       .flag(false);
   context.call("gram", a);
-  for (auto [i, dy] : llvm::enumerate(dys)) {
+  for (Value dy : dys) {
     CallArgs g = context.args();
     g.dtype(context.dt)
         .buffer(context.buf(dy))
+        .buffer(ka)
         .buffer(kg)
+        .buffer(n2)
         .i64(units)
         .i64(tokens)
-        .i64(lastDim(dy))
-        .flag(i > 0);
-    context.call("gram", g);
+        .i64(lastDim(dy));
+    context.call("gram_norm", g);
   }
-  CallArgs d = context.args();
-  d.dtype(context.acc).buffer(ka).buffer(kg).buffer(n2).i64(units).i64(tokens);
-  context.call("gram_dot", d);
 }
 
 LogicalResult lowerRank1(NormRank1Op n, LoweringContext &context) {

@@ -87,6 +87,12 @@ void gram_dot(Rank *, DType acc, const void *Ka, const void *Kg, void *n2,
   });
 }
 
+void gram_norm(Rank *rank, DType dt, const void *dy, const void *Ka, void *Kg,
+               void *n2, int64_t batch, int64_t tokens, int64_t dim) {
+  gram(rank, dt, dy, Kg, batch, tokens, dim, false);
+  gram_dot(rank, accOf(dt), Ka, Kg, n2, batch, tokens);
+}
+
 void norm_direct(Rank *, DType dt, const void *x, const void *dy, void *n2,
                  int64_t batch, int64_t tokens, int64_t in, int64_t out,
                  void *workspace) {

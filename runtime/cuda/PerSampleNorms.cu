@@ -3,18 +3,20 @@
 // Every kernel ADDS ||grad_b||^2 of one parameter into n2[b] (f32). Sums of
 // squares are f32 reductions in a fixed order (Reduce.cuh); the Gram
 // matrices and the direct per-sample gradient are cuBLASLt products with f32
-// accumulation and an f32 result, never rounded to bf16.
+// accumulation and an f32 result, never rounded to bf16. On sm_90a (bf16,
+// CUTLASS headers) the materialized, direct and Gram norms are summed in the
+// epilogue of the product that makes them instead (NormGemms.h), so that
+// neither the direct gradient nor the output gradients' Gram matrix is
+// written and read back.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Gemm.h"
-#include "PerSampleGradGemm.h"
+#include "NormGemms.h"
 #include "Reduce.cuh"
 
 #include "dprt/kernels.h"
 
-#include <cstdlib>
-#include <cstring>
 
 namespace dprt::cuda {
 
@@ -47,15 +49,6 @@ struct ProductOp {
   int64_t length;
   __device__ float operator()(int64_t s, int64_t i) const {
     return a[s * length + i] * b[s * length + i];
-  }
-};
-
-/// v[s * length + i].
-struct ValueOp {
-  const float *v;
-  int64_t length;
-  __device__ float operator()(int64_t s, int64_t i) const {
-    return v[s * length + i];
   }
 };
 
@@ -232,94 +225,7 @@ __global__ void runSquaresKernel(const T *dy, const int32_t *order,
   out[b * dim + j] = total + run * run;
 }
 
-#ifdef DPRT_WITH_SM90_GEMM
-/// Where the fused kernel is faster than cuBLASLt and a second read (one
-/// H200, 8192 rows a product, us fused against two-pass; dpc-gpu-check's
-/// timings): the 32000-row head at T = 1024, 2048 (the 128K head), 4096 and
-/// 8192: 1523/1869, 6156/6998, 1468/1459, 1484/1526; 2048 x 2048, 8192 x
-/// 2048 and 2048 x 8192 at T = 1024: 126/138, 403/455, 406/454, but at
-/// T = 4096 134/130, 409/414, 436/390 and at 8192 slower still; 512 x 2048
-/// (k/v) never: 52/48 at T = 1024. Its 64 x 256 tiles save the read but lose
-/// to cuBLASLt's kernels as K grows, except on the tall heads.
-bool fusedIsFaster(int64_t tokens, int64_t out) {
-  constexpr int64_t kHeadRows = 16384, kMaxTokens = 1024, kMinRows = 2048;
-  return out >= kHeadRows || (tokens <= kMaxTokens && out >= kMinRows);
-}
-
-/// DPRT_PER_SAMPLE_GRAD (read on every call): unset or empty, the fused
-/// kernel where fusedIsFaster; "fused" wherever it runs; "two-pass" never
-/// (the cuBLASLt product, then a pass over its result); anything else is an
-/// error.
-bool fusedProductAsked(int64_t tokens, int64_t out) {
-  const char *env = std::getenv("DPRT_PER_SAMPLE_GRAD");
-  if (!env || !*env)
-    return fusedIsFaster(tokens, out);
-  if (std::strcmp(env, "fused") == 0)
-    return true;
-  if (std::strcmp(env, "two-pass") == 0)
-    return false;
-  fail(std::string("DPRT_PER_SAMPLE_GRAD=") + env +
-       ": expected 'fused' or 'two-pass'");
-}
-#endif
-
-/// g[b] = dy_b^T x_b in bf16 and n2[b] += ||g[b]||^2 with the squares
-/// summed in the product's epilogue (PerSampleGradGemm.h), then the
-/// per-tile sums added per sample in a fixed order. False, having done
-/// nothing, where fusedPerSampleGradRuns is false, a pointer is not 16-byte
-/// aligned or CUTLASS refuses the problem; a failed launch throws.
-bool fusedPerSampleGrad(Rank *rank, DType dt, const void *x, const void *dy,
-                        void *g, float *n2, int64_t batch, int64_t tokens,
-                        int64_t in, int64_t out) {
-#ifdef DPRT_WITH_SM90_GEMM
-  if (!fusedPerSampleGradRuns(rank, dt, batch, tokens, in, out) ||
-      !aligned16(x) || !aligned16(dy) || !aligned16(g))
-    return false;
-  const sm90::PerSampleGradProblem p{dy, x, g, batch, tokens, in, out};
-  const DeviceState &st = deviceState(rank);
-  const int64_t perSample = sm90::partialsPerSample(p);
-  ScratchLayout layout;
-  size_t tilesAt = layout.add(size_t(batch * perSample) * sizeof(float));
-  size_t workspaceAt = layout.add(sm90::workspaceBytes(p, st.smCount));
-  size_t segmentAt = layout.add(segmentScratchBytes(batch, perSample));
-  char *base = static_cast<char *>(scratch(rank, kComputeStream, layout.bytes));
-  auto *tiles = reinterpret_cast<float *>(base + tilesAt);
-  switch (sm90::run(p, tiles, base + workspaceAt, st.smCount,
-                    computeStream(rank))) {
-  case sm90::RunStatus::Refused:
-    return false;
-  case sm90::RunStatus::Failed:
-    fail(std::string("linear_per_sample_grad: the fused product failed: ") +
-         cudaGetErrorString(cudaGetLastError()));
-  case sm90::RunStatus::Ran:
-    break;
-  }
-  checkLaunch("linear_per_sample_grad");
-  segmentedSum(rank, batch, perSample, ValueOp{tiles, perSample}, n2, true,
-               reinterpret_cast<float *>(base + segmentAt),
-               "linear_per_sample_grad");
-  return true;
-#else
-  (void)rank, (void)dt, (void)x, (void)dy, (void)g, (void)n2, (void)batch,
-      (void)tokens, (void)in, (void)out;
-  return false;
-#endif
-}
-
 } // namespace
-
-bool fusedPerSampleGradRuns(Rank *rank, DType dt, int64_t batch, int64_t tokens,
-                            int64_t in, int64_t out) {
-#ifdef DPRT_WITH_SM90_GEMM
-  // The variable first, so that a bad value is an error on every GPU.
-  return fusedProductAsked(tokens, out) && dt == DType::BF16 &&
-         deviceState(rank).computeCapability == 90 &&
-         sm90::takesShape(batch, tokens, in, out);
-#else
-  (void)rank, (void)dt, (void)batch, (void)tokens, (void)in, (void)out;
-  return false;
-#endif
-}
 
 void norm_rank1(Rank *rank, DType dt, const void *x, const void *dy, void *n2,
                 int64_t batch, int64_t in, int64_t out) {
@@ -370,10 +276,23 @@ void gram_dot(Rank *rank, DType acc, const void *Ka, const void *Kg, void *n2,
                static_cast<float *>(n2), true, partials, "gram_dot");
 }
 
+void gram_norm(Rank *rank, DType dt, const void *dy, const void *Ka, void *Kg,
+               void *n2, int64_t batch, int64_t tokens, int64_t dim) {
+  requireCompute(dt, "gram_norm");
+  if (fusedGramNorm(rank, dt, dy, Ka, static_cast<float *>(n2), batch, tokens,
+                    dim))
+    return;
+  gram(rank, dt, dy, Kg, batch, tokens, dim, false);
+  gram_dot(rank, accOf(dt), Ka, Kg, n2, batch, tokens);
+}
+
 void norm_direct(Rank *rank, DType dt, const void *x, const void *dy, void *n2,
                  int64_t batch, int64_t tokens, int64_t in, int64_t out,
                  void *workspace) {
   requireCompute(dt, "norm_direct");
+  if (fusedDirectNorm(rank, dt, x, dy, static_cast<float *>(n2), batch, tokens,
+                      in, out))
+    return;
   int64_t es = sizeOf(dt);
   auto *partials = static_cast<float *>(
       scratch(rank, kComputeStream, segmentScratchBytes(1, in * out)));

@@ -92,6 +92,15 @@ __global__ void segmentFinishKernel(const float *partials, int64_t parts,
     out[s] = accumulate ? out[s] + v : v;
 }
 
+/// v[s * length + i].
+struct ValueOp {
+  const float *v;
+  int64_t length;
+  __device__ float operator()(int64_t s, int64_t i) const {
+    return v[s * length + i];
+  }
+};
+
 /// out[s] (+)= sum over i < length of op(s, i), for s < segments, on the
 /// compute stream; `partials` holds segmentScratchBytes.
 template <class Op>

@@ -9,7 +9,7 @@
 
 #include "Cases.h"
 
-#include "PerSampleGradGemm.h"
+#include "NormGemms.h"
 
 #include "dprt/backend.h"
 #include "dprt/kernels.h"
@@ -20,6 +20,30 @@
 #include <vector>
 
 namespace dpc::gpucheck {
+
+namespace {
+
+/// Runs `body(label)` once per path of a kernel with a fused product
+/// (NormGemms.h) switched by the environment variable `variable`: with
+/// "fused" and again with "two-pass" where `fusedRuns()` (asked with the
+/// variable set to "fused") says the fused product takes the case, the
+/// label naming the path; else once, unlabelled. The variable is unset
+/// after.
+template <class Runs, class Body>
+void eachPath(const char *variable, Runs fusedRuns, Body body) {
+  setenv(variable, "fused", 1);
+  const bool fused = fusedRuns();
+  std::vector<const char *> paths = {"fused"};
+  if (fused)
+    paths.push_back("two-pass");
+  for (const char *path : paths) {
+    setenv(variable, path, 1);
+    body(fused ? std::string(", ") + path : std::string());
+  }
+  unsetenv(variable);
+}
+
+} // namespace
 
 void normChecks(Context &ctx, DType dt, bool odd) {
   const std::string dn = dprt::nameOf(dt);
@@ -98,28 +122,97 @@ void normChecks(Context &ctx, DType dt, bool odd) {
       });
   }
   {
-    int64_t batch = 3, tokens = odd ? 13 : 40, in = odd ? 97 : 96,
-            out = odd ? 81 : 80;
-    if (ctx.begin(
-            "norm_direct", dn,
-            dims({{"B", batch}, {"T", tokens}, {"in", in}, {"out", out}}, odd)))
-      ctx.guarded([&] {
-        Buffer x(dt, batch * tokens * in), dy(dt, batch * tokens * out),
-            n2(F32, batch), ws(F32, in * out);
-        x.randn(ctx.rng);
-        dy.randn(ctx.rng);
-        n2.uniform(ctx.rng, 0, 10);
-        cpu::norm_direct(ctx.cpu, dt, x.h(), dy.h(), n2.h(), batch, tokens, in,
-                         out, ws.h());
-        gpu::norm_direct(ctx.gpu, dt, x.d(), dy.d(), n2.d(), batch, tokens, in,
-                         out, ws.d());
-        ctx.compare("n2", n2, 1e-5);
-      });
+    // In bf16 on sm_90 the fused product (NormGemms.h) takes the even
+    // shapes: each runs with it and again with DPRT_DIRECT_NORM=two-pass.
+    // The second even shape has partial tiles (64 x 256) in both
+    // dimensions.
+    struct Shape {
+      int64_t batch, tokens, in, out;
+    };
+    std::vector<Shape> shapes = {odd ? Shape{3, 13, 97, 81}
+                                     : Shape{3, 40, 96, 80}};
+    if (!odd)
+      shapes.push_back({3, 72, 392, 200});
+    for (const Shape &s : shapes)
+      eachPath(
+          "DPRT_DIRECT_NORM",
+          [&] {
+            return gpu::fusedDirectNormRuns(ctx.gpu, dt, s.batch, s.tokens,
+                                            s.in, s.out);
+          },
+          [&](const std::string &path) {
+            if (ctx.begin("norm_direct", dn,
+                          dims({{"B", s.batch},
+                                {"T", s.tokens},
+                                {"in", s.in},
+                                {"out", s.out}},
+                               odd) +
+                              path))
+              ctx.guarded([&] {
+                Buffer x(dt, s.batch * s.tokens * s.in),
+                    dy(dt, s.batch * s.tokens * s.out), n2(F32, s.batch),
+                    ws(F32, s.in * s.out);
+                x.randn(ctx.rng);
+                dy.randn(ctx.rng);
+                n2.uniform(ctx.rng, 0, 10);
+                cpu::norm_direct(ctx.cpu, dt, x.h(), dy.h(), n2.h(), s.batch,
+                                 s.tokens, s.in, s.out, ws.h());
+                gpu::norm_direct(ctx.gpu, dt, x.d(), dy.d(), n2.d(), s.batch,
+                                 s.tokens, s.in, s.out, ws.d());
+                ctx.compare("n2", n2, 1e-5);
+              });
+          });
+  }
+  {
+    // One layer's share of a Gram norm, <X X^T, Dy Dy^T>, Ka from the CPU.
+    // The fused product takes bf16 with T a multiple of 4: the second even
+    // shape has partial tiles in both dimensions.
+    struct Shape {
+      int64_t batch, tokens, in, out;
+    };
+    std::vector<Shape> shapes = {odd ? Shape{3, 37, 130, 99}
+                                     : Shape{3, 64, 256, 128}};
+    if (!odd)
+      shapes.push_back({2, 100, 96, 200});
+    for (const Shape &s : shapes)
+      eachPath(
+          "DPRT_GRAM_NORM",
+          [&] {
+            return gpu::fusedGramNormRuns(ctx.gpu, dt, s.batch, s.tokens,
+                                          s.out);
+          },
+          [&](const std::string &path) {
+            if (ctx.begin("gram_norm", dn,
+                          dims({{"B", s.batch},
+                                {"T", s.tokens},
+                                {"in", s.in},
+                                {"out", s.out}},
+                               odd) +
+                              path))
+              ctx.guarded([&] {
+                const int64_t tt = s.batch * s.tokens * s.tokens;
+                Buffer x(dt, s.batch * s.tokens * s.in),
+                    dy(dt, s.batch * s.tokens * s.out), ka(F32, tt),
+                    kg(F32, tt), n2(F32, s.batch);
+                x.randn(ctx.rng);
+                dy.randn(ctx.rng);
+                kg.poison();
+                n2.uniform(ctx.rng, 0, 10);
+                cpu::gram(ctx.cpu, dt, x.h(), ka.h(), s.batch, s.tokens, s.in,
+                          false);
+                ka.upload();
+                cpu::gram_norm(ctx.cpu, dt, dy.h(), ka.h(), kg.h(), n2.h(),
+                               s.batch, s.tokens, s.out);
+                gpu::gram_norm(ctx.gpu, dt, dy.d(), ka.d(), kg.d(), n2.d(),
+                               s.batch, s.tokens, s.out);
+                ctx.compare("n2", n2, 1e-5);
+              });
+          });
   }
   {
     // The materialized method: all samples' dy_b^T x_b in one
     // strided-batched product, then their norms. With a norm, in bf16, on
-    // sm_90, the fused product (PerSampleGradGemm.h) takes the even shapes:
+    // sm_90, the fused product (NormGemms.h) takes the even shapes:
     // each such case runs with it and again with DPRT_PER_SAMPLE_GRAD=
     // two-pass, and its label names the path. The second even shape has
     // partial tiles of the fused product (64 x 256) in both dimensions.
@@ -131,50 +224,44 @@ void normChecks(Context &ctx, DType dt, bool odd) {
     if (!odd)
       shapes.push_back({3, 72, 392, 200});
     for (const Shape &s : shapes)
-      for (bool withNorm : {true, false}) {
-        // Whether the kernel runs at all (these shapes are smaller than
-        // the ones it takes by default).
-        setenv("DPRT_PER_SAMPLE_GRAD", "fused", 1);
-        const bool fusedRuns =
-            withNorm && gpu::fusedPerSampleGradRuns(ctx.gpu, dt, s.batch,
-                                                    s.tokens, s.in, s.out);
-        std::vector<const char *> paths = {"fused"};
-        if (fusedRuns)
-          paths.push_back("two-pass");
-        for (const char *path : paths) {
-          setenv("DPRT_PER_SAMPLE_GRAD", path, 1);
-          if (ctx.begin("linear_per_sample_grad", dn,
-                        dims({{"B", s.batch},
-                              {"T", s.tokens},
-                              {"in", s.in},
-                              {"out", s.out}},
-                             odd) +
-                            (withNorm ? " norm" : "") +
-                            (fusedRuns ? std::string(", ") + path : "")))
-            ctx.guarded([&] {
-              // The slices in the compute type: an element where the two
-              // products' f32 sums round to neighbouring bf16 values
-              // differs by an ulp (2^-8), and each side's norm is that of
-              // its own slices.
-              Buffer x(dt, s.batch * s.tokens * s.in),
-                  dy(dt, s.batch * s.tokens * s.out),
-                  g(dt, s.batch * s.out * s.in), n2(F32, s.batch);
-              x.randn(ctx.rng);
-              dy.randn(ctx.rng);
-              g.poison();
-              n2.uniform(ctx.rng, 0, 10);
-              cpu::linear_per_sample_grad(ctx.cpu, dt, x.h(), dy.h(), g.h(),
-                                          withNorm ? n2.h() : nullptr, s.batch,
-                                          s.tokens, s.in, s.out);
-              gpu::linear_per_sample_grad(ctx.gpu, dt, x.d(), dy.d(), g.d(),
-                                          withNorm ? n2.d() : nullptr, s.batch,
-                                          s.tokens, s.in, s.out);
-              ctx.compare("g", g, dt == BF16 ? 4e-3 : 1e-5);
-              ctx.compare("n2", n2, dt == BF16 ? 1e-4 : 1e-5);
+      for (bool withNorm : {true, false})
+        eachPath(
+            "DPRT_PER_SAMPLE_GRAD",
+            [&] {
+              return withNorm &&
+                     gpu::fusedPerSampleGradRuns(ctx.gpu, dt, s.batch, s.tokens,
+                                                 s.in, s.out);
+            },
+            [&](const std::string &path) {
+              if (ctx.begin("linear_per_sample_grad", dn,
+                            dims({{"B", s.batch},
+                                  {"T", s.tokens},
+                                  {"in", s.in},
+                                  {"out", s.out}},
+                                 odd) +
+                                (withNorm ? " norm" : "") + path))
+                ctx.guarded([&] {
+                  // The slices in the compute type: an element where the
+                  // two products' f32 sums round to neighbouring bf16
+                  // values differs by an ulp (2^-8), and each side's norm
+                  // is that of its own slices.
+                  Buffer x(dt, s.batch * s.tokens * s.in),
+                      dy(dt, s.batch * s.tokens * s.out),
+                      g(dt, s.batch * s.out * s.in), n2(F32, s.batch);
+                  x.randn(ctx.rng);
+                  dy.randn(ctx.rng);
+                  g.poison();
+                  n2.uniform(ctx.rng, 0, 10);
+                  cpu::linear_per_sample_grad(ctx.cpu, dt, x.h(), dy.h(), g.h(),
+                                              withNorm ? n2.h() : nullptr,
+                                              s.batch, s.tokens, s.in, s.out);
+                  gpu::linear_per_sample_grad(ctx.gpu, dt, x.d(), dy.d(), g.d(),
+                                              withNorm ? n2.d() : nullptr,
+                                              s.batch, s.tokens, s.in, s.out);
+                  ctx.compare("g", g, dt == BF16 ? 4e-3 : 1e-5);
+                  ctx.compare("n2", n2, dt == BF16 ? 1e-4 : 1e-5);
+                });
             });
-          unsetenv("DPRT_PER_SAMPLE_GRAD");
-        }
-      }
   }
   {
     int64_t batch = 4, tokens = odd ? 17 : 64, out = odd ? 301 : 300;

@@ -16,7 +16,7 @@
 
 #include "AttentionPath.h"
 #include "DeviceState.h"
-#include "PerSampleGradGemm.h"
+#include "NormGemms.h"
 #include "dprt/backend.h"
 #include "dprt/kernels.h"
 
@@ -219,14 +219,66 @@ void normTimings(Context &ctx) {
         [&] { gpu::gram_dot(ctx.gpu, F32, ka.p(), kg.p(), n2.p(), kB, kT); });
   }
   {
-    int64_t in = kD, out = kKV * kHd;
-    DeviceBuffer x(dt, kRows * in, ++seed), dy(dt, kRows * out, ++seed),
-        n2(F32, kB, ++seed, 0, 1), ws(F32, in * out, ++seed);
-    timeKernel(ctx, "norm_direct", dt, "k/v " + mk(kRows, in, out),
-               2.0 * kRows * in * out, true, [&] {
-                 gpu::norm_direct(ctx.gpu, dt, x.p(), dy.p(), n2.p(), kB, kT,
-                                  in, out, ws.p());
-               });
+    // The direct norm, fused (sm_90: the squares in the product's epilogue,
+    // nothing stored) and two-pass (one cuBLASLt product per sample into an
+    // f32 workspace, then a read of it), at b T = 8192; each row names the
+    // path. They set its default (PerSampleNorms.cu).
+    struct Layer {
+      const char *name;
+      int64_t in, out;
+    };
+    const Layer layers[] = {{"q/o", kD, kD},
+                            {"k/v", kD, kKV * kHd},
+                            {"gate/up", kD, kFF},
+                            {"down", kFF, kD},
+                            {"lm-head", kD, kVocab}};
+    for (int64_t batch : {kB, int64_t(2), int64_t(1)})
+      for (const Layer &l : layers) {
+        const int64_t tokens = kRows / batch;
+        DeviceBuffer x(dt, kRows * l.in, ++seed), dy(dt, kRows * l.out, ++seed),
+            n2(F32, batch, ++seed, 0, 1), ws(F32, l.in * l.out, ++seed);
+        const std::string shape = std::string(l.name) + " " +
+                                  mk(kRows, l.in, l.out) + " B" +
+                                  std::to_string(batch);
+        for (const char *path : {"fused", "two-pass"}) {
+          ScopedEnv env("DPRT_DIRECT_NORM", path);
+          if (std::string(path) == "fused" &&
+              !gpu::fusedDirectNormRuns(ctx.gpu, dt, batch, tokens, l.in,
+                                        l.out))
+            continue;
+          timeKernel(ctx, "norm_direct", dt, shape + ", " + path,
+                     2.0 * kRows * l.in * l.out, true, [&] {
+                       gpu::norm_direct(ctx.gpu, dt, x.p(), dy.p(), n2.p(),
+                                        batch, tokens, l.in, l.out, ws.p());
+                     });
+        }
+      }
+  }
+  {
+    // One layer's share of a Gram norm, fused (sm_90: <Ka, Dy Dy^T> summed
+    // in the Gram product's epilogue) and two-pass (cuBLASLt's Gram product
+    // into Kg, then gram_dot), for output gradients as wide as k/v, q/o,
+    // gate/up and the head, at b T = 8192; TFLOP/s of the Gram product.
+    for (int64_t batch : {kB, int64_t(2), int64_t(1)})
+      for (int64_t width : {kKV * kHd, kD, kFF, kVocab}) {
+        const int64_t tokens = kRows / batch, tt = batch * tokens * tokens;
+        DeviceBuffer dy(dt, kRows * width, ++seed), ka(F32, tt, ++seed),
+            kg(F32, tt, ++seed), n2(F32, batch, ++seed, 0, 1);
+        const std::string shape = "B" + std::to_string(batch) + " T" +
+                                  std::to_string(tokens) + " d" +
+                                  std::to_string(width);
+        for (const char *path : {"fused", "two-pass"}) {
+          ScopedEnv env("DPRT_GRAM_NORM", path);
+          if (std::string(path) == "fused" &&
+              !gpu::fusedGramNormRuns(ctx.gpu, dt, batch, tokens, width))
+            continue;
+          timeKernel(ctx, "gram_norm", dt, shape + ", " + path,
+                     2.0 * tt * width, true, [&] {
+                       gpu::gram_norm(ctx.gpu, dt, dy.p(), ka.p(), kg.p(),
+                                      n2.p(), batch, tokens, width);
+                     });
+        }
+      }
   }
   {
     DeviceBuffer dy(dt, kRows * kD, ++seed), n2(F32, kB, ++seed, 0, 1);

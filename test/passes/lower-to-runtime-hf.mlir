@@ -37,7 +37,7 @@ dp.recipe @r for @m {
 // CHECK-NEXT: dprt.call "rope_backward"(%{{.*}}, %{{.*}}, %[[B]])
 // CHECK-NEXT: dprt.call "rope_backward"(%{{.*}}, %{{.*}}, %[[B]])
 // CHECK:      dprt.call "norm_position_embedding"(%[[DX:.*]], %[[N2:.*]]) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2, 4, 8]}
-// CHECK:      dprt.call "gram_dot"(%{{.*}}, %{{.*}}, %[[N2]])
+// CHECK:      dprt.call "gram_norm"(%{{.*}}, %{{.*}}, %{{.*}}, %[[N2]])
 // CHECK-NEXT: dprt.call "norm_embedding"(%[[TOK:.*]], %[[DX]], %[[N2]])
 // CHECK-NEXT: %[[WS:.*]] = dprt.alloc {bytes = 128 : i64, name = "tied_cross"}
 // CHECK-NEXT: dprt.call "norm_tied_cross"(%[[TOK]], %[[DX]], %[[X:.*]], %[[DL:.*]], %[[N2]], %[[WS]]) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2 : index, 3 : index, 4 : index, 2, 4, 4, 32, 8, 5 : index]}

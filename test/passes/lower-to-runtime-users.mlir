@@ -38,8 +38,7 @@ dp.recipe @r for @lm {
 }
 // CHECK-LABEL: dprt.func @dp_microstep
 // CHECK:      "gram"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2, 8, 8, false]}
-// CHECK-NEXT: "gram"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2, 8, 16, false]}
-// CHECK-NEXT: "gram_dot"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2 : index, 2, 8]}
+// CHECK-NEXT: "gram_norm"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2 : index, 3 : index, 2, 8, 16]}
 // CHECK-NEXT: "norm_bias"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2, 8, 16]}
 // CHECK:      "rms_norm_backward"({{.*}}, 4, 4, 8, false]}
 // CHECK-NEXT: "norm_bias"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2, 2, 8]}
@@ -73,8 +72,7 @@ dp.recipe @r for @m {
 // CHECK-LABEL: dprt.func @dp_microstep
 // CHECK-NOT:  "norm_rank1
 // CHECK:      "gram"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2, 3, 8, false]}
-// CHECK-NEXT: "gram"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2, 3, 16, false]}
-// CHECK-NEXT: "gram_dot"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2 : index, 2, 3]}
+// CHECK-NEXT: "gram_norm"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2 : index, 3 : index, 2, 3, 16]}
 // CHECK:      "clip_factors"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2 : index, 6, 3, #dprt.clip_mode<PerLayer>,
 // CHECK:      "norm_bias"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2, 3, 16]}
 // CHECK:      "clip_factors"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2 : index, 6, 3, #dprt.clip_mode<PerLayer>,

@@ -87,9 +87,8 @@ TEST(GramNorm, MatchesNaivePerSampleGradient) {
     Buffer n2 = startingNorms(rng, dt, batch, init);
     TestRank r;
     cpu::gram(r.get(), dt, x.data(), ka.data(), batch, tokens, in, false);
-    cpu::gram(r.get(), dt, dy.data(), kg.data(), batch, tokens, out, false);
-    cpu::gram_dot(r.get(), accOf(dt), ka.data(), kg.data(), n2.data(), batch,
-                  tokens);
+    cpu::gram_norm(r.get(), dt, dy.data(), ka.data(), kg.data(), n2.data(),
+                   batch, tokens, out);
     Vec want = squaredNorms(ref::linearWeightGradPerSample(
         x.values(), dy.values(), batch, tokens, in, out));
     EXPECT_CLOSE(n2.values(), ref::addForward(init, want), accTolerance(dt),
@@ -98,9 +97,9 @@ TEST(GramNorm, MatchesNaivePerSampleGradient) {
 }
 
 TEST(SharedGramNorm, EqualsNormOfTheConcatenatedWeight) {
-  // q, k, v read the same activation: one Gram of x, the output Grams
-  // accumulated, one gram_dot gives the sum of the three layers' norms,
-  // which is the norm of the per-sample gradient of [Wq; Wk; Wv].
+  // q, k, v read the same activation: one Gram of x, then each layer's
+  // gram_norm adds its share; the sum of the three layers' norms is the
+  // norm of the per-sample gradient of [Wq; Wk; Wv].
   forEachCaseAndDType(16, [](Rng &rng, DType dt) {
     int64_t batch = uniformInt(rng, 1, 4), tokens = uniformInt(rng, 1, 10),
             in = uniformInt(rng, 1, 32), layers = uniformInt(rng, 2, 3);
@@ -119,10 +118,8 @@ TEST(SharedGramNorm, EqualsNormOfTheConcatenatedWeight) {
     TestRank r;
     cpu::gram(r.get(), dt, x.data(), ka.data(), batch, tokens, in, false);
     for (int64_t l = 0; l < layers; ++l)
-      cpu::gram(r.get(), dt, dys[l].data(), kg.data(), batch, tokens, outs[l],
-                l > 0);
-    cpu::gram_dot(r.get(), accOf(dt), ka.data(), kg.data(), n2.data(), batch,
-                  tokens);
+      cpu::gram_norm(r.get(), dt, dys[l].data(), ka.data(), kg.data(),
+                     n2.data(), batch, tokens, outs[l]);
 
     // dy of the concatenated layer: the layers' dy side by side.
     int64_t total = 0;

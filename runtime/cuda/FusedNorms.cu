@@ -1,0 +1,221 @@
+//===- FusedNorms.cu - When and how the fused norm products run -----------===//
+//
+// The CUDA backend's side of NormGemms.h: whether a norm kernel runs its
+// fused product (built with it, an sm_90 GPU, bf16, a shape it takes and,
+// unless an environment variable forces a path, a shape where dpc-gpu-
+// check's timings found it faster), and running it: the product, then each
+// sample's partial sums added in a fixed order. Only this file is compiled
+// with DPRT_WITH_SM90_GEMM; without it every fused path says no.
+//
+//===----------------------------------------------------------------------===//
+
+#include "NormGemms.h"
+#include "Reduce.cuh"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace dprt::cuda {
+
+namespace {
+
+#ifdef DPRT_WITH_SM90_GEMM
+/// Where the fused per-sample-gradient kernel is faster than cuBLASLt and a
+/// second read (one H200, 8192 rows a product, us fused against two-pass;
+/// dpc-gpu-check's timings): the 32000-row head at T = 1024, 2048 (the 128K
+/// head), 4096 and 8192: 1523/1869, 6156/6998, 1468/1459, 1484/1526; 2048 x
+/// 2048, 8192 x 2048 and 2048 x 8192 at T = 1024: 126/138, 403/455,
+/// 406/454, but at T = 4096 134/130, 409/414, 436/390 and at 8192 slower
+/// still; 512 x 2048 (k/v) never: 52/48 at T = 1024. Its 64 x 256 tiles save
+/// the read but lose to cuBLASLt's kernels as K grows, except on the tall
+/// heads.
+bool perSampleGradFusedIsFaster(int64_t tokens, int64_t out) {
+  constexpr int64_t kHeadRows = 16384, kMaxTokens = 1024, kMinRows = 2048;
+  return out >= kHeadRows || (tokens <= kMaxTokens && out >= kMinRows);
+}
+
+/// Where the fused direct norm is faster than one cuBLASLt product per
+/// sample into an f32 workspace and a read of it (one H200, 8192 rows, us
+/// fused against two-pass, dpc-gpu-check's timings): with 8 samples always
+/// (q/o 121/215, k/v 48/161, gate/up 404/833, down 377/825, the 32000 head
+/// 1510/2860), with 2 always (118/125, 48/53, 406/467, 417/458,
+/// 1499/1861), with one sample only for weights of 8M elements or more
+/// (gate/up 411/442, down 419/445, head 1512/1750, but q/o 122/119 and k/v
+/// 69/44).
+bool directFusedIsFaster(int64_t batch, int64_t in, int64_t out) {
+  constexpr int64_t kMinElements = int64_t(1) << 23;
+  return batch >= 2 || in * out >= kMinElements;
+}
+
+/// Where the fused Gram norm is faster than cuBLASLt's Gram product into Kg
+/// and gram_dot (one H200, us fused against two-pass): output gradients of
+/// 512 and 2048 columns at every length (b 8 T 1024: 40/54, 80/84; b 2 T
+/// 4096: 92/159, 227/279; b 1 T 8192: 170/366, 482/645), but not as a
+/// rule at 8192 (232/206, 842/773, 1740/1844) or 32000 (842/680,
+/// 3204/3259, 7671/6531): with K that long its 64 x 256 tiles lose to
+/// cuBLASLt's more than the pass it saves.
+bool gramFusedIsFaster(int64_t dim) {
+  constexpr int64_t kMaxDim = 4096;
+  return dim <= kMaxDim;
+}
+
+/// The variable `name` (read on every call): unset or empty, `byDefault`;
+/// "fused" or "two-pass" force a path; anything else is an error.
+bool fusedAsked(const char *name, bool byDefault) {
+  const char *env = std::getenv(name);
+  if (!env || !*env)
+    return byDefault;
+  if (std::strcmp(env, "fused") == 0)
+    return true;
+  if (std::strcmp(env, "two-pass") == 0)
+    return false;
+  fail(std::string(name) + "=" + env + ": expected 'fused' or 'two-pass'");
+}
+
+/// Runs one fused norm product (NormGemms.h), `run(partials, workspace)`,
+/// and adds each sample's `perSample` partial sums into n2[b] in a fixed
+/// order. False, having done nothing, where CUTLASS refuses the problem; a
+/// failed launch throws.
+template <class Run>
+bool runFusedNorm(Rank *rank, int64_t batch, int64_t perSample,
+                  size_t workspaceBytes, float *n2, const char *name, Run run) {
+  ScratchLayout layout;
+  size_t tilesAt = layout.add(size_t(batch * perSample) * sizeof(float));
+  size_t workspaceAt = layout.add(workspaceBytes);
+  size_t segmentAt = layout.add(segmentScratchBytes(batch, perSample));
+  char *base = static_cast<char *>(scratch(rank, kComputeStream, layout.bytes));
+  auto *tiles = reinterpret_cast<float *>(base + tilesAt);
+  switch (run(tiles, base + workspaceAt)) {
+  case sm90::RunStatus::Refused:
+    return false;
+  case sm90::RunStatus::Failed:
+    fail(std::string(name) + ": the fused product failed: " +
+         cudaGetErrorString(cudaGetLastError()));
+  case sm90::RunStatus::Ran:
+    break;
+  }
+  checkLaunch(name);
+  segmentedSum(rank, batch, perSample, ValueOp{tiles, perSample}, n2, true,
+               reinterpret_cast<float *>(base + segmentAt), name);
+  return true;
+}
+
+/// Whether the GPU and type are those of the fused products.
+bool fusedHardware(Rank *rank, DType dt) {
+  return dt == DType::BF16 && deviceState(rank).computeCapability == 90;
+}
+#endif
+
+} // namespace
+
+/// g[b] = dy_b^T x_b in bf16 and n2[b] += ||g[b]||^2 with the squares
+/// summed in the product's epilogue (NormGemms.h). False, having done
+/// nothing, where fusedPerSampleGradRuns is false, a pointer is not 16-byte
+/// aligned or CUTLASS refuses the problem.
+bool fusedPerSampleGrad(Rank *rank, DType dt, const void *x, const void *dy,
+                        void *g, float *n2, int64_t batch, int64_t tokens,
+                        int64_t in, int64_t out) {
+#ifdef DPRT_WITH_SM90_GEMM
+  if (!fusedPerSampleGradRuns(rank, dt, batch, tokens, in, out) ||
+      !aligned16(x) || !aligned16(dy) || !aligned16(g))
+    return false;
+  const sm90::LinearProblem p{dy, x, batch, tokens, in, out};
+  const int sms = deviceState(rank).smCount;
+  return runFusedNorm(rank, batch, sm90::linearPartials(p),
+                      sm90::perSampleGradWorkspace(p, sms), n2,
+                      "linear_per_sample_grad",
+                      [&](float *partials, void *workspace) {
+                        return sm90::runPerSampleGrad(p, g, partials, workspace,
+                                                      sms, computeStream(rank));
+                      });
+#else
+  (void)rank, (void)dt, (void)x, (void)dy, (void)g, (void)n2, (void)batch,
+      (void)tokens, (void)in, (void)out;
+  return false;
+#endif
+}
+
+/// n2[b] += ||dy_b^T x_b||^2 with the squares summed in the product's
+/// epilogue and the product not stored. False as fusedPerSampleGrad.
+bool fusedDirectNorm(Rank *rank, DType dt, const void *x, const void *dy,
+                     float *n2, int64_t batch, int64_t tokens, int64_t in,
+                     int64_t out) {
+#ifdef DPRT_WITH_SM90_GEMM
+  if (!fusedDirectNormRuns(rank, dt, batch, tokens, in, out) || !aligned16(x) ||
+      !aligned16(dy))
+    return false;
+  const sm90::LinearProblem p{dy, x, batch, tokens, in, out};
+  const int sms = deviceState(rank).smCount;
+  return runFusedNorm(rank, batch, sm90::linearPartials(p),
+                      sm90::directNormWorkspace(p, sms), n2, "norm_direct",
+                      [&](float *partials, void *workspace) {
+                        return sm90::runDirectNorm(p, partials, workspace, sms,
+                                                   computeStream(rank));
+                      });
+#else
+  (void)rank, (void)dt, (void)x, (void)dy, (void)n2, (void)batch, (void)tokens,
+      (void)in, (void)out;
+  return false;
+#endif
+}
+
+/// n2[b] += <Ka_b, Dy_b Dy_b^T> with the products summed in the Gram
+/// product's epilogue. False as fusedPerSampleGrad.
+bool fusedGramNorm(Rank *rank, DType dt, const void *dy, const void *ka,
+                   float *n2, int64_t batch, int64_t tokens, int64_t dim) {
+#ifdef DPRT_WITH_SM90_GEMM
+  if (!fusedGramNormRuns(rank, dt, batch, tokens, dim) || !aligned16(dy) ||
+      !aligned16(ka))
+    return false;
+  const sm90::GramProblem p{dy, static_cast<const float *>(ka), batch, tokens,
+                            dim};
+  const int sms = deviceState(rank).smCount;
+  return runFusedNorm(rank, batch, sm90::gramPartials(p),
+                      sm90::gramNormWorkspace(p, sms), n2, "gram_norm",
+                      [&](float *partials, void *workspace) {
+                        return sm90::runGramNorm(p, partials, workspace, sms,
+                                                 computeStream(rank));
+                      });
+#else
+  (void)rank, (void)dt, (void)dy, (void)ka, (void)n2, (void)batch, (void)tokens,
+      (void)dim;
+  return false;
+#endif
+}
+
+bool fusedPerSampleGradRuns(Rank *rank, DType dt, int64_t batch, int64_t tokens,
+                            int64_t in, int64_t out) {
+#ifdef DPRT_WITH_SM90_GEMM
+  // The variable first, so that a bad value is an error on every GPU.
+  return fusedAsked("DPRT_PER_SAMPLE_GRAD",
+                    perSampleGradFusedIsFaster(tokens, out)) &&
+         fusedHardware(rank, dt) && sm90::takesLinear(batch, tokens, in, out);
+#else
+  (void)rank, (void)dt, (void)batch, (void)tokens, (void)in, (void)out;
+  return false;
+#endif
+}
+
+bool fusedDirectNormRuns(Rank *rank, DType dt, int64_t batch, int64_t tokens,
+                         int64_t in, int64_t out) {
+#ifdef DPRT_WITH_SM90_GEMM
+  return fusedAsked("DPRT_DIRECT_NORM", directFusedIsFaster(batch, in, out)) &&
+         fusedHardware(rank, dt) && sm90::takesLinear(batch, tokens, in, out);
+#else
+  (void)rank, (void)dt, (void)batch, (void)tokens, (void)in, (void)out;
+  return false;
+#endif
+}
+
+bool fusedGramNormRuns(Rank *rank, DType dt, int64_t batch, int64_t tokens,
+                       int64_t dim) {
+#ifdef DPRT_WITH_SM90_GEMM
+  return fusedAsked("DPRT_GRAM_NORM", gramFusedIsFaster(dim)) &&
+         fusedHardware(rank, dt) && sm90::takesGram(batch, tokens, dim);
+#else
+  (void)rank, (void)dt, (void)batch, (void)tokens, (void)dim;
+  return false;
+#endif
+}
+
+} // namespace dprt::cuda
