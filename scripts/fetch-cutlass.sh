@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Puts CUTLASS's headers (cute/ and cutlass/, from the PyPI wheel
 # nvidia-cutlass, pinned) in .deps/cutlass/include, where
-# runtime/cuda/CMakeLists.txt looks for them: the sm_90a product whose
-# epilogue sums the squares of the per-sample gradients it writes
-# (runtime/cuda/NormGemms.h: the fused norm products). Idempotent; when PyPI cannot be
-# reached the CUDA backend builds without that kernel (the norms are then a
-# second pass over the gradients, as on sm_80). See fetch-wheel-headers.sh.
+# runtime/cuda/CMakeLists.txt looks for them: the sm_90a products whose
+# epilogues sum the per-sample norms (runtime/cuda/NormGemms.h). Idempotent;
+# when PyPI cannot be reached the CUDA backend builds without them (the
+# norms are then a second pass over a product, as on sm_80). See
+# fetch-wheel-headers.sh.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
