@@ -4,6 +4,8 @@
 
 #include "passes/Shapes.h"
 
+#include "dprt/fused_norms.h"
+
 #include <cmath>
 
 using namespace dpc;
@@ -65,8 +67,8 @@ DeviceRates dpc::deviceRates(Backend backend) {
   // materialized, the step was 2.36 ms (1.8 %) shorter on an H100
   // (2026-11-27, AdamW and SGD, docs/PERFORMANCE.md). 465 TFLOP/s for the
   // Gram products predicts that difference.
-  return backend == Backend::CUDA ? DeviceRates{700e12, 3e12, 465e12}
-                                  : DeviceRates{100e9, 10e9, 100e9};
+  return backend == Backend::CUDA ? DeviceRates{700e12, 3e12, 465e12, true}
+                                  : DeviceRates{100e9, 10e9, 100e9, false};
 }
 
 double dpc::linearParamSeconds(const LinearNormShape &s, dp::NormMethod method,
@@ -77,11 +79,18 @@ double dpc::linearParamSeconds(const LinearNormShape &s, dp::NormMethod method,
   double dp = double(s.in) * double(s.out);
   double acc = double(accBytes);
   double flops = 0, gramFlops = 0, bytes = 0;
+  // The fused norm products (bf16 on sm_90a) where the backend runs them by
+  // default: no second pass over a product (dprt/fused_norms.h).
+  const bool fusable = rates.fusedNorms && computeBytes == 2;
   if (method == dp::NormMethod::materialized) {
     flops = materializedNormFlops(s) + materializedGradFlops(s);
-    // The slices (compute type) written once and read by the norm and the
-    // clipped sum; the gradient (acc) read and written.
-    bytes = 3.0 * b * dp * double(computeBytes) + 2.0 * dp * acc;
+    // The slices (compute type) written once and read by the clipped sum,
+    // and by the norm unless it is summed in the product's epilogue; the
+    // gradient (acc) read and written.
+    bool fused =
+        fusable && ::dprt::perSampleGradFusedByDefault(s.tokens, s.out);
+    bytes =
+        (fused ? 2.0 : 3.0) * b * dp * double(computeBytes) + 2.0 * dp * acc;
   } else {
     flops = linearWeightGradFlops(s);
     bytes = 2.0 * b * t * double(s.out) * double(computeBytes);
@@ -89,13 +98,20 @@ double dpc::linearParamSeconds(const LinearNormShape &s, dp::NormMethod method,
     case dp::NormMethod::rank1:
       flops += rank1NormFlops(s);
       break;
-    case dp::NormMethod::gram:
+    case dp::NormMethod::gram: {
       gramFlops = gramInputShare * gramInputFlops(s) + gramOutputFlops(s);
-      bytes += (2.0 + 2.0 * gramInputShare) * b * t * t * acc;
+      // A A^T written (the share of it), then per layer: read by the fused
+      // product's epilogue, or G G^T written and both read by gram_dot.
+      bool fused = fusable && ::dprt::gramNormFusedByDefault(s.out);
+      bytes += (gramInputShare + (fused ? 1.0 : 3.0)) * b * t * t * acc;
       break;
+    }
     default:
       flops += directNormFlops(s);
-      bytes += 2.0 * b * dp * acc;
+      // Each sample's gradient written and read back, unless squared in
+      // the product's epilogue.
+      if (!(fusable && ::dprt::directNormFusedByDefault(s.batch, s.in, s.out)))
+        bytes += 2.0 * b * dp * acc;
       break;
     }
   }

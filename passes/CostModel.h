@@ -60,21 +60,28 @@ int64_t materializedBytes(const LinearNormShape &s, int64_t computeBytes);
 /// cores for cpu (100 GFLOP/s, 10 GB/s). The per-sample Gram products
 /// (B products of T x T from K = d or p, and their dot) run slower than
 /// the weight-gradient products on the GPU: 465 TFLOP/s, fitted to one H100
-/// measurement (CostModel.cpp).
+/// measurement (CostModel.cpp). `fusedNorms`: in bf16 the device sums the
+/// norms in the products' epilogues where dprt/fused_norms.h says (an sm_90
+/// GPU with the CUTLASS kernels; on other GPUs the cuda model is optimistic
+/// by the passes it leaves out).
 struct DeviceRates {
   double flopsPerSecond, bytesPerSecond, gramFlopsPerSecond;
+  bool fusedNorms;
 };
 DeviceRates deviceRates(Backend backend);
 
 /// Predicted seconds, per physical batch, of a linear weight's norm and
 /// clipped weight gradient by `method` (rank1, gram, direct or
 /// materialized): flops / rate + bytes moved / bandwidth. Bytes moved:
-/// Gram 4 B T^2 acc (A A^T and G G^T written and read back; the A side's
-/// share `gramInputShare` in [0, 1], 0 when another layer pays it), direct
-/// 2 B d p acc (each sample's gradient written and read back), the
-/// book-keeping weight gradient 2 B T p c (diag(c) G written and read),
-/// materialized 3 B d p acc + 2 d p acc (the slices written, read by the
-/// norm and by the weighted sum, the gradient read and written).
+/// Gram (share + 3) B T^2 acc (A A^T written, its share `gramInputShare` in
+/// [0, 1], 0 when another layer pays it; per layer G G^T written and both
+/// read by gram_dot) or (share + 1) B T^2 acc where the Gram norm is fused
+/// (A A^T read by the epilogue), direct 2 B d p acc (each sample's gradient
+/// written and read back; nothing where fused), the book-keeping weight
+/// gradient 2 B T p c (diag(c) G written and read), materialized
+/// 3 B d p c + 2 d p acc (the slices written, read by the norm and by the
+/// weighted sum, the gradient read and written; 2 B d p c for the slices
+/// where the norm is fused).
 double linearParamSeconds(const LinearNormShape &s, dp::NormMethod method,
                           int64_t computeBytes, int64_t accBytes,
                           const DeviceRates &rates,

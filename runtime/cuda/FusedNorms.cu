@@ -3,14 +3,17 @@
 // The CUDA backend's side of NormGemms.h: whether a norm kernel runs its
 // fused product (built with it, an sm_90 GPU, bf16, a shape it takes and,
 // unless an environment variable forces a path, a shape where dpc-gpu-
-// check's timings found it faster), and running it: the product, then each
-// sample's partial sums added in a fixed order. Only this file is compiled
-// with DPRT_WITH_SM90_GEMM; without it every fused path says no.
+// check's timings found it faster: dprt/fused_norms.h), and running it: the
+// product, then each sample's partial sums added in a fixed order. Only this
+// file is compiled with DPRT_WITH_SM90_GEMM; without it every fused path says
+// no.
 //
 //===----------------------------------------------------------------------===//
 
 #include "NormGemms.h"
 #include "Reduce.cuh"
+
+#include "dprt/fused_norms.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -20,45 +23,6 @@ namespace dprt::cuda {
 namespace {
 
 #ifdef DPRT_WITH_SM90_GEMM
-/// Where the fused per-sample-gradient kernel is faster than cuBLASLt and a
-/// second read (one H200, 8192 rows a product, us fused against two-pass;
-/// dpc-gpu-check's timings): the 32000-row head at T = 1024, 2048 (the 128K
-/// head), 4096 and 8192: 1523/1869, 6156/6998, 1468/1459, 1484/1526; 2048 x
-/// 2048, 8192 x 2048 and 2048 x 8192 at T = 1024: 126/138, 403/455,
-/// 406/454, but at T = 4096 134/130, 409/414, 436/390 and at 8192 slower
-/// still; 512 x 2048 (k/v) never: 52/48 at T = 1024. Its 64 x 256 tiles save
-/// the read but lose to cuBLASLt's kernels as K grows, except on the tall
-/// heads.
-bool perSampleGradFusedIsFaster(int64_t tokens, int64_t out) {
-  constexpr int64_t kHeadRows = 16384, kMaxTokens = 1024, kMinRows = 2048;
-  return out >= kHeadRows || (tokens <= kMaxTokens && out >= kMinRows);
-}
-
-/// Where the fused direct norm is faster than one cuBLASLt product per
-/// sample into an f32 workspace and a read of it (one H200, 8192 rows, us
-/// fused against two-pass, dpc-gpu-check's timings): with 8 samples always
-/// (q/o 121/215, k/v 48/161, gate/up 404/833, down 377/825, the 32000 head
-/// 1510/2860), with 2 always (118/125, 48/53, 406/467, 417/458,
-/// 1499/1861), with one sample only for weights of 8M elements or more
-/// (gate/up 411/442, down 419/445, head 1512/1750, but q/o 122/119 and k/v
-/// 69/44).
-bool directFusedIsFaster(int64_t batch, int64_t in, int64_t out) {
-  constexpr int64_t kMinElements = int64_t(1) << 23;
-  return batch >= 2 || in * out >= kMinElements;
-}
-
-/// Where the fused Gram norm is faster than cuBLASLt's Gram product into Kg
-/// and gram_dot (one H200, us fused against two-pass): output gradients of
-/// 512 and 2048 columns at every length (b 8 T 1024: 40/54, 80/84; b 2 T
-/// 4096: 92/159, 227/279; b 1 T 8192: 170/366, 482/645), but not as a
-/// rule at 8192 (232/206, 842/773, 1740/1844) or 32000 (842/680,
-/// 3204/3259, 7671/6531): with K that long its 64 x 256 tiles lose to
-/// cuBLASLt's more than the pass it saves.
-bool gramFusedIsFaster(int64_t dim) {
-  constexpr int64_t kMaxDim = 4096;
-  return dim <= kMaxDim;
-}
-
 /// The variable `name` (read on every call): unset or empty, `byDefault`;
 /// "fused" or "two-pass" force a path; anything else is an error.
 bool fusedAsked(const char *name, bool byDefault) {
@@ -183,12 +147,20 @@ bool fusedGramNorm(Rank *rank, DType dt, const void *dy, const void *ka,
 #endif
 }
 
+bool fusedNormProductsBuilt() {
+#ifdef DPRT_WITH_SM90_GEMM
+  return true;
+#else
+  return false;
+#endif
+}
+
 bool fusedPerSampleGradRuns(Rank *rank, DType dt, int64_t batch, int64_t tokens,
                             int64_t in, int64_t out) {
 #ifdef DPRT_WITH_SM90_GEMM
   // The variable first, so that a bad value is an error on every GPU.
   return fusedAsked("DPRT_PER_SAMPLE_GRAD",
-                    perSampleGradFusedIsFaster(tokens, out)) &&
+                    perSampleGradFusedByDefault(tokens, out)) &&
          fusedHardware(rank, dt) && sm90::takesLinear(batch, tokens, in, out);
 #else
   (void)rank, (void)dt, (void)batch, (void)tokens, (void)in, (void)out;
@@ -199,7 +171,8 @@ bool fusedPerSampleGradRuns(Rank *rank, DType dt, int64_t batch, int64_t tokens,
 bool fusedDirectNormRuns(Rank *rank, DType dt, int64_t batch, int64_t tokens,
                          int64_t in, int64_t out) {
 #ifdef DPRT_WITH_SM90_GEMM
-  return fusedAsked("DPRT_DIRECT_NORM", directFusedIsFaster(batch, in, out)) &&
+  return fusedAsked("DPRT_DIRECT_NORM",
+                    directNormFusedByDefault(batch, in, out)) &&
          fusedHardware(rank, dt) && sm90::takesLinear(batch, tokens, in, out);
 #else
   (void)rank, (void)dt, (void)batch, (void)tokens, (void)in, (void)out;
@@ -210,7 +183,7 @@ bool fusedDirectNormRuns(Rank *rank, DType dt, int64_t batch, int64_t tokens,
 bool fusedGramNormRuns(Rank *rank, DType dt, int64_t batch, int64_t tokens,
                        int64_t dim) {
 #ifdef DPRT_WITH_SM90_GEMM
-  return fusedAsked("DPRT_GRAM_NORM", gramFusedIsFaster(dim)) &&
+  return fusedAsked("DPRT_GRAM_NORM", gramNormFusedByDefault(dim)) &&
          fusedHardware(rank, dt) && sm90::takesGram(batch, tokens, dim);
 #else
   (void)rank, (void)dt, (void)batch, (void)tokens, (void)dim;

@@ -98,7 +98,7 @@ namespace dprt::cuda {
 /// (DPRT_WITH_SM90_GEMM), a compute capability 9.0 GPU, bf16, in and out
 /// multiples of 8, and DPRT_PER_SAMPLE_GRAD (read on every call) unset or
 /// empty where the kernel is the faster (at least 16384 rows out, or at most
-/// 1024 tokens and 2048 rows out: PerSampleNorms.cu has the timings), or
+/// 1024 tokens and 2048 rows out: dprt/fused_norms.h has the timings), or
 /// "fused" at any shape; "two-pass" asks for the cuBLASLt product and a
 /// second pass over it, and anything else is an error. dpc-gpu-check labels
 /// its rows with it.
@@ -113,6 +113,11 @@ bool fusedDirectNormRuns(Rank *rank, DType dt, int64_t batch, int64_t tokens,
                          int64_t in, int64_t out);
 bool fusedGramNormRuns(Rank *rank, DType dt, int64_t batch, int64_t tokens,
                        int64_t dim);
+
+/// Whether this build has the fused products (DPRT_WITH_SM90_GEMM): where
+/// it has not, the *Runs functions are false without reading their
+/// variables.
+bool fusedNormProductsBuilt();
 
 /// The fused paths themselves (FusedNorms.cu), for PerSampleNorms.cu: each
 /// adds its samples' norms into n2 (f32) and returns true, or, having done

@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -47,6 +48,42 @@ void eachPath(const char *variable, Runs fusedRuns, Body body) {
 
 void normChecks(Context &ctx, DType dt, bool odd) {
   const std::string dn = dprt::nameOf(dt);
+  // A value of the fused products' variables other than "fused" and
+  // "two-pass" is an error with the variable's name, on every GPU (once, in
+  // a build that has the products).
+  if (dt == BF16 && !odd && gpu::fusedNormProductsBuilt()) {
+    struct Variable {
+      const char *name;
+      std::function<bool()> runs;
+    };
+    const Variable variables[] = {
+        {"DPRT_PER_SAMPLE_GRAD",
+         [&] {
+           return gpu::fusedPerSampleGradRuns(ctx.gpu, dt, 2, 64, 128, 128);
+         }},
+        {"DPRT_DIRECT_NORM",
+         [&] {
+           return gpu::fusedDirectNormRuns(ctx.gpu, dt, 2, 64, 128, 128);
+         }},
+        {"DPRT_GRAM_NORM",
+         [&] { return gpu::fusedGramNormRuns(ctx.gpu, dt, 2, 64, 128); }}};
+    for (const Variable &v : variables)
+      if (ctx.begin("fused_norm_variable", dn,
+                    std::string(v.name) + "=two_pass"))
+        ctx.guarded([&] {
+          ScopedEnv bad(v.name, "two_pass");
+          std::string message;
+          try {
+            v.runs();
+          } catch (const std::exception &e) {
+            message = e.what();
+          }
+          const std::string want =
+              std::string(v.name) + "=two_pass: expected 'fused' or 'two-pass'";
+          ctx.result("", message.find(want) != std::string::npos,
+                     message.empty() ? "no exception" : message);
+        });
+  }
   {
     int64_t batch = 16, in = odd ? 301 : 256, out = odd ? 199 : 128;
     if (ctx.begin("norm_rank1", dn,

@@ -1,0 +1,87 @@
+//===- CostModelTest.cpp - The time model of the norm methods -------------===//
+//
+// linearParamSeconds charges the second pass over a product only where the
+// CUDA backend runs it (dprt/fused_norms.h): these tests take the cuda
+// model with and without its fused norms and check that the difference is
+// exactly the pass the rule leaves out, and nothing where the rule says no
+// or the model is f32.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/CostModel.h"
+
+#include <gtest/gtest.h>
+
+using namespace dpc;
+
+namespace {
+
+/// Seconds the fused norms save: the cuda model without them less with.
+double savedSeconds(const LinearNormShape &s, dp::NormMethod method,
+                    int64_t computeBytes, double gramShare = 1.0) {
+  DeviceRates fused = deviceRates(Backend::CUDA);
+  DeviceRates unfused = fused;
+  unfused.fusedNorms = false;
+  return linearParamSeconds(s, method, computeBytes, 4, unfused, gramShare) -
+         linearParamSeconds(s, method, computeBytes, 4, fused, gramShare);
+}
+
+/// Relative tolerance of a difference of two sums of a few terms.
+constexpr double kRelative = 1e-9;
+
+/// Seconds to move `bytes` at the cuda model's bandwidth.
+double at(double bytes) {
+  return bytes / deviceRates(Backend::CUDA).bytesPerSecond;
+}
+
+TEST(CostModel, CudaModelHasFusedNormsAndCpuNot) {
+  EXPECT_TRUE(deviceRates(Backend::CUDA).fusedNorms);
+  EXPECT_FALSE(deviceRates(Backend::CPU).fusedNorms);
+}
+
+TEST(CostModel, MaterializedNormReadOnlyWhereNotFused) {
+  // gate/up at T = 1024: fused, the slices' second read (b d p bf16) saved.
+  LinearNormShape gate{8, 1024, 2048, 8192};
+  EXPECT_NEAR(savedSeconds(gate, dp::NormMethod::materialized, 2),
+              at(8.0 * 2048 * 8192 * 2), kRelative * at(8.0 * 2048 * 8192 * 2));
+  // The same weight at T = 4096 and k/v at T = 1024: not fused.
+  EXPECT_DOUBLE_EQ(
+      savedSeconds({2, 4096, 2048, 8192}, dp::NormMethod::materialized, 2),
+      0.0);
+  EXPECT_DOUBLE_EQ(
+      savedSeconds({8, 1024, 2048, 512}, dp::NormMethod::materialized, 2), 0.0);
+  // The 32000-row head at any length.
+  EXPECT_NEAR(
+      savedSeconds({1, 8192, 2048, 32000}, dp::NormMethod::materialized, 2),
+      at(1.0 * 2048 * 32000 * 2), kRelative * at(1.0 * 2048 * 32000 * 2));
+  // f32 models have no fused kernels.
+  EXPECT_DOUBLE_EQ(savedSeconds(gate, dp::NormMethod::materialized, 4), 0.0);
+}
+
+TEST(CostModel, DirectNormWorkspaceOnlyWhereNotFused) {
+  // Two samples: the f32 gradient written and read back, saved.
+  EXPECT_NEAR(savedSeconds({2, 4096, 2048, 2048}, dp::NormMethod::direct, 2),
+              at(2.0 * 2.0 * 2048 * 2048 * 4),
+              kRelative * at(2.0 * 2.0 * 2048 * 2048 * 4));
+  // One sample of a 4M-element weight: not fused; of 16M: fused.
+  EXPECT_DOUBLE_EQ(
+      savedSeconds({1, 8192, 2048, 2048}, dp::NormMethod::direct, 2), 0.0);
+  EXPECT_NEAR(savedSeconds({1, 8192, 2048, 8192}, dp::NormMethod::direct, 2),
+              at(2.0 * 1.0 * 2048 * 8192 * 4),
+              kRelative * at(2.0 * 1.0 * 2048 * 8192 * 4));
+}
+
+TEST(CostModel, GramOutputSideOnlyWhereNotFused) {
+  // 2048 output columns: G G^T written and read, less A A^T's read, saved
+  // (2 B T^2 acc), whatever the A side's share.
+  for (double share : {1.0, 0.5, 0.0})
+    EXPECT_NEAR(
+        savedSeconds({8, 1024, 2048, 2048}, dp::NormMethod::gram, 2, share),
+        at(2.0 * 8 * 1024.0 * 1024 * 4),
+        kRelative * at(2.0 * 8 * 1024.0 * 1024 * 4));
+  // 8192 output columns: cuBLASLt's Gram product and gram_dot.
+  EXPECT_DOUBLE_EQ(savedSeconds({8, 1024, 2048, 8192}, dp::NormMethod::gram, 2),
+                   0.0);
+}
+
+} // namespace
