@@ -21,22 +21,19 @@ using namespace detail;
 
 using SquareSums =
     fusion::Sm90EVT<PartialColumnSums<AddSquare>, fusion::Sm90AccFetch>;
-using Kernel = NormGemm<cutlass::layout::ColumnMajor, cutlass::layout::RowMajor,
-                        void, cutlass::layout::RowMajor, void,
-                        cutlass::layout::RowMajor, SquareSums>;
-using Gemm = Kernel::Gemm;
+using Product =
+    NormGemm<cutlass::layout::ColumnMajor, cutlass::layout::RowMajor, void,
+             cutlass::layout::RowMajor, void, cutlass::layout::RowMajor,
+             SquareSums>;
+using Gemm = Product::Gemm;
 
 typename Gemm::Arguments arguments(const LinearProblem &p, float *partials,
                                    int smCount) {
   const int M = int(p.out), N = int(p.in), K = int(p.tokens), L = int(p.batch);
-  // Packed strides as in PerSampleGradGemm.cu.
-  typename Kernel::Kernel::StrideA strideA{};
-  get<1>(strideA) = M;
-  get<2>(strideA) = int64_t(M) * K;
-  typename Kernel::Kernel::StrideB strideB{};
-  get<1>(strideB) = N;
-  get<2>(strideB) = int64_t(N) * K;
-  typename Kernel::Kernel::StrideD strideD{};
+  typename Product::Kernel::StrideA strideA{};
+  typename Product::Kernel::StrideB strideB{};
+  linearStrides(p, strideA, strideB);
+  typename Product::Kernel::StrideD strideD{};
   typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kBatched,
                                 {M, N, K, L},
                                 {static_cast<const Element *>(p.dy), strideA,

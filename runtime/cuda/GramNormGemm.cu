@@ -19,38 +19,39 @@ namespace {
 
 using namespace detail;
 
-using Products = fusion::Sm90EVT<
+using TimesKa = fusion::Sm90EVT<
     fusion::Sm90Compute<cutlass::multiplies, float, float, kRound>,
     fusion::Sm90AccFetch, fusion::Sm90SrcFetch<float>>;
-using DotSums = fusion::Sm90EVT<PartialColumnSums<cutlass::plus>, Products>;
-using Kernel = NormGemm<cutlass::layout::RowMajor, cutlass::layout::ColumnMajor,
-                        float, cutlass::layout::RowMajor, void,
-                        cutlass::layout::RowMajor, DotSums>;
-using Gemm = Kernel::Gemm;
+using DotSums = fusion::Sm90EVT<PartialColumnSums<cutlass::plus>, TimesKa>;
+using Product =
+    NormGemm<cutlass::layout::RowMajor, cutlass::layout::ColumnMajor, float,
+             cutlass::layout::RowMajor, void, cutlass::layout::RowMajor,
+             DotSums>;
+using Gemm = Product::Gemm;
 
 typename Gemm::Arguments arguments(const GramProblem &p, float *partials,
                                    int smCount) {
   const int T = int(p.tokens), K = int(p.dim), L = int(p.batch);
   // Packed strides: A (m, k, l) and B (n, k, l) at m K + k + l T K, C
   // (m, n, l) at m T + n + l T T; the unit ones are static.
-  typename Kernel::Kernel::StrideA strideA{};
+  typename Product::Kernel::StrideA strideA{};
   get<0>(strideA) = K;
   get<2>(strideA) = int64_t(T) * K;
-  typename Kernel::Kernel::StrideB strideB{};
+  typename Product::Kernel::StrideB strideB{};
   get<0>(strideB) = K;
   get<2>(strideB) = int64_t(T) * K;
-  typename Kernel::Kernel::StrideC strideC{};
+  typename Product::Kernel::StrideC strideC{};
   get<0>(strideC) = T;
   get<2>(strideC) = int64_t(T) * T;
-  typename Kernel::Kernel::StrideD strideD{};
+  typename Product::Kernel::StrideD strideD{};
   const auto *dy = static_cast<const Element *>(p.dy);
   typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kBatched,
                                 {T, T, K, L},
                                 {dy, strideA, dy, strideB},
                                 {{}, p.ka, strideC, nullptr, strideD},
                                 hardware(smCount)};
-  // DotSums(Products(acc, C)).
-  args.epilogue.thread = {{     // Products
+  // DotSums(TimesKa(acc, C)).
+  args.epilogue.thread = {{     // TimesKa
                            {},  // acc
                            {},  // C
                            {}}, // multiplies

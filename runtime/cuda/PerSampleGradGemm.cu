@@ -49,23 +49,20 @@ using Store =
     fusion::Sm90EVT<fusion::Sm90Compute<cutlass::epilogue::thread::Identity,
                                         Element, float, kRound>,
                     SquareSums>;
-using Kernel = NormGemm<cutlass::layout::ColumnMajor, cutlass::layout::RowMajor,
-                        void, cutlass::layout::RowMajor, Element,
-                        cutlass::layout::RowMajor, Store>;
-using Gemm = Kernel::Gemm;
+using Product =
+    NormGemm<cutlass::layout::ColumnMajor, cutlass::layout::RowMajor, void,
+             cutlass::layout::RowMajor, Element, cutlass::layout::RowMajor,
+             Store>;
+using Gemm = Product::Gemm;
 
 typename Gemm::Arguments arguments(const LinearProblem &p, void *g,
                                    float *partials, int smCount) {
   const int M = int(p.out), N = int(p.in), K = int(p.tokens), L = int(p.batch);
-  // Packed strides: A (m, k, l) at m + k M + l M K, B (n, k, l) at
-  // n + k N + l N K, D (m, n, l) at m N + n + l M N; the unit ones are static.
-  typename Kernel::Kernel::StrideA strideA{};
-  get<1>(strideA) = M;
-  get<2>(strideA) = int64_t(M) * K;
-  typename Kernel::Kernel::StrideB strideB{};
-  get<1>(strideB) = N;
-  get<2>(strideB) = int64_t(N) * K;
-  typename Kernel::Kernel::StrideD strideD{};
+  typename Product::Kernel::StrideA strideA{};
+  typename Product::Kernel::StrideB strideB{};
+  linearStrides(p, strideA, strideB);
+  // D (m, n, l) at m N + n + l M N.
+  typename Product::Kernel::StrideD strideD{};
   get<0>(strideD) = N;
   get<2>(strideD) = int64_t(M) * N;
   typename Gemm::Arguments args{

@@ -129,6 +129,17 @@ inline bool positiveInts(std::initializer_list<int64_t> sizes) {
   return true;
 }
 
+/// The linear problems' packed operand strides (M = out, N = in, K =
+/// tokens, L = batch): A = dy_b^T (m, k, l) at m + k M + l M K, B = x_b
+/// (n, k, l) at n + k N + l N K; the unit ones are static.
+template <class StrideA, class StrideB>
+void linearStrides(const LinearProblem &p, StrideA &a, StrideB &b) {
+  get<1>(a) = p.out;
+  get<2>(a) = p.out * p.tokens;
+  get<1>(b) = p.in;
+  get<2>(b) = p.in * p.tokens;
+}
+
 /// can_implement, initialize and run, as a RunStatus.
 template <class Gemm>
 RunStatus launch(typename Gemm::Arguments const &args, void *workspace,
