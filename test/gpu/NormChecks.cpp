@@ -44,6 +44,38 @@ void eachPath(const char *variable, Runs fusedRuns, Body body) {
   unsetenv(variable);
 }
 
+/// A linear layer's case: batch samples of `tokens` rows, in -> out.
+struct LinearShape {
+  int64_t batch, tokens, in, out;
+};
+
+/// The cases of a kernel with a fused product: the odd one, or the even
+/// one and one with partial tiles of the fused product (64 x 256) in both
+/// dimensions.
+std::vector<LinearShape> fusedCases(bool odd, LinearShape oddCase,
+                                    LinearShape even, LinearShape partial) {
+  if (odd)
+    return {oddCase};
+  return {even, partial};
+}
+
+/// `check()` as case `kernel` on each path of eachPath, labelled with the
+/// shape, `suffix` and the path.
+template <class Runs, class Check>
+void checkEachPath(Context &ctx, const char *variable, const char *kernel,
+                   const std::string &dn, const LinearShape &s, bool odd,
+                   const std::string &suffix, Runs fusedRuns, Check check) {
+  eachPath(variable, fusedRuns, [&](const std::string &path) {
+    if (ctx.begin(
+            kernel, dn,
+            dims(
+                {{"B", s.batch}, {"T", s.tokens}, {"in", s.in}, {"out", s.out}},
+                odd) +
+                suffix + path))
+      ctx.guarded(check);
+  });
+}
+
 } // namespace
 
 void normChecks(Context &ctx, DType dt, bool odd) {
@@ -158,148 +190,90 @@ void normChecks(Context &ctx, DType dt, bool odd) {
         ctx.compare("K", K, 1e-5);
       });
   }
-  {
-    // In bf16 on sm_90 the fused product (NormGemms.h) takes the even
-    // shapes: each runs with it and again with DPRT_DIRECT_NORM=two-pass.
-    // The second even shape has partial tiles (64 x 256) in both
-    // dimensions.
-    struct Shape {
-      int64_t batch, tokens, in, out;
-    };
-    std::vector<Shape> shapes = {odd ? Shape{3, 13, 97, 81}
-                                     : Shape{3, 40, 96, 80}};
-    if (!odd)
-      shapes.push_back({3, 72, 392, 200});
-    for (const Shape &s : shapes)
-      eachPath(
-          "DPRT_DIRECT_NORM",
-          [&] {
-            return gpu::fusedDirectNormRuns(ctx.gpu, dt, s.batch, s.tokens,
-                                            s.in, s.out);
-          },
-          [&](const std::string &path) {
-            if (ctx.begin("norm_direct", dn,
-                          dims({{"B", s.batch},
-                                {"T", s.tokens},
-                                {"in", s.in},
-                                {"out", s.out}},
-                               odd) +
-                              path))
-              ctx.guarded([&] {
-                Buffer x(dt, s.batch * s.tokens * s.in),
-                    dy(dt, s.batch * s.tokens * s.out), n2(F32, s.batch),
-                    ws(F32, s.in * s.out);
-                x.randn(ctx.rng);
-                dy.randn(ctx.rng);
-                n2.uniform(ctx.rng, 0, 10);
-                cpu::norm_direct(ctx.cpu, dt, x.h(), dy.h(), n2.h(), s.batch,
-                                 s.tokens, s.in, s.out, ws.h());
-                gpu::norm_direct(ctx.gpu, dt, x.d(), dy.d(), n2.d(), s.batch,
-                                 s.tokens, s.in, s.out, ws.d());
-                ctx.compare("n2", n2, 1e-5);
-              });
-          });
-  }
-  {
-    // One layer's share of a Gram norm, <X X^T, Dy Dy^T>, Ka from the CPU.
-    // The fused product takes bf16 with T a multiple of 4: the second even
-    // shape has partial tiles in both dimensions.
-    struct Shape {
-      int64_t batch, tokens, in, out;
-    };
-    std::vector<Shape> shapes = {odd ? Shape{3, 37, 130, 99}
-                                     : Shape{3, 64, 256, 128}};
-    if (!odd)
-      shapes.push_back({2, 100, 96, 200});
-    for (const Shape &s : shapes)
-      eachPath(
-          "DPRT_GRAM_NORM",
-          [&] {
-            return gpu::fusedGramNormRuns(ctx.gpu, dt, s.batch, s.tokens,
+  // norm_direct, gram_norm and linear_per_sample_grad: in bf16 on sm_90
+  // their fused products (NormGemms.h) take the even cases, which run with
+  // them and again under the variable's "two-pass", the label naming the
+  // path.
+  for (const LinearShape &s :
+       fusedCases(odd, {3, 13, 97, 81}, {3, 40, 96, 80}, {3, 72, 392, 200}))
+    checkEachPath(
+        ctx, "DPRT_DIRECT_NORM", "norm_direct", dn, s, odd, "",
+        [&] {
+          return gpu::fusedDirectNormRuns(ctx.gpu, dt, s.batch, s.tokens, s.in,
                                           s.out);
+        },
+        [&] {
+          Buffer x(dt, s.batch * s.tokens * s.in),
+              dy(dt, s.batch * s.tokens * s.out), n2(F32, s.batch),
+              ws(F32, s.in * s.out);
+          x.randn(ctx.rng);
+          dy.randn(ctx.rng);
+          n2.uniform(ctx.rng, 0, 10);
+          cpu::norm_direct(ctx.cpu, dt, x.h(), dy.h(), n2.h(), s.batch,
+                           s.tokens, s.in, s.out, ws.h());
+          gpu::norm_direct(ctx.gpu, dt, x.d(), dy.d(), n2.d(), s.batch,
+                           s.tokens, s.in, s.out, ws.d());
+          ctx.compare("n2", n2, 1e-5);
+        });
+  // One layer's share of a Gram norm, <X X^T, Dy Dy^T>, Ka from the CPU;
+  // the fused product also needs T a multiple of 4.
+  for (const LinearShape &s :
+       fusedCases(odd, {3, 37, 130, 99}, {3, 64, 256, 128}, {2, 100, 96, 200}))
+    checkEachPath(
+        ctx, "DPRT_GRAM_NORM", "gram_norm", dn, s, odd, "",
+        [&] {
+          return gpu::fusedGramNormRuns(ctx.gpu, dt, s.batch, s.tokens, s.out);
+        },
+        [&] {
+          const int64_t tt = s.batch * s.tokens * s.tokens;
+          Buffer x(dt, s.batch * s.tokens * s.in),
+              dy(dt, s.batch * s.tokens * s.out), ka(F32, tt), kg(F32, tt),
+              n2(F32, s.batch);
+          x.randn(ctx.rng);
+          dy.randn(ctx.rng);
+          kg.poison();
+          n2.uniform(ctx.rng, 0, 10);
+          cpu::gram(ctx.cpu, dt, x.h(), ka.h(), s.batch, s.tokens, s.in, false);
+          ka.upload();
+          cpu::gram_norm(ctx.cpu, dt, dy.h(), ka.h(), kg.h(), n2.h(), s.batch,
+                         s.tokens, s.out);
+          gpu::gram_norm(ctx.gpu, dt, dy.d(), ka.d(), kg.d(), n2.d(), s.batch,
+                         s.tokens, s.out);
+          ctx.compare("n2", n2, 1e-5);
+        });
+  // The materialized method: all samples' dy_b^T x_b in one strided-batched
+  // product, then (with a norm) their norms.
+  for (const LinearShape &s :
+       fusedCases(odd, {3, 13, 97, 81}, {4, 64, 128, 96}, {3, 72, 392, 200}))
+    for (bool withNorm : {true, false})
+      checkEachPath(
+          ctx, "DPRT_PER_SAMPLE_GRAD", "linear_per_sample_grad", dn, s, odd,
+          withNorm ? " norm" : "",
+          [&] {
+            return withNorm && gpu::fusedPerSampleGradRuns(
+                                   ctx.gpu, dt, s.batch, s.tokens, s.in, s.out);
           },
-          [&](const std::string &path) {
-            if (ctx.begin("gram_norm", dn,
-                          dims({{"B", s.batch},
-                                {"T", s.tokens},
-                                {"in", s.in},
-                                {"out", s.out}},
-                               odd) +
-                              path))
-              ctx.guarded([&] {
-                const int64_t tt = s.batch * s.tokens * s.tokens;
-                Buffer x(dt, s.batch * s.tokens * s.in),
-                    dy(dt, s.batch * s.tokens * s.out), ka(F32, tt),
-                    kg(F32, tt), n2(F32, s.batch);
-                x.randn(ctx.rng);
-                dy.randn(ctx.rng);
-                kg.poison();
-                n2.uniform(ctx.rng, 0, 10);
-                cpu::gram(ctx.cpu, dt, x.h(), ka.h(), s.batch, s.tokens, s.in,
-                          false);
-                ka.upload();
-                cpu::gram_norm(ctx.cpu, dt, dy.h(), ka.h(), kg.h(), n2.h(),
-                               s.batch, s.tokens, s.out);
-                gpu::gram_norm(ctx.gpu, dt, dy.d(), ka.d(), kg.d(), n2.d(),
-                               s.batch, s.tokens, s.out);
-                ctx.compare("n2", n2, 1e-5);
-              });
+          [&] {
+            // The slices in the compute type: an element where the two
+            // products' f32 sums round to neighbouring bf16 values differs
+            // by an ulp (2^-8), and each side's norm is that of its own
+            // slices.
+            Buffer x(dt, s.batch * s.tokens * s.in),
+                dy(dt, s.batch * s.tokens * s.out),
+                g(dt, s.batch * s.out * s.in), n2(F32, s.batch);
+            x.randn(ctx.rng);
+            dy.randn(ctx.rng);
+            g.poison();
+            n2.uniform(ctx.rng, 0, 10);
+            cpu::linear_per_sample_grad(ctx.cpu, dt, x.h(), dy.h(), g.h(),
+                                        withNorm ? n2.h() : nullptr, s.batch,
+                                        s.tokens, s.in, s.out);
+            gpu::linear_per_sample_grad(ctx.gpu, dt, x.d(), dy.d(), g.d(),
+                                        withNorm ? n2.d() : nullptr, s.batch,
+                                        s.tokens, s.in, s.out);
+            ctx.compare("g", g, dt == BF16 ? 4e-3 : 1e-5);
+            ctx.compare("n2", n2, dt == BF16 ? 1e-4 : 1e-5);
           });
-  }
-  {
-    // The materialized method: all samples' dy_b^T x_b in one
-    // strided-batched product, then their norms. With a norm, in bf16, on
-    // sm_90, the fused product (NormGemms.h) takes the even shapes:
-    // each such case runs with it and again with DPRT_PER_SAMPLE_GRAD=
-    // two-pass, and its label names the path. The second even shape has
-    // partial tiles of the fused product (64 x 256) in both dimensions.
-    struct Shape {
-      int64_t batch, tokens, in, out;
-    };
-    std::vector<Shape> shapes = {odd ? Shape{3, 13, 97, 81}
-                                     : Shape{4, 64, 128, 96}};
-    if (!odd)
-      shapes.push_back({3, 72, 392, 200});
-    for (const Shape &s : shapes)
-      for (bool withNorm : {true, false})
-        eachPath(
-            "DPRT_PER_SAMPLE_GRAD",
-            [&] {
-              return withNorm &&
-                     gpu::fusedPerSampleGradRuns(ctx.gpu, dt, s.batch, s.tokens,
-                                                 s.in, s.out);
-            },
-            [&](const std::string &path) {
-              if (ctx.begin("linear_per_sample_grad", dn,
-                            dims({{"B", s.batch},
-                                  {"T", s.tokens},
-                                  {"in", s.in},
-                                  {"out", s.out}},
-                                 odd) +
-                                (withNorm ? " norm" : "") + path))
-                ctx.guarded([&] {
-                  // The slices in the compute type: an element where the
-                  // two products' f32 sums round to neighbouring bf16
-                  // values differs by an ulp (2^-8), and each side's norm
-                  // is that of its own slices.
-                  Buffer x(dt, s.batch * s.tokens * s.in),
-                      dy(dt, s.batch * s.tokens * s.out),
-                      g(dt, s.batch * s.out * s.in), n2(F32, s.batch);
-                  x.randn(ctx.rng);
-                  dy.randn(ctx.rng);
-                  g.poison();
-                  n2.uniform(ctx.rng, 0, 10);
-                  cpu::linear_per_sample_grad(ctx.cpu, dt, x.h(), dy.h(), g.h(),
-                                              withNorm ? n2.h() : nullptr,
-                                              s.batch, s.tokens, s.in, s.out);
-                  gpu::linear_per_sample_grad(ctx.gpu, dt, x.d(), dy.d(), g.d(),
-                                              withNorm ? n2.d() : nullptr,
-                                              s.batch, s.tokens, s.in, s.out);
-                  ctx.compare("g", g, dt == BF16 ? 4e-3 : 1e-5);
-                  ctx.compare("n2", n2, dt == BF16 ? 1e-4 : 1e-5);
-                });
-            });
-  }
   {
     int64_t batch = 4, tokens = odd ? 17 : 64, out = odd ? 301 : 300;
     if (ctx.begin("norm_bias", dn,

@@ -22,7 +22,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <memory>
+#include <vector>
 
 namespace dpc::gpucheck {
 
@@ -95,18 +97,20 @@ std::string mk(int64_t rows, int64_t in, int64_t out) {
          std::to_string(out);
 }
 
+/// The 1.1B model's linear weights.
+struct Layer {
+  const char *name;
+  int64_t in, out;
+};
+constexpr Layer kLayers[] = {{"q/o", kD, kD},
+                             {"k/v", kD, kKV *kHd},
+                             {"gate/up", kD, kFF},
+                             {"down", kFF, kD},
+                             {"lm-head", kD, kVocab}};
+
 void linearTimings(Context &ctx) {
-  struct Layer {
-    const char *name;
-    int64_t in, out;
-  };
-  const Layer layers[] = {{"q/o", kD, kD},
-                          {"k/v", kD, kKV * kHd},
-                          {"gate/up", kD, kFF},
-                          {"down", kFF, kD},
-                          {"lm-head", kD, kVocab}};
   uint64_t seed = ctx.baseSeed;
-  for (const Layer &l : layers)
+  for (const Layer &l : kLayers)
     for (DType dt : {BF16, F32}) {
       if (dt == F32 && std::string(l.name) != "q/o")
         continue;
@@ -146,15 +150,9 @@ void normTimings(Context &ctx) {
     // read of the slices), at the benchmark's four (b, T) with b T = 8192
     // (the 128K-vocabulary head at T = 2048), and at T = 1024 the product
     // alone; each row names the path. They set the fused kernel's default
-    // range (PerSampleNorms.cu).
-    struct Layer {
-      const char *name;
-      int64_t in, out;
-    };
-    const Layer layers[] = {
-        {"q/o", kD, kD},         {"k/v", kD, kKV * kHd},
-        {"gate/up", kD, kFF},    {"down", kFF, kD},
-        {"lm-head", kD, kVocab}, {"lm-head-128k", kD, 128256}};
+    // range (dprt/fused_norms.h).
+    std::vector<Layer> layers(std::begin(kLayers), std::end(kLayers));
+    layers.push_back({"lm-head-128k", kD, 128256});
     for (int64_t batch : {kB, int64_t(4), int64_t(2), int64_t(1)})
       for (const Layer &l : layers) {
         const int64_t tokens = kRows / batch;
@@ -222,18 +220,9 @@ void normTimings(Context &ctx) {
     // The direct norm, fused (sm_90: the squares in the product's epilogue,
     // nothing stored) and two-pass (one cuBLASLt product per sample into an
     // f32 workspace, then a read of it), at b T = 8192; each row names the
-    // path. They set its default (PerSampleNorms.cu).
-    struct Layer {
-      const char *name;
-      int64_t in, out;
-    };
-    const Layer layers[] = {{"q/o", kD, kD},
-                            {"k/v", kD, kKV * kHd},
-                            {"gate/up", kD, kFF},
-                            {"down", kFF, kD},
-                            {"lm-head", kD, kVocab}};
-    for (int64_t batch : {kB, int64_t(2), int64_t(1)})
-      for (const Layer &l : layers) {
+    // path. They set its default (dprt/fused_norms.h).
+    for (int64_t batch : {kB, int64_t(4), int64_t(2), int64_t(1)})
+      for (const Layer &l : kLayers) {
         const int64_t tokens = kRows / batch;
         DeviceBuffer x(dt, kRows * l.in, ++seed), dy(dt, kRows * l.out, ++seed),
             n2(F32, batch, ++seed, 0, 1), ws(F32, l.in * l.out, ++seed);
@@ -259,7 +248,7 @@ void normTimings(Context &ctx) {
     // in the Gram product's epilogue) and two-pass (cuBLASLt's Gram product
     // into Kg, then gram_dot), for output gradients as wide as k/v, q/o,
     // gate/up and the head, at b T = 8192; TFLOP/s of the Gram product.
-    for (int64_t batch : {kB, int64_t(2), int64_t(1)})
+    for (int64_t batch : {kB, int64_t(4), int64_t(2), int64_t(1)})
       for (int64_t width : {kKV * kHd, kD, kFF, kVocab}) {
         const int64_t tokens = kRows / batch, tt = batch * tokens * tokens;
         DeviceBuffer dy(dt, kRows * width, ++seed), ka(F32, tt, ++seed),
