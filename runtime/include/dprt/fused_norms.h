@@ -1,5 +1,4 @@
-//===- fused_norms.h - Where the fused norm products run by default -*- C++
-//-*-===//
+//===- fused_norms.h - Where the fused norm products run -*- C++ -*-===//
 //
 // The CUDA backend sums three per-sample norms in the epilogue of the
 // product that makes them (runtime/cuda/NormGemms.h, sm_90a, bf16): the
@@ -9,7 +8,13 @@
 // (runtime/cuda/FusedNorms.cu), and the compiler's cost model charges the
 // second pass only where they say no (passes/CostModel.cpp), so that both
 // read the same rule. The timings behind them are dpc-gpu-check's on one
-// H200 (us, fused against two-pass, 8192 rows; docs/PERFORMANCE.md).
+// H200 (us, fused against two-pass, 8192 rows; docs/PERFORMANCE.md), the
+// benchmark's GPU. Two runs on H100s agree at T = 1024 and for the Gram
+// rule, but there the fused materialized product of the 32000-row head
+// lost at T >= 2048 (1733/1614 at 2048, 1729/1546 at 4096, 1754/1558 at
+// 8192; the 128K head tied, 7025/6999) and the fused direct norm lost with
+// one sample (down 479/425, gate/up 459/443): a few hundred us a step, not
+// tuned per GPU yet.
 //
 //===----------------------------------------------------------------------===//
 
