@@ -20,9 +20,10 @@
 
 namespace dprt::cuda {
 
+#ifdef DPRT_WITH_SM90_GEMM
+
 namespace {
 
-#ifdef DPRT_WITH_SM90_GEMM
 /// The variable `name` (read on every call): unset or empty, `byDefault`;
 /// "fused" or "two-pass" force a path; anything else is an error.
 bool fusedAsked(const char *name, bool byDefault) {
@@ -68,7 +69,6 @@ bool runFusedNorm(Rank *rank, int64_t batch, int64_t perSample,
 bool fusedHardware(Rank *rank, DType dt) {
   return dt == DType::BF16 && deviceState(rank).computeCapability == 90;
 }
-#endif
 
 } // namespace
 
@@ -79,7 +79,6 @@ bool fusedHardware(Rank *rank, DType dt) {
 bool fusedPerSampleGrad(Rank *rank, DType dt, const void *x, const void *dy,
                         void *g, float *n2, int64_t batch, int64_t tokens,
                         int64_t in, int64_t out) {
-#ifdef DPRT_WITH_SM90_GEMM
   if (!fusedPerSampleGradRuns(rank, dt, batch, tokens, in, out) ||
       !aligned16(x) || !aligned16(dy) || !aligned16(g))
     return false;
@@ -92,11 +91,6 @@ bool fusedPerSampleGrad(Rank *rank, DType dt, const void *x, const void *dy,
                         return sm90::runPerSampleGrad(p, g, partials, workspace,
                                                       sms, computeStream(rank));
                       });
-#else
-  (void)rank, (void)dt, (void)x, (void)dy, (void)g, (void)n2, (void)batch,
-      (void)tokens, (void)in, (void)out;
-  return false;
-#endif
 }
 
 /// n2[b] += ||dy_b^T x_b||^2 with the squares summed in the product's
@@ -104,7 +98,6 @@ bool fusedPerSampleGrad(Rank *rank, DType dt, const void *x, const void *dy,
 bool fusedDirectNorm(Rank *rank, DType dt, const void *x, const void *dy,
                      float *n2, int64_t batch, int64_t tokens, int64_t in,
                      int64_t out) {
-#ifdef DPRT_WITH_SM90_GEMM
   if (!fusedDirectNormRuns(rank, dt, batch, tokens, in, out) || !aligned16(x) ||
       !aligned16(dy))
     return false;
@@ -116,18 +109,12 @@ bool fusedDirectNorm(Rank *rank, DType dt, const void *x, const void *dy,
                         return sm90::runDirectNorm(p, partials, workspace, sms,
                                                    computeStream(rank));
                       });
-#else
-  (void)rank, (void)dt, (void)x, (void)dy, (void)n2, (void)batch, (void)tokens,
-      (void)in, (void)out;
-  return false;
-#endif
 }
 
 /// n2[b] += <Ka_b, Dy_b Dy_b^T> with the products summed in the Gram
 /// product's epilogue. False as fusedPerSampleGrad.
 bool fusedGramNorm(Rank *rank, DType dt, const void *dy, const void *ka,
                    float *n2, int64_t batch, int64_t tokens, int64_t dim) {
-#ifdef DPRT_WITH_SM90_GEMM
   if (!fusedGramNormRuns(rank, dt, batch, tokens, dim) || !aligned16(dy) ||
       !aligned16(ka))
     return false;
@@ -140,55 +127,56 @@ bool fusedGramNorm(Rank *rank, DType dt, const void *dy, const void *ka,
                         return sm90::runGramNorm(p, partials, workspace, sms,
                                                  computeStream(rank));
                       });
-#else
-  (void)rank, (void)dt, (void)dy, (void)ka, (void)n2, (void)batch, (void)tokens,
-      (void)dim;
-  return false;
-#endif
 }
 
-bool fusedNormProductsBuilt() {
-#ifdef DPRT_WITH_SM90_GEMM
-  return true;
-#else
-  return false;
-#endif
-}
+bool fusedNormProductsBuilt() { return true; }
 
 bool fusedPerSampleGradRuns(Rank *rank, DType dt, int64_t batch, int64_t tokens,
                             int64_t in, int64_t out) {
-#ifdef DPRT_WITH_SM90_GEMM
   // The variable first, so that a bad value is an error on every GPU.
   return fusedAsked("DPRT_PER_SAMPLE_GRAD",
                     perSampleGradFusedByDefault(tokens, out)) &&
          fusedHardware(rank, dt) && sm90::takesLinear(batch, tokens, in, out);
-#else
-  (void)rank, (void)dt, (void)batch, (void)tokens, (void)in, (void)out;
-  return false;
-#endif
 }
 
 bool fusedDirectNormRuns(Rank *rank, DType dt, int64_t batch, int64_t tokens,
                          int64_t in, int64_t out) {
-#ifdef DPRT_WITH_SM90_GEMM
   return fusedAsked("DPRT_DIRECT_NORM",
                     directNormFusedByDefault(batch, in, out)) &&
          fusedHardware(rank, dt) && sm90::takesLinear(batch, tokens, in, out);
-#else
-  (void)rank, (void)dt, (void)batch, (void)tokens, (void)in, (void)out;
-  return false;
-#endif
 }
 
 bool fusedGramNormRuns(Rank *rank, DType dt, int64_t batch, int64_t tokens,
                        int64_t dim) {
-#ifdef DPRT_WITH_SM90_GEMM
   return fusedAsked("DPRT_GRAM_NORM", gramNormFusedByDefault(dim)) &&
          fusedHardware(rank, dt) && sm90::takesGram(batch, tokens, dim);
-#else
-  (void)rank, (void)dt, (void)batch, (void)tokens, (void)dim;
-  return false;
-#endif
 }
+
+#else // A build without the products: every fused path says no.
+
+bool fusedPerSampleGrad(Rank *, DType, const void *, const void *, void *,
+                        float *, int64_t, int64_t, int64_t, int64_t) {
+  return false;
+}
+bool fusedDirectNorm(Rank *, DType, const void *, const void *, float *,
+                     int64_t, int64_t, int64_t, int64_t) {
+  return false;
+}
+bool fusedGramNorm(Rank *, DType, const void *, const void *, float *, int64_t,
+                   int64_t, int64_t) {
+  return false;
+}
+bool fusedNormProductsBuilt() { return false; }
+bool fusedPerSampleGradRuns(Rank *, DType, int64_t, int64_t, int64_t, int64_t) {
+  return false;
+}
+bool fusedDirectNormRuns(Rank *, DType, int64_t, int64_t, int64_t, int64_t) {
+  return false;
+}
+bool fusedGramNormRuns(Rank *, DType, int64_t, int64_t, int64_t) {
+  return false;
+}
+
+#endif
 
 } // namespace dprt::cuda

@@ -17,7 +17,6 @@
 
 #include "dprt/kernels.h"
 
-
 namespace dprt::cuda {
 
 namespace {

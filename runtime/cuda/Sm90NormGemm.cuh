@@ -34,6 +34,7 @@
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 
 #include <climits>
+#include <initializer_list>
 
 namespace dprt::cuda::sm90::detail {
 
