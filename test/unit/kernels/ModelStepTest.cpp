@@ -198,13 +198,11 @@ KernelStep tinyLmStep(DType dt, const ref::TinyLmShape &s, KernelParams &p,
       dprt::weightGradWorkspaceBytes(dt, B, T, std::max({W, F, s.vocab}))));
   auto gramNorm = [&](const std::string &a, int64_t in,
                       const std::vector<std::pair<std::string, int64_t>> &gs) {
-    // K(a) once, the dy Grams of every layer reading a accumulated.
+    // K(a) once, then each layer reading a adds its share (gram_norm).
     cpu::gram(r, dt, val(a, R * in), accv("Ka", B * T * T), B, T, in, false);
-    for (size_t l = 0; l < gs.size(); ++l)
-      cpu::gram(r, dt, val(gs[l].first, R * gs[l].second),
-                accv("Kg", B * T * T), B, T, gs[l].second, l > 0);
-    cpu::gram_dot(r, acc, accv("Ka", B * T * T), accv("Kg", B * T * T),
-                  n2.data(), B, T);
+    for (const auto &[dy, out] : gs)
+      cpu::gram_norm(r, dt, val(dy, R * out), accv("Ka", B * T * T),
+                     accv("Kg", B * T * T), n2.data(), B, T, out);
   };
   cpu::cross_entropy_backward(
       r, dt, val("logits", R * s.vocab), tgt, accv("celse", R), maskBuf.data(),
@@ -352,9 +350,8 @@ KernelStep mlpStep(DType dt, int64_t features, int64_t hidden, int64_t classes,
       return;
     }
     cpu::gram(r, dt, a, accv("Ka", U * k * k), U, k, in, false);
-    cpu::gram(r, dt, dy, accv("Kg", U * k * k), U, k, out, false);
-    cpu::gram_dot(r, acc, accv("Ka", U * k * k), accv("Kg", U * k * k),
-                  n2.data(), U, k);
+    cpu::gram_norm(r, dt, dy, accv("Ka", U * k * k), accv("Kg", U * k * k),
+                   n2.data(), U, k, out);
   };
   auto rows = [&](const void *g, int64_t dim) {
     if (k == 1)
