@@ -6,77 +6,192 @@
 // the step count come from the StepState in the arena, as on the GPU, so
 // that the run sets them and a captured step stays valid.
 //
+// Each optimizer is one element step (Sgd, Momentum, AdamW) that the plain
+// update and the *_update_rows form both run, on a gradient read from a
+// buffer or formed from materialized rows, so that the two give the same
+// bits by construction.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Element.h"
 #include "GradientNoise.h"
+#include "WeightedRows.h"
 
 #include "dprt/kernels.h"
 
 namespace dprt::cpu {
 
-void sgd_update(Rank *rank, DType acc, void *master, const void *grad,
-                int64_t n, int64_t noiseIndex) {
-  const StepState &st = stepState(rank);
+namespace {
+
+/// The step's scalars from the StepState.
+struct Step {
+  double lr, weightDecay, gradScale;
+  explicit Step(const StepState &st)
+      : lr(st.lr * st.lrScale), weightDecay(st.weightDecay),
+        gradScale(st.gradScale) {}
+
+  /// w -= lr * (d + weightDecay * w), rounded once: every optimizer's last
+  /// operation, on its direction d.
+  template <class A> void descend(A &w, double d) const {
+    w = A(double(w) - lr * (d + weightDecay * double(w)));
+  }
+};
+
+template <class A> struct Sgd {
+  A *w;
+  void operator()(const Step &s, int64_t i, double g) const {
+    s.descend(w[i], g);
+  }
+};
+
+template <class A> struct Momentum {
+  A *w, *velocity;
+  double momentum;
+  bool nesterov;
+  void operator()(const Step &s, int64_t i, double g) const {
+    double v = momentum * double(velocity[i]) + g;
+    velocity[i] = A(v);
+    s.descend(w[i], nesterov ? g + momentum * v : v);
+  }
+};
+
+template <class A> struct AdamW {
+  A *w, *m, *v;
+  double beta1, beta2, eps;
+  /// Bias corrections 1 - beta^t, t = StepState::step (from 1).
+  double c1, c2;
+  AdamW(const StepState &st, A *w, A *m, A *v, double beta1, double beta2,
+        double eps)
+      : w(w), m(m), v(v), beta1(beta1), beta2(beta2), eps(eps),
+        c1(1.0 - std::pow(beta1, double(st.step))),
+        c2(1.0 - std::pow(beta2, double(st.step))) {}
+  void operator()(const Step &s, int64_t i, double g) const {
+    double mi = beta1 * double(m[i]) + (1.0 - beta1) * g;
+    double vi = beta2 * double(v[i]) + (1.0 - beta2) * g * g;
+    m[i] = A(mi);
+    v[i] = A(vi);
+    s.descend(w[i], (mi / c1) / (std::sqrt(vi / c2) + eps));
+  }
+};
+
+/// Elements a rows update forms at a time: its sums stay in cache.
+constexpr int64_t kRowsBlock = 4096;
+
+/// Runs `opt` on elements [0, n) with the gradient values block(begin, end)
+/// points to (element i at [i - begin]), plus the noise at noiseIndex + i.
+template <class A, class Opt, class Block>
+void applyUpdate(const StepState &st, int64_t n, int64_t noiseIndex,
+                 int64_t blockElems, const Opt &opt, const Block &block) {
+  const Step s(st);
   const GradientNoise noise(st, noiseIndex >= 0);
-  const double step = st.lr * st.lrScale, weightDecay = st.weightDecay;
+  for (int64_t begin = 0; begin < n; begin += blockElems) {
+    const int64_t end = std::min(n, begin + blockElems);
+    const A *g = block(begin, end);
+    for (int64_t i = begin; i < end; ++i)
+      opt(s, i, double(noise.add(g[i - begin], noiseIndex + i)) * s.gradScale);
+  }
+}
+
+/// The optimizer on the gradient buffer `grad`; makeOpt(A{}) builds it.
+template <class MakeOpt>
+void updateFromBuffer(Rank *rank, DType acc, const void *grad, int64_t n,
+                      int64_t noiseIndex, const MakeOpt &makeOpt) {
+  const StepState &st = stepState(rank);
   dispatchAcc(acc, [&](auto tag) {
     using A = decltype(tag);
-    auto *w = static_cast<A *>(master);
     auto *g = static_cast<const A *>(grad);
-    for (int64_t i = 0; i < n; ++i) {
-      double gi = double(noise.add(g[i], noiseIndex + i)) * st.gradScale;
-      w[i] = A(double(w[i]) - step * (gi + weightDecay * double(w[i])));
-    }
+    applyUpdate<A>(st, n, noiseIndex, std::max<int64_t>(n, 1), makeOpt(tag),
+                   [g](int64_t begin, int64_t) { return g + begin; });
+  });
+}
+
+/// The optimizer on the gradient rows_weighted_sum(rows, g, c) would store
+/// into a zeroed buffer, formed a block at a time.
+template <class MakeOpt>
+void updateFromRows(Rank *rank, DType rows, const void *g, const void *c,
+                    int64_t batch, int64_t n, int64_t noiseIndex,
+                    const MakeOpt &makeOpt) {
+  const StepState &st = stepState(rank);
+  dispatch(rows, [&](auto tag) {
+    using T = decltype(tag);
+    using A = AccOf<T>;
+    auto *gt = static_cast<const T *>(g);
+    auto *ca = static_cast<const A *>(c);
+    double *sum = scratch<double>(0, kRowsBlock);
+    A *grad = scratch<A>(1, kRowsBlock);
+    applyUpdate<A>(st, n, noiseIndex, kRowsBlock, makeOpt(A{}),
+                   [&](int64_t begin, int64_t end) {
+                     std::fill(sum, sum + (end - begin), 0.0);
+                     addWeightedRows(gt, ca, batch, n, begin, end, sum);
+                     // rows_weighted_sum's A(double(out[j]) + sum[j]) with
+                     // out[j] = +0, which turns a -0 sum into +0.
+                     for (int64_t j = 0; j < end - begin; ++j)
+                       grad[j] = A(double(0) + sum[j]);
+                     return static_cast<const A *>(grad);
+                   });
+  });
+}
+
+} // namespace
+
+void sgd_update(Rank *rank, DType acc, void *master, const void *grad,
+                int64_t n, int64_t noiseIndex) {
+  updateFromBuffer(rank, acc, grad, n, noiseIndex, [&](auto tag) {
+    using A = decltype(tag);
+    return Sgd<A>{static_cast<A *>(master)};
+  });
+}
+
+void sgd_update_rows(Rank *rank, DType rows, void *master, const void *g,
+                     const void *c, int64_t batch, int64_t n,
+                     int64_t noiseIndex) {
+  updateFromRows(rank, rows, g, c, batch, n, noiseIndex, [&](auto tag) {
+    using A = decltype(tag);
+    return Sgd<A>{static_cast<A *>(master)};
   });
 }
 
 void momentum_update(Rank *rank, DType acc, void *master, void *velocity,
                      const void *grad, int64_t n, double momentum,
                      bool nesterov, int64_t noiseIndex) {
-  const StepState &st = stepState(rank);
-  const GradientNoise noise(st, noiseIndex >= 0);
-  const double step = st.lr * st.lrScale, weightDecay = st.weightDecay;
-  dispatchAcc(acc, [&](auto tag) {
+  updateFromBuffer(rank, acc, grad, n, noiseIndex, [&](auto tag) {
     using A = decltype(tag);
-    auto *w = static_cast<A *>(master);
-    auto *vel = static_cast<A *>(velocity);
-    auto *g = static_cast<const A *>(grad);
-    for (int64_t i = 0; i < n; ++i) {
-      double gi = double(noise.add(g[i], noiseIndex + i)) * st.gradScale;
-      double v = momentum * double(vel[i]) + gi;
-      vel[i] = A(v);
-      double d = nesterov ? gi + momentum * v : v;
-      w[i] = A(double(w[i]) - step * (d + weightDecay * double(w[i])));
-    }
+    return Momentum<A>{static_cast<A *>(master), static_cast<A *>(velocity),
+                       momentum, nesterov};
+  });
+}
+
+void momentum_update_rows(Rank *rank, DType rows, void *master, void *velocity,
+                          const void *g, const void *c, int64_t batch,
+                          int64_t n, double momentum, bool nesterov,
+                          int64_t noiseIndex) {
+  updateFromRows(rank, rows, g, c, batch, n, noiseIndex, [&](auto tag) {
+    using A = decltype(tag);
+    return Momentum<A>{static_cast<A *>(master), static_cast<A *>(velocity),
+                       momentum, nesterov};
   });
 }
 
 void adamw_update(Rank *rank, DType acc, void *master, void *m, void *v,
                   const void *grad, int64_t n, double beta1, double beta2,
                   double eps, int64_t noiseIndex) {
-  const StepState &st = stepState(rank);
-  const GradientNoise noise(st, noiseIndex >= 0);
-  const double step = st.lr * st.lrScale, weightDecay = st.weightDecay;
-  // Bias corrections 1 - beta^t, t = StepState::step (from 1).
-  double t = double(st.step);
-  double c1 = 1.0 - std::pow(beta1, t);
-  double c2 = 1.0 - std::pow(beta2, t);
-  dispatchAcc(acc, [&](auto tag) {
+  updateFromBuffer(rank, acc, grad, n, noiseIndex, [&](auto tag) {
     using A = decltype(tag);
-    auto *w = static_cast<A *>(master);
-    auto *ma = static_cast<A *>(m);
-    auto *va = static_cast<A *>(v);
-    auto *g = static_cast<const A *>(grad);
-    for (int64_t i = 0; i < n; ++i) {
-      double gi = double(noise.add(g[i], noiseIndex + i)) * st.gradScale;
-      double mi = beta1 * double(ma[i]) + (1.0 - beta1) * gi;
-      double vi = beta2 * double(va[i]) + (1.0 - beta2) * gi * gi;
-      ma[i] = A(mi);
-      va[i] = A(vi);
-      double u = (mi / c1) / (std::sqrt(vi / c2) + eps);
-      w[i] = A(double(w[i]) - step * (u + weightDecay * double(w[i])));
-    }
+    return AdamW<A>(stepState(rank), static_cast<A *>(master),
+                    static_cast<A *>(m), static_cast<A *>(v), beta1, beta2,
+                    eps);
+  });
+}
+
+void adamw_update_rows(Rank *rank, DType rows, void *master, void *m, void *v,
+                       const void *g, const void *c, int64_t batch, int64_t n,
+                       double beta1, double beta2, double eps,
+                       int64_t noiseIndex) {
+  updateFromRows(rank, rows, g, c, batch, n, noiseIndex, [&](auto tag) {
+    using A = decltype(tag);
+    return AdamW<A>(stepState(rank), static_cast<A *>(master),
+                    static_cast<A *>(m), static_cast<A *>(v), beta1, beta2,
+                    eps);
   });
 }
 

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Element.h"
+#include "WeightedRows.h"
 
 #include "dprt/kernels.h"
 
@@ -111,13 +112,7 @@ void rows_weighted_sum(Rank *, DType rows, const void *g, const void *c,
     auto *o = static_cast<A *>(out);
     double *sum = scratch<double>(0, dim);
     std::fill(sum, sum + dim, 0.0);
-    for (int64_t b = 0; b < batch; ++b) {
-      double cb = ca[b];
-      if (cb == 0)
-        continue;
-      for (int64_t j = 0; j < dim; ++j)
-        sum[j] += cb * double(load(gt, b * dim + j));
-    }
+    addWeightedRows(gt, ca, batch, dim, 0, dim, sum);
     for (int64_t j = 0; j < dim; ++j)
       o[j] = A(double(o[j]) + sum[j]);
   });

@@ -9,10 +9,16 @@
 // and a captured graph stays valid when the driver uploads a new state
 // between steps. Each optimizer block reads them once, into shared memory.
 //
+// Each optimizer is one element step (Sgd, Momentum, AdamW) that one kernel
+// runs on a gradient read from a buffer (the plain update) or formed from
+// materialized rows (the *_update_rows form), so that the two give the same
+// bits by construction.
+//
 //===----------------------------------------------------------------------===//
 
 #include "DeviceMath.cuh"
 #include "GradientNoise.cuh"
+#include "WeightedRows.cuh"
 
 #include "dprt/kernels.h"
 
@@ -60,78 +66,150 @@ __device__ __forceinline__ StepScalars loadScalars(const StepState *state,
   return shared;
 }
 
-template <int V>
-__global__ void sgdKernel(float *master, const float *grad, int64_t n,
-                          int64_t noiseIndex, const StepState *state) {
-  const StepScalars s = loadScalars(state, 0.0, 0.0);
-  const GradientNoise noise = GradientNoise::of(*state, noiseIndex >= 0);
-  forEachVector<V>(n, [&](auto width, int64_t i) {
-    constexpr int W = decltype(width)::value;
-    float w[W], g[W];
-    loadVec<W>(master + i, w);
-    loadVec<W>(grad + i, g);
+/// out[k] = p[k] for k < W (1, 4 or 8): f32 vectors of 4 when W > 1, p then
+/// 16-byte aligned.
+template <int W>
+__device__ __forceinline__ void loadFloats(const float *p, float (&out)[W]) {
+  constexpr int C = W < 4 ? W : 4;
 #pragma unroll
-    for (int k = 0; k < W; ++k) {
-      double gi = double(noise.add(g[k], noiseIndex + i + k)) * s.gradScale;
-      w[k] = float(double(w[k]) - s.step * (gi + s.weightDecay * double(w[k])));
-    }
-    storeVec<W>(master + i, w);
-  });
+  for (int k = 0; k < W; k += C) {
+    float part[C];
+    loadVec<C>(p + k, part);
+#pragma unroll
+    for (int q = 0; q < C; ++q)
+      out[k + q] = part[q];
+  }
 }
 
-template <int V>
-__global__ void momentumKernel(float *master, float *velocity,
-                               const float *grad, int64_t n, double momentum,
-                               bool nesterov, int64_t noiseIndex,
-                               const StepState *state) {
-  const StepScalars s = loadScalars(state, 0.0, 0.0);
-  const GradientNoise noise = GradientNoise::of(*state, noiseIndex >= 0);
-  forEachVector<V>(n, [&](auto width, int64_t i) {
-    constexpr int W = decltype(width)::value;
-    float w[W], vel[W], g[W];
-    loadVec<W>(master + i, w);
-    loadVec<W>(velocity + i, vel);
-    loadVec<W>(grad + i, g);
+template <int W>
+__device__ __forceinline__ void storeFloats(float *p, const float (&in)[W]) {
+  constexpr int C = W < 4 ? W : 4;
+#pragma unroll
+  for (int k = 0; k < W; k += C) {
+    float part[C];
+#pragma unroll
+    for (int q = 0; q < C; ++q)
+      part[q] = in[k + q];
+    storeVec<C>(p + k, part);
+  }
+}
+
+/// w - lr * (d + weightDecay * w), rounded once: every optimizer's last
+/// operation, on its direction d.
+__device__ __forceinline__ float descend(const StepScalars &s, float w,
+                                         double d) {
+  return float(double(w) - s.step * (d + s.weightDecay * double(w)));
+}
+
+// The element steps: apply<W> updates elements [i, i + W) given their
+// gradients g (noised, times gradScale). beta1 and beta2 give the bias
+// corrections of loadScalars.
+
+struct Sgd {
+  static constexpr double beta1 = 0.0, beta2 = 0.0;
+  float *master;
+  template <int W>
+  __device__ __forceinline__ void apply(const StepScalars &s, int64_t i,
+                                        const double (&g)[W]) const {
+    float w[W];
+    loadFloats<W>(master + i, w);
+#pragma unroll
+    for (int k = 0; k < W; ++k)
+      w[k] = descend(s, w[k], g[k]);
+    storeFloats<W>(master + i, w);
+  }
+};
+
+struct Momentum {
+  static constexpr double beta1 = 0.0, beta2 = 0.0;
+  float *master, *velocity;
+  double momentum;
+  bool nesterov;
+  template <int W>
+  __device__ __forceinline__ void apply(const StepScalars &s, int64_t i,
+                                        const double (&g)[W]) const {
+    float w[W], vel[W];
+    loadFloats<W>(master + i, w);
+    loadFloats<W>(velocity + i, vel);
 #pragma unroll
     for (int k = 0; k < W; ++k) {
-      double gi = double(noise.add(g[k], noiseIndex + i + k)) * s.gradScale;
-      double v = momentum * double(vel[k]) + gi;
+      double v = momentum * double(vel[k]) + g[k];
       vel[k] = float(v);
-      double d = nesterov ? gi + momentum * v : v;
-      w[k] = float(double(w[k]) - s.step * (d + s.weightDecay * double(w[k])));
+      w[k] = descend(s, w[k], nesterov ? g[k] + momentum * v : v);
     }
-    storeVec<W>(velocity + i, vel);
-    storeVec<W>(master + i, w);
-  });
-}
+    storeFloats<W>(velocity + i, vel);
+    storeFloats<W>(master + i, w);
+  }
+};
 
-template <int V>
-__global__ void adamwKernel(float *master, float *m, float *v,
-                            const float *grad, int64_t n, double beta1,
-                            double beta2, double eps, int64_t noiseIndex,
-                            const StepState *state) {
-  const StepScalars s = loadScalars(state, beta1, beta2);
-  const GradientNoise noise = GradientNoise::of(*state, noiseIndex >= 0);
-  forEachVector<V>(n, [&](auto width, int64_t i) {
-    constexpr int W = decltype(width)::value;
-    float w[W], mv[W], vv[W], g[W];
-    loadVec<W>(master + i, w);
-    loadVec<W>(m + i, mv);
-    loadVec<W>(v + i, vv);
-    loadVec<W>(grad + i, g);
+struct AdamW {
+  double beta1, beta2, eps;
+  float *master, *m, *v;
+  template <int W>
+  __device__ __forceinline__ void apply(const StepScalars &s, int64_t i,
+                                        const double (&g)[W]) const {
+    float w[W], mv[W], vv[W];
+    loadFloats<W>(master + i, w);
+    loadFloats<W>(m + i, mv);
+    loadFloats<W>(v + i, vv);
 #pragma unroll
     for (int k = 0; k < W; ++k) {
-      double gi = double(noise.add(g[k], noiseIndex + i + k)) * s.gradScale;
-      double mi = beta1 * double(mv[k]) + (1.0 - beta1) * gi;
-      double vi = beta2 * double(vv[k]) + (1.0 - beta2) * gi * gi;
+      double mi = beta1 * double(mv[k]) + (1.0 - beta1) * g[k];
+      double vi = beta2 * double(vv[k]) + (1.0 - beta2) * g[k] * g[k];
       mv[k] = float(mi);
       vv[k] = float(vi);
-      double u = (mi / s.c1) / (sqrt(vi / s.c2) + eps);
-      w[k] = float(double(w[k]) - s.step * (u + s.weightDecay * double(w[k])));
+      w[k] = descend(s, w[k], (mi / s.c1) / (sqrt(vi / s.c2) + eps));
     }
-    storeVec<W>(m + i, mv);
-    storeVec<W>(v + i, vv);
-    storeVec<W>(master + i, w);
+    storeFloats<W>(m + i, mv);
+    storeFloats<W>(v + i, vv);
+    storeFloats<W>(master + i, w);
+  }
+};
+
+// The gradient sources: load<W> gives elements [i, i + W) as f32, before
+// the noise.
+
+/// The gradient buffer of the plain update.
+struct BufferGradient {
+  const float *grad;
+  template <int W>
+  __device__ __forceinline__ void load(int64_t i, float (&g)[W]) const {
+    loadFloats<W>(grad + i, g);
+  }
+};
+
+/// What rows_weighted_sum(g, c) stores into a zeroed f32 buffer: out[j] +=
+/// sum with out[j] = +0, which turns a -0 sum into +0. Each thread reads
+/// W consecutive elements of every row (one 16-byte load for W = kVec<T>),
+/// so that a warp reads each row in one contiguous span.
+template <class T> struct RowsGradient {
+  const T *g;
+  const float *c;
+  int64_t batch, n;
+  template <int W>
+  __device__ __forceinline__ void load(int64_t i, float (&out)[W]) const {
+    float sum[W];
+    weightedRowSums<W>(g, c, batch, n, i, sum);
+#pragma unroll
+    for (int k = 0; k < W; ++k)
+      out[k] = 0.0f + sum[k];
+  }
+};
+
+template <int V, class Opt, class Grad>
+__global__ void updateKernel(Opt opt, Grad grad, int64_t n, int64_t noiseIndex,
+                             const StepState *state) {
+  const StepScalars s = loadScalars(state, opt.beta1, opt.beta2);
+  const GradientNoise noise = GradientNoise::of(*state, noiseIndex >= 0);
+  forEachVector<V>(n, [&](auto width, int64_t i) {
+    constexpr int W = decltype(width)::value;
+    float raw[W];
+    grad.template load<W>(i, raw);
+    double g[W];
+#pragma unroll
+    for (int k = 0; k < W; ++k)
+      g[k] = double(noise.add(raw[k], noiseIndex + i + k)) * s.gradScale;
+    opt.template apply<W>(s, i, g);
   });
 }
 
@@ -170,6 +248,56 @@ bool vectorizable(std::initializer_list<const void *> ptrs) {
   return true;
 }
 
+float *f32(void *p) { return static_cast<float *>(p); }
+
+template <int V, class Opt, class Grad>
+void launchUpdate(Rank *rank, const Opt &opt, const Grad &grad, int64_t n,
+                  int64_t noiseIndex) {
+  updateKernel<V>
+      <<<gridFor(rank, n / V, kThreads), kThreads, 0, computeStream(rank)>>>(
+          opt, grad, n, noiseIndex, deviceStepState(rank));
+}
+
+/// The optimizer on the gradient buffer `grad`; `state` lists master and
+/// the optimizer's state buffers.
+template <class Opt>
+void update(Rank *rank, DType acc, const char *name, const Opt &opt,
+            std::initializer_list<const void *> state, const void *grad,
+            int64_t n, int64_t noiseIndex) {
+  requireAcc(acc, name);
+  if (n <= 0)
+    return;
+  const BufferGradient g{static_cast<const float *>(grad)};
+  if (vectorizable(state) && aligned16(grad))
+    launchUpdate<4>(rank, opt, g, n, noiseIndex);
+  else
+    launchUpdate<1>(rank, opt, g, n, noiseIndex);
+  checkLaunch(name);
+}
+
+/// The optimizer on the gradient rows_weighted_sum(rows, g, c) would store
+/// into a zeroed buffer.
+template <class Opt>
+void updateRows(Rank *rank, DType rows, const char *name, const Opt &opt,
+                std::initializer_list<const void *> state, const void *g,
+                const void *c, int64_t batch, int64_t n, int64_t noiseIndex) {
+  dispatchCompute(rows, name, [&](auto tag) {
+    using T = decltype(tag);
+    if (n <= 0)
+      return;
+    constexpr int V = kVec<T>;
+    const RowsGradient<T> grad{static_cast<const T *>(g),
+                               static_cast<const float *>(c), batch, n};
+    // Row b starts at g + b * n: every row is aligned when g is and n is a
+    // multiple of V.
+    if (vectorizable(state) && aligned16(g) && n % V == 0)
+      launchUpdate<V>(rank, opt, grad, n, noiseIndex);
+    else
+      launchUpdate<1>(rank, opt, grad, n, noiseIndex);
+    checkLaunch(name);
+  });
+}
+
 } // namespace
 
 void clip_factors(Rank *rank, DType acc, const void *n2, const void *mask,
@@ -193,61 +321,49 @@ void clip_factors(Rank *rank, DType acc, const void *n2, const void *mask,
 
 void sgd_update(Rank *rank, DType acc, void *master, const void *grad,
                 int64_t n, int64_t noiseIndex) {
-  requireAcc(acc, "sgd_update");
-  if (n <= 0)
-    return;
-  const StepState *state = deviceStepState(rank);
-  auto *w = static_cast<float *>(master);
-  auto *g = static_cast<const float *>(grad);
-  cudaStream_t stream = computeStream(rank);
-  if (vectorizable({master, grad}))
-    sgdKernel<4><<<gridFor(rank, n / 4, kThreads), kThreads, 0, stream>>>(
-        w, g, n, noiseIndex, state);
-  else
-    sgdKernel<1><<<gridFor(rank, n, kThreads), kThreads, 0, stream>>>(
-        w, g, n, noiseIndex, state);
-  checkLaunch("sgd_update");
+  update(rank, acc, "sgd_update", Sgd{f32(master)}, {master}, grad, n,
+         noiseIndex);
+}
+
+void sgd_update_rows(Rank *rank, DType rows, void *master, const void *g,
+                     const void *c, int64_t batch, int64_t n,
+                     int64_t noiseIndex) {
+  updateRows(rank, rows, "sgd_update_rows", Sgd{f32(master)}, {master}, g, c,
+             batch, n, noiseIndex);
 }
 
 void momentum_update(Rank *rank, DType acc, void *master, void *velocity,
                      const void *grad, int64_t n, double momentum,
                      bool nesterov, int64_t noiseIndex) {
-  requireAcc(acc, "momentum_update");
-  if (n <= 0)
-    return;
-  const StepState *state = deviceStepState(rank);
-  auto *w = static_cast<float *>(master);
-  auto *vel = static_cast<float *>(velocity);
-  auto *g = static_cast<const float *>(grad);
-  cudaStream_t stream = computeStream(rank);
-  if (vectorizable({master, velocity, grad}))
-    momentumKernel<4><<<gridFor(rank, n / 4, kThreads), kThreads, 0, stream>>>(
-        w, vel, g, n, momentum, nesterov, noiseIndex, state);
-  else
-    momentumKernel<1><<<gridFor(rank, n, kThreads), kThreads, 0, stream>>>(
-        w, vel, g, n, momentum, nesterov, noiseIndex, state);
-  checkLaunch("momentum_update");
+  update(rank, acc, "momentum_update",
+         Momentum{f32(master), f32(velocity), momentum, nesterov},
+         {master, velocity}, grad, n, noiseIndex);
+}
+
+void momentum_update_rows(Rank *rank, DType rows, void *master, void *velocity,
+                          const void *g, const void *c, int64_t batch,
+                          int64_t n, double momentum, bool nesterov,
+                          int64_t noiseIndex) {
+  updateRows(rank, rows, "momentum_update_rows",
+             Momentum{f32(master), f32(velocity), momentum, nesterov},
+             {master, velocity}, g, c, batch, n, noiseIndex);
 }
 
 void adamw_update(Rank *rank, DType acc, void *master, void *m, void *v,
                   const void *grad, int64_t n, double beta1, double beta2,
                   double eps, int64_t noiseIndex) {
-  requireAcc(acc, "adamw_update");
-  if (n <= 0)
-    return;
-  const StepState *state = deviceStepState(rank);
-  auto *w = static_cast<float *>(master);
-  auto *mf = static_cast<float *>(m);
-  auto *vf = static_cast<float *>(v);
-  auto *g = static_cast<const float *>(grad);
-  cudaStream_t stream = computeStream(rank);
-  if (vectorizable({master, m, v, grad}))
-    adamwKernel<4><<<gridFor(rank, n / 4, kThreads), kThreads, 0, stream>>>(
-        w, mf, vf, g, n, beta1, beta2, eps, noiseIndex, state);
-  else
-    adamwKernel<1><<<gridFor(rank, n, kThreads), kThreads, 0, stream>>>(
-        w, mf, vf, g, n, beta1, beta2, eps, noiseIndex, state);
-  checkLaunch("adamw_update");
+  update(rank, acc, "adamw_update",
+         AdamW{beta1, beta2, eps, f32(master), f32(m), f32(v)}, {master, m, v},
+         grad, n, noiseIndex);
+}
+
+void adamw_update_rows(Rank *rank, DType rows, void *master, void *m, void *v,
+                       const void *g, const void *c, int64_t batch, int64_t n,
+                       double beta1, double beta2, double eps,
+                       int64_t noiseIndex) {
+  updateRows(rank, rows, "adamw_update_rows",
+             AdamW{beta1, beta2, eps, f32(master), f32(m), f32(v)},
+             {master, m, v}, g, c, batch, n, noiseIndex);
 }
 
 } // namespace dprt::cuda

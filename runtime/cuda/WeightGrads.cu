@@ -12,6 +12,7 @@
 
 #include "Gemm.h"
 #include "Reduce.cuh"
+#include "WeightedRows.cuh"
 
 #include "dprt/kernels.h"
 
@@ -47,17 +48,8 @@ __global__ void weightedRowsKernel(const T *g, const float *c, float *out,
   const int64_t vectors = dim / V;
   for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < vectors;
        j += int64_t(gridDim.x) * blockDim.x) {
-    float sum[V] = {};
-    for (int64_t b = 0; b < batch; ++b) {
-      const float cb = c[b];
-      if (cb == 0.0f)
-        continue;
-      float row[V];
-      loadVec<V>(g + b * dim + j * V, row);
-#pragma unroll
-      for (int k = 0; k < V; ++k)
-        sum[k] += cb * row[k];
-    }
+    float sum[V];
+    weightedRowSums<V>(g, c, batch, dim, j * V, sum);
     // out is f32: 4 values a 16-byte access.
 #pragma unroll
     for (int k = 0; k < V; k += (V >= 4 ? 4 : 1)) {
