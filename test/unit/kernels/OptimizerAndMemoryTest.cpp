@@ -110,6 +110,201 @@ std::vector<unsigned char> bits(const Buffer &b) {
   return std::vector<unsigned char>(p, p + b.size() * dprt::sizeOf(b.dtype()));
 }
 
+/// Whether x and y hold the same bits, element by element (a -0 against a
+/// +0 fails); on failure, how many elements differ and the first of them.
+::testing::AssertionResult sameBits(const Buffer &x, const Buffer &y) {
+  const size_t es = size_t(dprt::sizeOf(x.dtype()));
+  const auto *a = static_cast<const unsigned char *>(x.data());
+  const auto *b = static_cast<const unsigned char *>(y.data());
+  int64_t differ = 0, first = -1;
+  for (int64_t i = 0; i < x.size(); ++i)
+    if (std::memcmp(a + i * es, b + i * es, es) != 0 && differ++ == 0)
+      first = i;
+  if (x.size() == y.size() && x.dtype() == y.dtype() && differ == 0)
+    return ::testing::AssertionSuccess();
+  auto failure = ::testing::AssertionFailure()
+                 << differ << " of " << x.size() << " elements differ";
+  if (first >= 0)
+    failure << ", first " << first << ": " << x.get(first) << " vs "
+            << y.get(first);
+  return failure;
+}
+
+enum class Optimizer { Sgd, Momentum, Nesterov, AdamW };
+
+const char *nameOf(Optimizer o) {
+  switch (o) {
+  case Optimizer::Sgd:
+    return "sgd";
+  case Optimizer::Momentum:
+    return "momentum";
+  case Optimizer::Nesterov:
+    return "nesterov";
+  case Optimizer::AdamW:
+    return "adamw";
+  }
+  return "?";
+}
+
+constexpr double kMomentum = 0.9, kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-8;
+
+/// Master weights, optimizer state (velocity or m and v; unused ones stay
+/// as they are), and the materialized rows g [batch, n] with their clip
+/// factors c, of which some are 0 (their rows NaN, which the kernels must
+/// skip).
+struct RowsCase {
+  DType rows;
+  int64_t batch, n;
+  Buffer w, a, b, g, c;
+  RowsCase(Rng &rng, DType rows, int64_t batch, int64_t n)
+      : rows(rows), batch(batch), n(n), w(accOf(rows), normal(rng, n)),
+        a(accOf(rows), normal(rng, n, 0.1)),
+        b(accOf(rows), uniform(rng, n, 0.0, 0.01)),
+        g(rows, normal(rng, batch * n)), c(accOf(rows), batch) {
+    for (int64_t s = 0; s < batch; ++s) {
+      // Batch 8: sample 2 always dropped; batch 1: never (all would be).
+      bool dropped = batch > 1 && (s == 2 || uniformInt(rng, 0, 3) == 0);
+      c.set(s, dropped ? 0.0 : uniformScalar(rng, 0.5, 1.0));
+      if (dropped)
+        for (int64_t i = 0; i < n; ++i)
+          g.set(s * n + i, std::numeric_limits<double>::quiet_NaN());
+    }
+  }
+};
+
+/// One step of `opt` on the case's buffers: the _rows kernel (`fused`), or
+/// a zeroed gradient, rows_weighted_sum and the plain update, as the
+/// compiler emits them when it does not fuse.
+void rowsStep(TestRank &r, Optimizer opt, bool fused, RowsCase &k,
+              int64_t noiseIndex) {
+  const DType acc = accOf(k.rows);
+  const bool nesterov = opt == Optimizer::Nesterov;
+  if (fused) {
+    switch (opt) {
+    case Optimizer::Sgd:
+      cpu::sgd_update_rows(r.get(), k.rows, k.w.data(), k.g.data(), k.c.data(),
+                           k.batch, k.n, noiseIndex);
+      return;
+    case Optimizer::Momentum:
+    case Optimizer::Nesterov:
+      cpu::momentum_update_rows(r.get(), k.rows, k.w.data(), k.a.data(),
+                                k.g.data(), k.c.data(), k.batch, k.n, kMomentum,
+                                nesterov, noiseIndex);
+      return;
+    case Optimizer::AdamW:
+      cpu::adamw_update_rows(r.get(), k.rows, k.w.data(), k.a.data(),
+                             k.b.data(), k.g.data(), k.c.data(), k.batch, k.n,
+                             kBeta1, kBeta2, kEps, noiseIndex);
+      return;
+    }
+  }
+  Buffer grad(acc, Vec(k.n, 0.0));
+  cpu::rows_weighted_sum(r.get(), k.rows, k.g.data(), k.c.data(), grad.data(),
+                         k.batch, k.n);
+  switch (opt) {
+  case Optimizer::Sgd:
+    cpu::sgd_update(r.get(), acc, k.w.data(), grad.data(), k.n, noiseIndex);
+    return;
+  case Optimizer::Momentum:
+  case Optimizer::Nesterov:
+    cpu::momentum_update(r.get(), acc, k.w.data(), k.a.data(), grad.data(), k.n,
+                         kMomentum, nesterov, noiseIndex);
+    return;
+  case Optimizer::AdamW:
+    cpu::adamw_update(r.get(), acc, k.w.data(), k.a.data(), k.b.data(),
+                      grad.data(), k.n, kBeta1, kBeta2, kEps, noiseIndex);
+    return;
+  }
+}
+
+/// n not a multiple of 8: below 256, or past the CPU kernel's block of 4096
+/// elements.
+int64_t oddLength(Rng &rng) {
+  int64_t n = 8 * (uniformInt(rng, 0, 1) ? uniformInt(rng, 0, 31)
+                                         : uniformInt(rng, 512, 600));
+  return n + uniformInt(rng, 1, 7);
+}
+
+constexpr Optimizer kOptimizers[] = {Optimizer::Sgd, Optimizer::Momentum,
+                                     Optimizer::Nesterov, Optimizer::AdamW};
+
+TEST(UpdateRows, SameBitsAsRowsWeightedSumIntoZeroThenTheUpdate) {
+  forEachCase(3, [](Rng &rng) {
+    for (Optimizer opt : kOptimizers)
+      for (DType rows : {DType::BF16, DType::F32})
+        for (int64_t batch : {int64_t(1), int64_t(8)})
+          for (bool noise : {false, true}) {
+            const int64_t n = oddLength(rng);
+            SCOPED_TRACE(std::string(nameOf(opt)) + " " + dprt::nameOf(rows) +
+                         " B" + std::to_string(batch) + " n" +
+                         std::to_string(n) + (noise ? " noise" : ""));
+            TestRank r;
+            randomStepState(rng, r, uniformInt(rng, 1, 5), 0.1, 0.01);
+            r.state().noiseStd = 0.5;
+            r.state().noiseKey[0] = rng();
+            r.state().noiseKey[1] = rng();
+            r.state().noiseGenerator = static_cast<int32_t>(
+                uniformInt(rng, 0, 1) ? dprt::NoiseGeneratorKind::Philox
+                                      : dprt::NoiseGeneratorKind::ChaCha20);
+            const int64_t noiseIndex = noise ? uniformInt(rng, 0, 1 << 20) : -1;
+            RowsCase fused(rng, rows, batch, n);
+            RowsCase composed = fused;
+            rowsStep(r, opt, true, fused, noiseIndex);
+            rowsStep(r, opt, false, composed, noiseIndex);
+            EXPECT_TRUE(sameBits(fused.w, composed.w)) << "master";
+            EXPECT_TRUE(sameBits(fused.a, composed.a)) << "velocity or m";
+            EXPECT_TRUE(sameBits(fused.b, composed.b)) << "v";
+          }
+  });
+}
+
+TEST(UpdateRows, MatchesAnF64SumOfTheWeightedRowsAndTheReferenceStep) {
+  forEachCase(3, [](Rng &rng) {
+    for (Optimizer opt : kOptimizers)
+      for (DType rows : {DType::BF16, DType::F32})
+        for (int64_t batch : {int64_t(1), int64_t(8)}) {
+          const int64_t n = oddLength(rng), step = uniformInt(rng, 1, 5);
+          SCOPED_TRACE(std::string(nameOf(opt)) + " " + dprt::nameOf(rows) +
+                       " B" + std::to_string(batch) + " n" + std::to_string(n));
+          TestRank r;
+          randomStepState(rng, r, step, 0.1, 0.01);
+          // A gradScale near 1, so that a dropped row or a wrong factor
+          // moves the parameters by far more than the f32 tolerance.
+          r.state().gradScale = uniformScalar(rng, 0.5, 1.0);
+          // Noise keyed but not asked for (noiseIndex -1): none is added.
+          r.state().noiseStd = 0.5;
+          RowsCase k(rng, rows, batch, n);
+          Vec w = k.w.values(), a = k.a.values(), b = k.b.values();
+          Vec grad(size_t(n), 0.0);
+          for (int64_t s = 0; s < batch; ++s)
+            if (k.c.get(s) != 0)
+              for (int64_t i = 0; i < n; ++i)
+                grad[size_t(i)] += k.c.get(s) * k.g.get(s * n + i);
+          grad = scaled(grad, r.state().gradScale);
+          rowsStep(r, opt, true, k, -1);
+          const double lr = stepLr(r), decay = r.state().weightDecay;
+          switch (opt) {
+          case Optimizer::Sgd:
+            ref::sgdStep(w, grad, lr, decay);
+            break;
+          case Optimizer::Momentum:
+          case Optimizer::Nesterov:
+            ref::momentumStep(w, a, grad, lr, kMomentum,
+                              opt == Optimizer::Nesterov, decay);
+            break;
+          case Optimizer::AdamW:
+            ref::adamwStep(w, a, b, grad, step, lr, kBeta1, kBeta2, kEps,
+                           decay);
+            break;
+          }
+          const DType acc = accOf(rows);
+          EXPECT_CLOSE(k.w.values(), w, accTolerance(acc), acc);
+          EXPECT_CLOSE(k.a.values(), a, accTolerance(acc), acc);
+          EXPECT_CLOSE(k.b.values(), b, accTolerance(acc), acc);
+        }
+  });
+}
+
 TEST(Cast, RoundsToNearestEvenBitForBitBetweenAllTypes) {
   forEachCase(4, [](Rng &rng) {
     // Random values over a wide range, exact bf16 ties, values a hair
