@@ -14,11 +14,145 @@
 #include "dprt/kernels.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <vector>
 
 namespace dpc::gpucheck {
 
 using dprt::ClipMode;
+
+namespace {
+
+/// The bytes of the device side of `b`, to compare results bit for bit (a
+/// -0 against a +0 too).
+std::vector<uint8_t> deviceBytes(Buffer &b) {
+  std::vector<uint8_t> bytes(size_t(b.size()) * size_t(dprt::sizeOf(b.type())));
+  cudaCheck(
+      cudaMemcpy(bytes.data(), b.d(), bytes.size(), cudaMemcpyDeviceToHost),
+      "cudaMemcpy(deviceBytes)");
+  return bytes;
+}
+
+/// Adds a row: whether x and y hold the same bits on the device.
+void sameBits(Context &ctx, const std::string &output, Buffer &x, Buffer &y) {
+  std::vector<uint8_t> a = deviceBytes(x), b = deviceBytes(y);
+  const size_t es = size_t(dprt::sizeOf(x.type()));
+  int64_t differ = 0, first = -1;
+  for (size_t i = 0; i < a.size(); i += es)
+    if (std::memcmp(&a[i], &b[i], es) != 0) {
+      if (first < 0)
+        first = int64_t(i / es);
+      ++differ;
+    }
+  ctx.result(output, differ == 0,
+             differ == 0 ? "identical"
+                         : std::to_string(differ) + " elements differ, first " +
+                               std::to_string(first));
+}
+
+/// The *_update_rows optimizers (one micro-step a step: the update reads
+/// the materialized rows and their clip factors): against the CPU's, and bit
+/// for bit against the GPU's zeroed gradient, rows_weighted_sum and plain
+/// update, which they replace. Rows of f32 and bf16, with one masked sample
+/// (NaN rows), with and without noise; n = 65536 (16-byte loads of the rows
+/// and 4 floats of the master a thread), odd, and misaligned by an element.
+void updateRowsChecks(Context &ctx) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const char *names[] = {"sgd_update_rows", "momentum_update_rows",
+                         "momentum_update_rows", "adamw_update_rows"};
+  const int64_t batch = 8;
+  for (DType dt : {F32, BF16})
+    for (int shape = 0; shape < 3; ++shape)
+      for (bool noise : {false, true})
+        for (int opt = 0; opt < 4; ++opt) {
+          const int64_t n = shape == 1 ? 100003 : 65536;
+          const int64_t mis = shape == 2 ? 1 : 0;
+          const bool nesterov = opt == 2;
+          if (!ctx.begin(names[opt], nameOf(dt),
+                         dims({{"B", batch}, {"n", n}}, shape == 1) +
+                             (mis ? " misaligned" : "") +
+                             (nesterov ? " nesterov" : "") +
+                             (noise ? " noise" : "") + " masked"))
+            continue;
+          ctx.guarded([&] {
+            dprt::StepState state{};
+            state.step = 3;
+            state.gradScale = 0.25;
+            state.lrScale = 0.5;
+            state.lr = 1e-2;
+            state.weightDecay = 0.01;
+            state.noiseStd = 0.5;
+            state.noiseKey[0] = 0x243f6a8885a308d3ull;
+            state.noiseKey[1] = 0x13198a2e03707344ull;
+            state.noiseGenerator =
+                static_cast<int32_t>(dprt::NoiseGeneratorKind::Philox);
+            ctx.setStepState(state);
+            const int64_t index = noise ? 1000003 : -1;
+            // The fused update on (w, a, b); the composition it replaces on
+            // (w2, a2, b2).
+            Buffer w(F32, n, mis), a(F32, n, mis), b(F32, n, mis),
+                g(dt, batch * n, mis), c(F32, batch), w2(F32, n, mis),
+                a2(F32, n, mis), b2(F32, n, mis), grad(F32, n, mis);
+            w.randn(ctx.rng);
+            a.randn(ctx.rng, 0.1);
+            b.uniform(ctx.rng, 0, 0.01);
+            g.randn(ctx.rng);
+            for (int64_t i = n; i < 2 * n; ++i)
+              g.set(i, nan);
+            g.upload();
+            clipFactorsWithMaskedSample(c, ctx.rng);
+            for (int64_t i = 0; i < n; ++i) {
+              w2.set(i, w.get(i));
+              a2.set(i, a.get(i));
+              b2.set(i, b.get(i));
+            }
+            for (Buffer *x : {&w2, &a2, &b2})
+              x->upload();
+            if (opt == 0) {
+              cpu::sgd_update_rows(ctx.cpu, dt, w.h(), g.h(), c.h(), batch, n,
+                                   index);
+              gpu::sgd_update_rows(ctx.gpu, dt, w.d(), g.d(), c.d(), batch, n,
+                                   index);
+            } else if (opt < 3) {
+              cpu::momentum_update_rows(ctx.cpu, dt, w.h(), a.h(), g.h(), c.h(),
+                                        batch, n, 0.9, nesterov, index);
+              gpu::momentum_update_rows(ctx.gpu, dt, w.d(), a.d(), g.d(), c.d(),
+                                        batch, n, 0.9, nesterov, index);
+            } else {
+              cpu::adamw_update_rows(ctx.cpu, dt, w.h(), a.h(), b.h(), g.h(),
+                                     c.h(), batch, n, 0.9, 0.999, 1e-8, index);
+              gpu::adamw_update_rows(ctx.gpu, dt, w.d(), a.d(), b.d(), g.d(),
+                                     c.d(), batch, n, 0.9, 0.999, 1e-8, index);
+            }
+            ctx.compare("master", w, 1e-6);
+            if (opt > 0)
+              ctx.compare(opt < 3 ? "velocity" : "m", a, 1e-6);
+            if (opt == 3)
+              ctx.compare("v", b, 1e-6);
+            gpu::zero(ctx.gpu, grad.d(), n * int64_t(sizeof(float)));
+            gpu::rows_weighted_sum(ctx.gpu, dt, g.d(), c.d(), grad.d(), batch,
+                                   n);
+            if (opt == 0)
+              gpu::sgd_update(ctx.gpu, F32, w2.d(), grad.d(), n, index);
+            else if (opt < 3)
+              gpu::momentum_update(ctx.gpu, F32, w2.d(), a2.d(), grad.d(), n,
+                                   0.9, nesterov, index);
+            else
+              gpu::adamw_update(ctx.gpu, F32, w2.d(), a2.d(), b2.d(), grad.d(),
+                                n, 0.9, 0.999, 1e-8, index);
+            gpu::synchronize(ctx.gpu);
+            const std::string same = " = rows_weighted_sum + update";
+            sameBits(ctx, "master" + same, w, w2);
+            if (opt > 0)
+              sameBits(ctx, (opt < 3 ? "velocity" : "m") + same, a, a2);
+            if (opt == 3)
+              sameBits(ctx, "v" + same, b, b2);
+          });
+        }
+}
+
+} // namespace
 
 /// Kernels on acc (f32) buffers only.
 void accChecks(Context &ctx) {
@@ -246,6 +380,7 @@ void accChecks(Context &ctx) {
                        sameState.note);
           });
   }
+  updateRowsChecks(ctx);
   {
     // One rank and no communicator: all_gather copies and reduce_scatter
     // copies or adds, on the communication stream.

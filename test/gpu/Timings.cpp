@@ -482,6 +482,57 @@ void lossAndParameterTimings(Context &ctx) {
     timeKernel(ctx, "cast.to_bf16", F32, "n=128M", 6.0 * n, false,
                [&] { gpu::cast(ctx.gpu, F32, w.p(), BF16, half.p(), n); });
   }
+  {
+    // One micro-step a step: each optimizer reading the 8 materialized bf16
+    // slices of a 2048 x 5632 weight and their clip factors, against the
+    // zeroed gradient, rows_weighted_sum and plain update it replaces. GB/s
+    // of the fewest bytes each moves: the slices, master and state read and
+    // written, and for the composition the gradient zeroed, read, written
+    // and read again.
+    const int64_t n = int64_t(2048) * 5632;
+    dprt::StepState state{};
+    state.step = 10;
+    state.gradScale = 1.0 / 256;
+    state.lrScale = 1.0;
+    state.lr = 1e-4;
+    ctx.setStepState(state);
+    DeviceBuffer g(dt, kB * n, ++seed), c(F32, kB, ++seed, 0.5, 1.0),
+        w(F32, n, ++seed), m(F32, n, ++seed, -0.1, 0.1),
+        v(F32, n, ++seed, 0.0, 0.01), grad(F32, n, ++seed);
+    const std::string shape = "B8 n" + std::to_string(n);
+    const double rows = 2.0 * kB * n, gradient = 4.0 * 4 * n;
+    const char *names[] = {"sgd", "momentum", "adamw"};
+    for (int opt = 0; opt < 3; ++opt) {
+      const double stateBytes = 8.0 * (opt + 1) * n;
+      auto update = [&](bool fused) {
+        if (!fused) {
+          gpu::zero(ctx.gpu, grad.p(), n * int64_t(sizeof(float)));
+          gpu::rows_weighted_sum(ctx.gpu, dt, g.p(), c.p(), grad.p(), kB, n);
+        }
+        if (opt == 0 && fused)
+          gpu::sgd_update_rows(ctx.gpu, dt, w.p(), g.p(), c.p(), kB, n);
+        else if (opt == 0)
+          gpu::sgd_update(ctx.gpu, F32, w.p(), grad.p(), n);
+        else if (opt == 1 && fused)
+          gpu::momentum_update_rows(ctx.gpu, dt, w.p(), m.p(), g.p(), c.p(), kB,
+                                    n, 0.9, false);
+        else if (opt == 1)
+          gpu::momentum_update(ctx.gpu, F32, w.p(), m.p(), grad.p(), n, 0.9,
+                               false);
+        else if (fused)
+          gpu::adamw_update_rows(ctx.gpu, dt, w.p(), m.p(), v.p(), g.p(), c.p(),
+                                 kB, n, 0.9, 0.999, 1e-8);
+        else
+          gpu::adamw_update(ctx.gpu, F32, w.p(), m.p(), v.p(), grad.p(), n, 0.9,
+                            0.999, 1e-8);
+      };
+      const std::string name = names[opt];
+      timeKernel(ctx, name + "_update_rows", dt, shape, rows + stateBytes,
+                 false, [&] { update(true); });
+      timeKernel(ctx, "zero+rows_weighted_sum+" + name + "_update", dt, shape,
+                 rows + stateBytes + gradient, false, [&] { update(false); });
+    }
+  }
 }
 
 } // namespace
