@@ -131,11 +131,27 @@ SmallVector<std::string> dpc::materializedWeights(ModuleOp planned) {
   return names;
 }
 
+bool dpc::sumsInUpdate(ModuleOp planned) {
+  bool found = false;
+  planned.walk([&](rt::AllocOp alloc) {
+    found |= bool(alloc.getCarriedAttr());
+    return found ? WalkResult::interrupt() : WalkResult::advance();
+  });
+  return found;
+}
+
 LogicalResult dpc::addSizedMicrostep(ModuleOp planned, ModuleOp sized,
                                      int64_t rows) {
   rt::ProgramOp full = onlyProgram(planned), smaller = onlyProgram(sized);
   if (!full || !smaller)
     return planned.emitError("expected one dprt.program in each plan");
+  // A smaller micro-step would leave the rows it does not run, stale, to
+  // dp_apply.
+  if (sumsInUpdate(planned))
+    return full.emitOpError("cannot run its micro-step on ")
+           << rows << " rows: its update forms clipped sums from the "
+           << "per-sample gradients of one full micro-step (every step of "
+           << "its recipe is one; dpc --sum-in-update=off compiles without)";
   rt::FuncOp step = full.lookupSymbol<rt::FuncOp>("dp_microstep");
   rt::FuncOp smallStep = smaller.lookupSymbol<rt::FuncOp>("dp_microstep");
   rt::FuncOp describe = full.lookupSymbol<rt::FuncOp>("dp_describe");

@@ -296,12 +296,24 @@ def LowerToRuntime : Pass<"dp-lower-to-runtime", "mlir::ModuleOp"> {
     program never sums unclipped gradients. Byte sizes are checked
     arithmetic: a tensor or buffer whose size a 64-bit size cannot count is
     an error naming it.
+
+    With `sum-in-update` and a recipe whose every step is one micro-step on
+    one rank (shuffled batches no larger than the physical batch), the
+    clipped sum of a parameter's materialized per-sample gradients
+    (dp.vector_grad) is not added into its gradient: the per-sample
+    gradients, clip factors and norms are carried into `dp_apply`
+    (dprt.alloc's `carried`), whose update forms the sum as it reads them
+    (`*_update_rows`), and `dp_describe` names the parameter and the norms
+    the driver checks for finiteness instead of its gradient.
   }];
   let options = [
     Option<"backend", "backend", "::dpc::Backend",
            /*default=*/"::dpc::Backend::CPU",
            "The runtime backend the program is for",
            "::dpc::backendValues()">,
+    Option<"sumInUpdate", "sum-in-update", "bool", /*default=*/"true",
+           "Let dp_apply's update form the clipped sums of materialized "
+           "per-sample gradients when every step is one micro-step">,
   ];
   let dependentDialects = ["::dpc::rt::DPRTDialect"];
 }

@@ -43,6 +43,7 @@ void dpc::buildCompilePipeline(OpPassManager &pm,
   pm.addPass(createShard(shard));
   LowerToRuntimeOptions lower;
   lower.backend = options.backend;
+  lower.sumInUpdate = options.sumInUpdate;
   pm.addPass(createLowerToRuntime(lower));
   ScheduleOptions schedule;
   schedule.prefetch = options.prefetch;

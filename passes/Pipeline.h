@@ -58,6 +58,12 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("Bytes per-sample weight gradients may take (0: none, "
                      "-1: no limit; dpc sets it from --memory-budget)"),
       llvm::cl::init(0)};
+  Option<bool> sumInUpdate{
+      *this, "sum-in-update",
+      llvm::cl::desc("Let dp_apply's update form the clipped sums of "
+                     "materialized per-sample gradients when every step is "
+                     "one micro-step on one rank (dp-lower-to-runtime)"),
+      llvm::cl::init(true)};
   ListOption<std::string> normMethods{
       *this, "norm-methods",
       llvm::cl::desc("PARAM=METHOD or *=METHOD: force gram, direct or "
@@ -91,6 +97,12 @@ mlir::FailureOr<BudgetPlan> planWithinBudget(mlir::ModuleOp module,
 /// method: compiling for fewer rows must force them (the cost model's
 /// memory arbitration depends on the batch; its other choices do not).
 llvm::SmallVector<std::string> materializedWeights(mlir::ModuleOp planned);
+
+/// Whether the update of `planned` forms clipped sums from the per-sample
+/// gradients of the step's one micro-step (dp-lower-to-runtime's
+/// sum-in-update): its steps need no smaller micro-step, and cannot take
+/// one.
+bool sumsInUpdate(mlir::ModuleOp planned);
 
 /// Adds the dp_microstep of `sized` (the model and recipe of `planned`,
 /// compiled with the same decisions for `rows` rows) to the program of

@@ -44,6 +44,11 @@ struct Interval {
   int64_t offset = -1;
 };
 
+/// Where the first function that allocates a carried buffer put it.
+struct CarriedPlace {
+  int64_t offset, bytes;
+};
+
 /// Indices of the last op in `body` that uses `buffer` directly or through
 /// views, and of the first.
 void extendByUses(Value buffer,
@@ -79,6 +84,9 @@ struct PlanMemoryPass : dpc::impl::PlanMemoryBase<PlanMemoryPass> {
 
   LogicalResult plan(rt::ProgramOp program);
   FailureOr<FuncPlan> planFunc(rt::FuncOp func, int64_t base);
+
+  /// Carried buffers (dprt.alloc's `carried`) placed so far, by key.
+  llvm::StringMap<CarriedPlace> carried;
 };
 
 /// An error at `op`, a buffer of `bytes` bytes the plan puts at `offset`,
@@ -101,6 +109,7 @@ LogicalResult PlanMemoryPass::plan(rt::ProgramOp program) {
     globals = *end;
   }
   int64_t arena = globals, peak = globals;
+  carried.clear();
   for (rt::FuncOp func : program.getBody().getOps<rt::FuncOp>()) {
     FailureOr<FuncPlan> funcPlan = planFunc(func, globals);
     if (failed(funcPlan))
@@ -128,15 +137,19 @@ LogicalResult PlanMemoryPass::plan(rt::ProgramOp program) {
   return success();
 }
 
-/// Places the temporaries of `func` after `base`.
+/// Places the temporaries of `func` after `base`. A carried buffer lives to
+/// the end of the function that places it first; in a later function it is
+/// placed where that one put it, and lives throughout.
 FailureOr<FuncPlan> PlanMemoryPass::planFunc(rt::FuncOp func, int64_t base) {
   Block &body = func.getBody().front();
   llvm::DenseMap<Operation *, int64_t> index;
   int64_t position = 0;
   for (Operation &op : body)
     index[&op] = position++;
+  const int64_t last = position - 1;
 
   std::vector<Interval> intervals;
+  std::vector<size_t> placed;
   for (Operation &op : body) {
     auto alloc = dyn_cast<rt::AllocOp>(op);
     if (!alloc)
@@ -150,6 +163,22 @@ FailureOr<FuncPlan> PlanMemoryPass::planFunc(rt::FuncOp func, int64_t base) {
              << " bytes within what a 64-bit size can count";
     Interval interval{alloc, *aligned, index[&op], index[&op]};
     extendByUses(alloc.getBuffer(), index, interval);
+    if (StringAttr key = alloc.getCarriedAttr()) {
+      auto it = carried.find(key.getValue());
+      if (it == carried.end()) {
+        interval.end = last;
+      } else {
+        if (it->second.bytes != *aligned)
+          return alloc.emitOpError("carries '")
+                 << key.getValue() << "' as " << bytes
+                 << " bytes; an earlier function allocated it as "
+                 << it->second.bytes;
+        interval.start = 0;
+        interval.end = last;
+        interval.offset = it->second.offset;
+        placed.push_back(intervals.size());
+      }
+    }
     intervals.push_back(interval);
   }
   numBuffers += intervals.size();
@@ -161,10 +190,13 @@ FailureOr<FuncPlan> PlanMemoryPass::planFunc(rt::FuncOp func, int64_t base) {
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return intervals[a].bytes > intervals[b].bytes;
   });
-  std::vector<size_t> placed;
   int64_t extent = base;
+  for (size_t i : placed)
+    extent = std::max(extent, intervals[i].offset + intervals[i].bytes);
   for (size_t i : order) {
     Interval &cur = intervals[i];
+    if (cur.offset >= 0)
+      continue; // carried from an earlier function
     std::vector<std::pair<int64_t, int64_t>> taken;
     for (size_t j : placed) {
       const Interval &other = intervals[j];
@@ -223,8 +255,12 @@ FailureOr<FuncPlan> PlanMemoryPass::planFunc(rt::FuncOp func, int64_t base) {
   }
 
   OpBuilder builder(func.getContext());
-  for (Interval &interval : intervals)
+  for (Interval &interval : intervals) {
     interval.alloc.setOffsetAttr(builder.getI64IntegerAttr(interval.offset));
+    if (StringAttr key = interval.alloc.getCarriedAttr())
+      carried.try_emplace(key.getValue(),
+                          CarriedPlace{interval.offset, interval.bytes});
+  }
   return FuncPlan{extent, mostLive};
 }
 

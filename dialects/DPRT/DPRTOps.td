@@ -80,9 +80,17 @@ def DPRT_AllocOp : DPRT_Op<"alloc"> {
   let description = [{
     `%b = dprt.alloc {bytes = 1024, name = "h0"}`: live from its first use to
     its last use in the function; `offset` is set by dprt-plan-memory.
+
+    With `carried = "key"` the buffer outlives its function: in the first
+    function that allocates `key` it lives from its first use to the end of
+    the function, and every later function's alloc of the same key is the
+    same bytes at the same offset, live for that whole function (dp_apply
+    reads the per-sample gradients and clip factors dp_microstep left; the
+    driver runs nothing on the arena between the two).
   }];
   let arguments = (ins I64Attr:$bytes, OptionalAttr<I64Attr>:$offset,
-                       OptionalAttr<StrAttr>:$name);
+                       OptionalAttr<StrAttr>:$name,
+                       OptionalAttr<StrAttr>:$carried);
   let results = (outs DPRT_BufferType:$buffer);
   let assemblyFormat = "attr-dict";
   let hasVerifier = 1;

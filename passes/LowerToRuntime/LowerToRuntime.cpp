@@ -18,6 +18,7 @@
 #include "passes/Shapes.h"
 
 #include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/CheckedArithmetic.h"
 
 namespace dpc {
@@ -54,8 +55,9 @@ constexpr int64_t kStepStateBytes = 256;
 class ProgramLowering {
 public:
   ProgramLowering(const CompiledRecipe &compiled, StringRef backend,
-                  const OpLoweringRegistry &registry)
-      : context(compiled, backend), registry(registry) {}
+                  bool sumInUpdate, const OpLoweringRegistry &registry)
+      : context(compiled, backend), registry(registry),
+        sumInUpdate(sumInUpdate) {}
 
   LogicalResult run();
 
@@ -64,9 +66,11 @@ private:
   void declareGlobals();
   LogicalResult checkTensorSizes();
   LogicalResult lowerBody(Block &body, bool isStep);
+  void chooseRowsUpdates();
 
   LoweringContext context;
   const OpLoweringRegistry &registry;
+  bool sumInUpdate;
 };
 
 LogicalResult ProgramLowering::collect() {
@@ -143,7 +147,42 @@ LogicalResult ProgramLowering::collect() {
     }
     context.units.push_back(info);
   }
+  chooseRowsUpdates();
   return success();
+}
+
+/// dp_apply can form a parameter's clipped sum only where the per-sample
+/// gradients of the step's one micro-step are all there is: one rank (no
+/// reduce-scatter), every step one physical batch (shuffled batches no
+/// larger than it; Poisson batches vary), records as privacy units, and
+/// no other gradient op of that parameter (a tied table's, say).
+void ProgramLowering::chooseRowsUpdates() {
+  RecipeOp recipe = context.recipe;
+  auto shuffle = dyn_cast<ShuffleAttr>(recipe.getSampling());
+  if (!sumInUpdate || context.ranks != 1 || !shuffle ||
+      shuffle.getBatch() > recipe.getPhysicalBatch() ||
+      recipe.getRecordsPerUnit() != 1)
+    return;
+  llvm::StringMap<int> gradientOps;
+  llvm::StringSet<> vectorGrads;
+  for (Operation &op : context.step.getBodyBlock()) {
+    StringRef param =
+        llvm::TypeSwitch<Operation *, StringRef>(&op)
+            .Case([](LinearGradWeightOp g) { return g.getWeight(); })
+            .Case([](BiasGradOp g) { return g.getBias(); })
+            .Case([](EmbeddingGradOp g) { return g.getTable(); })
+            .Case([](PositionEmbeddingGradOp g) { return g.getTable(); })
+            .Case([&](VectorGradOp g) {
+              vectorGrads.insert(g.getParam());
+              return g.getParam();
+            })
+            .Default([](Operation *) { return StringRef(); });
+    if (!param.empty())
+      ++gradientOps[param];
+  }
+  for (const auto &param : vectorGrads)
+    if (gradientOps.lookup(param.getKey()) == 1)
+      context.rowsUpdateCandidates.insert(param.getKey());
 }
 
 void ProgramLowering::declareGlobals() {
@@ -315,7 +354,7 @@ struct LowerToRuntimePass : dpc::impl::LowerToRuntimeBase<LowerToRuntimePass> {
     FailureOr<CompiledRecipe> compiled = findCompiledRecipe(module);
     if (failed(compiled))
       return signalPassFailure();
-    ProgramLowering lowering(*compiled, nameOf(backend), registry);
+    ProgramLowering lowering(*compiled, nameOf(backend), sumInUpdate, registry);
     if (failed(lowering.run()))
       return signalPassFailure();
   }

@@ -106,6 +106,7 @@ Value LoweringContext::global(StringRef name) {
 }
 
 rt::FuncOp LoweringContext::beginFunc(StringRef name, bool describe) {
+  carriedHere.clear();
   loc = model.getLoc();
   builder.setInsertionPointToEnd(&program.getBody().front());
   auto func = rt::FuncOp::create(builder, loc, name, describe);
@@ -154,7 +155,8 @@ Value LoweringContext::allocBytes(StringRef name, int64_t bytes) {
   return rt::AllocOp::create(builder, loc, rt::BufferType::get(context),
                              builder.getI64IntegerAttr(bytes), IntegerAttr(),
                              name.empty() ? StringAttr()
-                                          : builder.getStringAttr(name))
+                                          : builder.getStringAttr(name),
+                             /*carried=*/StringAttr())
       .getBuffer();
 }
 
@@ -184,6 +186,41 @@ Value LoweringContext::allocZeroed(StringRef name, ::dprt::DType type,
 Value LoweringContext::view(Value base, int64_t offset) {
   return rt::ViewOp::create(builder, loc, rt::BufferType::get(context), base,
                             builder.getI64IntegerAttr(offset));
+}
+
+std::optional<std::pair<std::string, int64_t>>
+LoweringContext::carry(Value buffer) {
+  int64_t offset = 0;
+  while (auto v = buffer.getDefiningOp<rt::ViewOp>()) {
+    offset += v.getOffset();
+    buffer = v.getSource();
+  }
+  auto alloc = buffer.getDefiningOp<rt::AllocOp>();
+  if (!alloc)
+    return std::nullopt;
+  if (StringAttr key = alloc.getCarriedAttr())
+    return std::make_pair(key.str(), offset);
+  // Unique per program: the name says what it holds, the count tells
+  // buffers of one name apart.
+  std::string key = alloc.getName().value_or("buffer").str() + "." +
+                    std::to_string(carriedBytes.size());
+  alloc.setCarriedAttr(builder.getStringAttr(key));
+  carriedBytes[key] = alloc.getBytes();
+  return std::make_pair(key, offset);
+}
+
+Value LoweringContext::carried(StringRef key) {
+  if (Value here = carriedHere.lookup(key))
+    return here;
+  // At the top of the function: it lives throughout anyway.
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToStart(builder.getInsertionBlock());
+  auto alloc = rt::AllocOp::create(
+      builder, loc, rt::BufferType::get(context),
+      builder.getI64IntegerAttr(carriedBytes.lookup(key)), IntegerAttr(),
+      builder.getStringAttr(key), builder.getStringAttr(key));
+  carriedHere[key] = alloc.getBuffer();
+  return alloc.getBuffer();
 }
 
 //===----------------------------------------------------------------------===//

@@ -19,6 +19,9 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <optional>
 
 #include <string>
 
@@ -87,6 +90,16 @@ struct ParamInfo {
   int64_t offset;
 };
 
+/// A parameter whose clipped gradient sum dp_apply's update forms from the
+/// per-sample gradients dp_microstep left (sum-in-update): the carried
+/// buffers (dprt.alloc's `carried` keys) and the shape of the rows.
+struct RowsUpdate {
+  std::string rows, factors; ///< carried keys
+  int64_t rowsOffset = 0;    ///< bytes into the carried rows buffer
+  ::dprt::DType rowsType = ::dprt::DType::F32;
+  int64_t batch = 0, n = 0;
+};
+
 /// The recipe's optimizer as the runtime sees it (getOptimizerSpec in
 /// Optimizers.cpp reads the optimizer attribute; nothing else does).
 struct OptimizerSpec {
@@ -97,6 +110,9 @@ struct OptimizerSpec {
   /// compiled ones: the learning rate and the weight decay come from the
   /// StepState).
   llvm::StringRef updateKernel;
+  /// The update that reads per-sample gradients and clip factors instead
+  /// of a gradient (same hyperparameters).
+  llvm::StringRef rowsUpdateKernel;
   llvm::SmallVector<mlir::Attribute> updateHyperparameters;
   /// What dp_describe records (0 where the optimizer has no such value).
   double lr = 0, momentum = 0, beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0;
@@ -130,6 +146,12 @@ public:
   OptimizerSpec optimizer;
   llvm::SmallVector<UnitInfo> units;
   llvm::StringMap<ParamInfo> params;
+  /// Parameters whose dp.vector_grad may leave its sum to dp_apply: every
+  /// step is one micro-step on one rank and it is the parameter's only
+  /// gradient op (collect() decides).
+  llvm::StringSet<> rowsUpdateCandidates;
+  /// Those whose sum dp_apply forms (lowerVectorGrad decides), by name.
+  llvm::StringMap<RowsUpdate> rowsUpdates;
 
   //===--------------------------------------------------------------------===//
   // The program
@@ -183,6 +205,13 @@ public:
                           llvm::ArrayRef<int64_t> count);
   mlir::Value view(mlir::Value base, int64_t offset);
   bool sizeOverflowed() const { return overflowed; }
+
+  /// Makes the temporary under `buffer` (through views) outlive this
+  /// function: returns its carried key and `buffer`'s byte offset in it, or
+  /// nullopt when `buffer` is not a temporary.
+  std::optional<std::pair<std::string, int64_t>> carry(mlir::Value buffer);
+  /// In a later function: the buffer an earlier one carried as `key`.
+  mlir::Value carried(llvm::StringRef key);
 
   //===--------------------------------------------------------------------===//
   // The function being built
@@ -238,6 +267,11 @@ private:
 
   mlir::MLIRContext *context;
   bool overflowed = false;
+  /// Bytes of each carried buffer, by key.
+  llvm::StringMap<int64_t> carriedBytes;
+  /// The function being built's alloc of each carried buffer it reads: one
+  /// each, as the memory plan places one buffer per key and function.
+  llvm::StringMap<mlir::Value> carriedHere;
   llvm::DenseMap<mlir::Value, mlir::Value> buffers;
   /// The n2 buffer of each dp.norm_sum.
   llvm::DenseMap<mlir::Operation *, mlir::Value> sumBuffers;

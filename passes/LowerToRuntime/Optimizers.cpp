@@ -38,6 +38,7 @@ FailureOr<OptimizerSpec> dpc::lowering::getOptimizerSpec(RecipeOp recipe) {
             spec.lr = sgd.getLr().convertToDouble();
             spec.weightDecay = sgd.getWeightDecay().convertToDouble();
             spec.updateKernel = "sgd_update_range";
+            spec.rowsUpdateKernel = "sgd_update_rows";
             return true;
           })
           .Case([&](MomentumAttr momentum) {
@@ -48,6 +49,7 @@ FailureOr<OptimizerSpec> dpc::lowering::getOptimizerSpec(RecipeOp recipe) {
             spec.nesterov = momentum.getNesterov();
             spec.weightDecay = momentum.getWeightDecay().convertToDouble();
             spec.updateKernel = "momentum_update_range";
+            spec.rowsUpdateKernel = "momentum_update_rows";
             spec.updateHyperparameters = {
                 f64(spec.momentum), BoolAttr::get(context, spec.nesterov)};
             return true;
@@ -61,6 +63,7 @@ FailureOr<OptimizerSpec> dpc::lowering::getOptimizerSpec(RecipeOp recipe) {
             spec.eps = adamw.getEps().convertToDouble();
             spec.weightDecay = adamw.getWeightDecay().convertToDouble();
             spec.updateKernel = "adamw_update_range";
+            spec.rowsUpdateKernel = "adamw_update_rows";
             spec.updateHyperparameters = {f64(spec.beta1), f64(spec.beta2),
                                           f64(spec.eps)};
             return true;
@@ -178,14 +181,38 @@ void dpc::lowering::buildApply(LoweringContext &context) {
     if (unit.frozen)
       continue;
     // Trainable parameters that lie next to each other (alignment gaps
-    // between them included) form one range: one call each.
+    // between them included) form one range: one call each. A parameter
+    // whose sum the update forms from its per-sample gradients has a call
+    // of its own.
     SmallVector<std::pair<int64_t, int64_t>> ranges;
+    Value master = context.global(unit.master);
+    int64_t accBytes = ::dprt::sizeOf(acc);
+    bool addNoise = !isa<NoNoiseAttr>(context.recipe.getNoise());
+    bool anyFromRows = false;
     for (auto [ref, offset] :
          llvm::zip(unit.op.getParams(), unit.op.getOffsets())) {
-      ParamOp param =
-          context.params[cast<FlatSymbolRefAttr>(ref).getValue()].op;
-      if (!param.getTrainable()) {
-        ranges.push_back({-1, -1}); // a frozen parameter breaks the range
+      StringRef name = cast<FlatSymbolRefAttr>(ref).getValue();
+      ParamOp param = context.params[name].op;
+      auto fromRows = context.rowsUpdates.find(name);
+      if (fromRows != context.rowsUpdates.end()) {
+        const RowsUpdate &rows = fromRows->second;
+        CallArgs update = context.args();
+        update.dtype(rows.rowsType)
+            .buffer(context.view(master, offset * accBytes));
+        for (StringRef state : statesOf(unit))
+          update.buffer(context.view(context.global(state), offset * accBytes));
+        update.buffer(context.view(context.carried(rows.rows), rows.rowsOffset))
+            .buffer(context.carried(rows.factors))
+            .i64(rows.batch)
+            .i64(rows.n);
+        for (Attribute hyperparameter : optimizer.updateHyperparameters)
+          update.attr(hyperparameter);
+        update.i64(addNoise ? unit.globalBase + offset : -1);
+        context.call(optimizer.rowsUpdateKernel, update);
+        anyFromRows = true;
+      }
+      if (!param.getTrainable() || fromRows != context.rowsUpdates.end()) {
+        ranges.push_back({-1, -1}); // breaks the range
         continue;
       }
       int64_t end = offset + param.getNumElements();
@@ -198,12 +225,10 @@ void dpc::lowering::buildApply(LoweringContext &context) {
     }
     llvm::erase_if(ranges, [](auto r) { return r.first < 0; });
     Value grad = context.global(unit.grad);
-    Value master = context.global(unit.master);
     // noise = #dp.none: the program draws no noise at all. Otherwise the
     // update adds each element's noise (keyed by its global index) as it
     // reads the gradient: the bits of add_noise then the update, without a
     // pass that reads and writes the whole gradient.
-    bool addNoise = !isa<NoNoiseAttr>(context.recipe.getNoise());
     for (auto [begin, end] : ranges) {
       CallArgs update = context.args();
       update.dtype(acc).buffer(master);
@@ -224,10 +249,22 @@ void dpc::lowering::buildApply(LoweringContext &context) {
           .i64(unit.shard);
       context.call("cast", cast);
     }
-    CallArgs zero = context.args();
-    zero.buffer(grad).i64(
-        context.checkedBytes(unit.grad, {unit.shard, ::dprt::sizeOf(acc)}));
-    context.call("zero", zero);
+    // The gradient of a parameter the update formed from rows was never
+    // written (it stays as dp_init zeroed it): only the other ranges are.
+    if (!anyFromRows) {
+      CallArgs zero = context.args();
+      zero.buffer(grad).i64(
+          context.checkedBytes(unit.grad, {unit.shard, accBytes}));
+      context.call("zero", zero);
+    }
+    for (auto [begin, end] : anyFromRows
+                                 ? ArrayRef(ranges)
+                                 : ArrayRef<std::pair<int64_t, int64_t>>()) {
+      CallArgs zero = context.args();
+      zero.buffer(context.view(grad, begin * accBytes))
+          .i64((end - begin) * accBytes);
+      context.call("zero", zero);
+    }
   }
   context.endFunc();
 }

@@ -239,6 +239,13 @@ LogicalResult dpc::lowering::buildDescribe(LoweringContext &context) {
           .i64(hfRows ? hfRows[0] : -1)
           .i64(hfRows ? hfRows[1] : -1);
       context.call("describe_param", p);
+      // Its clipped sum formed in dp_apply: its gradient stays zero, and
+      // the driver's finiteness check skips it.
+      if (context.rowsUpdates.contains(param.getSymName())) {
+        CallArgs r = context.args();
+        r.string(param.getSymName());
+        context.call("describe_update_from_rows", r);
+      }
     }
   }
   // dp-lora's adapters, for the export of a peft adapter (docs/lora.md).

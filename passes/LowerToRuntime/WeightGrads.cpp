@@ -108,9 +108,36 @@ LogicalResult lowerPositionEmbeddingGrad(PositionEmbeddingGradOp g,
   return success();
 }
 
+/// Leaves the clipped sum of `g` to dp_apply (sum-in-update): carries its
+/// per-sample gradients and clip factors. False where one of them is not a
+/// temporary of this function. The sum needs no finiteness check of its
+/// own: clip_factors gives c_b = 0 unless sample b's squared norm, which
+/// sums the squares of these very values, is finite, and then each term
+/// c_b g_b is at most C in every element.
+bool leaveSumToUpdate(VectorGradOp g, LoweringContext &context) {
+  ParamInfo &param = context.params[g.getParam()];
+  int64_t n = lastDim(g.getGrads());
+  if (!g.getScale().getDefiningOp<ClipFactorOp>() ||
+      !context.rowsUpdateCandidates.contains(g.getParam()) ||
+      n != param.op.getNumElements())
+    return false;
+  auto rows = context.carry(context.buf(g.getGrads()));
+  auto factors = context.carry(context.buf(g.getScale()));
+  // The kernels take the factors from their first byte.
+  if (!rows || !factors || factors->second != 0)
+    return false;
+  context.rowsUpdates[g.getParam()] =
+      RowsUpdate{rows->first,   factors->first,
+                 rows->second,  toDType(g.getGrads().getType()),
+                 context.batch, n};
+  return true;
+}
+
 LogicalResult lowerVectorGrad(VectorGradOp g, LoweringContext &context) {
   if (failed(requireClipFactor(g, g.getScale())))
     return failure();
+  if (leaveSumToUpdate(g, context))
+    return success();
   CallArgs a = context.args();
   a.dtype(toDType(g.getGrads().getType()))
       .buffer(context.buf(g.getGrads()))

@@ -463,6 +463,26 @@ void describe_param(ProgramSpec *spec, const char *name, int32_t unit,
                                    LoRAPart{}});
 }
 
+void describe_update_from_rows(ProgramSpec *spec, const char *param) {
+  const char *fn = "describe_update_from_rows";
+  requireProgram(spec, fn);
+  DPRT_REQUIRE(!spec->params.empty() && param &&
+                   spec->params.back().name == param,
+               spec, fn,
+               "parameter '" << (param ? param : "")
+                             << "' is not the last one described");
+  ParamSpec &p = spec->params.back();
+  DPRT_REQUIRE(p.trainable && !p.sumFromRows, spec, fn,
+               "parameter '" << p.name
+                             << "' is frozen or its update described twice");
+  // The per-sample gradients of one micro-step on one rank are the whole
+  // sum: nothing else may add to it.
+  DPRT_REQUIRE(spec->ranks == 1, spec, fn,
+               "parameter '" << p.name << "' has its sum formed from rows on "
+                             << spec->ranks << " ranks; only one rank can");
+  p.sumFromRows = true;
+}
+
 void describe_lora(ProgramSpec *spec, int64_t rank, double alpha,
                    const char *targets) {
   const char *fn = "describe_lora";
@@ -540,6 +560,12 @@ void describe_microstep(ProgramSpec *spec, int64_t rows, MicrostepFn run) {
   DPRT_REQUIRE(rows % unit == 0, spec, fn,
                "a micro-step of " << rows << " rows splits a user's " << unit
                                   << " slots");
+  // A smaller micro-step would leave stale rows to the update.
+  for (const ParamSpec &p : spec->params)
+    DPRT_REQUIRE(!p.sumFromRows, spec, fn,
+                 "a micro-step of " << rows << " rows, but dp_apply forms '"
+                                    << p.name
+                                    << "''s sum from a full micro-step's rows");
   DPRT_REQUIRE(spec->smallerMicrosteps.empty() ||
                    spec->smallerMicrosteps.back().rows < rows,
                spec, fn,

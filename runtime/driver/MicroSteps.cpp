@@ -5,6 +5,9 @@
 #include "common/Trace.h"
 #include "dprt/backend.h"
 
+#include <stdexcept>
+#include <string>
+
 namespace dprt::driver {
 namespace {
 
@@ -57,6 +60,15 @@ MicroStepSums runMicroSteps(RankSlot &slot, const ProgramSpec &spec,
   const DType acc = accOf(spec.compute);
   const int64_t accBytes = sizeOf(acc);
   MicroStepSums sums;
+  // dp_apply reads the per-sample gradients of the last micro-step only.
+  if (plan.microSteps != 1)
+    for (const ParamSpec &p : spec.params)
+      if (p.sumFromRows)
+        throw std::runtime_error(
+            "a step of " + std::to_string(plan.microSteps) +
+            " micro-steps, but the program's update forms '" + p.name +
+            "''s clipped sum from one micro-step's per-sample gradients "
+            "(compile with dpc --sum-in-update=off)");
   for (int64_t m = 0; m < plan.microSteps; ++m) {
     const privacy::PhysicalBatchPlan::Slice part = plan.slice(m, rank.rank);
     // The first `rows` rows of the inputs, mask and losses are its own.

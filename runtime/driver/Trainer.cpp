@@ -20,6 +20,7 @@
 #include "Checkpointer.h"
 #include "Dataset.h"
 #include "Evaluation.h"
+#include "FiniteChecks.h"
 #include "HfShards.h"
 #include "HfWeights.h"
 #include "MicroSteps.h"
@@ -262,11 +263,7 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
     double verdict[2] = {sums[0], 0}; // loss sum, ranks with a bad gradient
     // All trainable units in one request: one wait for the device a step.
     std::vector<int64_t> offsets, counts;
-    for (const UnitSpec &unit : spec_.units)
-      if (!unit.frozen()) {
-        offsets.push_back(unit.gradShard);
-        counts.push_back(unit.shardElems);
-      }
+    finiteCheckRanges(spec_, offsets, counts);
     if (!allFiniteRanges(&rank, acc, offsets.data(), counts.data(),
                          int64_t(offsets.size())))
       verdict[1] = 1;

@@ -88,7 +88,9 @@ std::string ProgramId::name() const {
          ".r" + std::to_string(ranks) +
          (recompute.empty() ? "" : ".rc" + recompute) +
          (rematerialize ? "" : ".keep") +
-         (reshard.empty() ? "" : ".reshard-" + reshard);
+         (reshard.empty() ? "" : ".reshard-" + reshard) +
+         (sumInUpdate ? "" : ".sumoff") +
+         (lastBatchSizes.empty() ? "" : ".sizes-" + lastBatchSizes);
 }
 
 bool ProgramId::isLanguageModel() const {
@@ -132,6 +134,10 @@ std::string programPath(const ProgramId &id) {
                                   : "--rematerialize=off");
   if (!id.reshard.empty())
     args.push_back("--reshard-after-forward=" + id.reshard);
+  if (!id.sumInUpdate)
+    args.push_back("--sum-in-update=off");
+  if (!id.lastBatchSizes.empty())
+    args.push_back("--last-batch-sizes=" + id.lastBatchSizes);
   dpctest::RunResult r = dpctest::runProgram(DPC_COMPILER, args);
   if (r.status != 0)
     fail("dpc failed for " + id.name() + ":\n" + r.err);

@@ -53,6 +53,11 @@ struct ProgramId {
   /// (every unit gathered again before its backward) or "off" (the
   /// forward's gathers kept for the backward).
   std::string reshard = "";
+  /// `dpc --sum-in-update`: auto (true), or off (every clipped sum added
+  /// into the gradient by the micro-step).
+  bool sumInUpdate = true;
+  /// `dpc --last-batch-sizes` ("" for dpc's default, auto).
+  std::string lastBatchSizes = "";
 
   std::string name() const;
   bool isLanguageModel() const;

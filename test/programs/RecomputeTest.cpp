@@ -13,7 +13,12 @@
 // checks the same programs in ProgramStepTest (WholeStep, *Recompute*).
 // Rematerialized cheap layers (dp-rematerialize) likewise train the same
 // bits as the program that keeps them, and so does a program that keeps
-// each unit's forward all-gather for its backward.
+// each unit's forward all-gather for its backward. So does a program whose
+// update forms the clipped sums of materialized per-sample gradients (dpc
+// --sum-in-update, on shuffled batches of the physical batch) against one
+// that adds them into the gradient: the update kernels form each element's
+// sum as rows_weighted_sum does, over 10 records so that the third step is
+// a padded batch of 2.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,16 +46,17 @@ struct RecomputeCase {
 
 class RecomputeBits : public ::testing::TestWithParam<RecomputeCase> {};
 
-/// Trains `plain` and `other` for kSteps from one seed, every sample clipped,
-/// and expects the same parameter bits and losses.
-void expectSameTraining(const ProgramId &plain, const ProgramId &other) {
+/// Trains `plain` and `other` for `steps` from one seed, every sample
+/// clipped, and expects the same parameter bits and losses.
+void expectSameTraining(const ProgramId &plain, const ProgramId &other,
+                        int64_t records = kRecords, int steps = kSteps) {
   const uint64_t seed = testSeed();
   dpctest::TempDir dir;
   const std::string data =
       dir / (plain.isLanguageModel() ? "data.txt" : "data.csv");
-  writeRecords(makeRecords(plain, seed, kRecords), data);
+  writeRecords(makeRecords(plain, seed, records), data);
   auto train = [&](const ProgramId &id, const std::string &name) {
-    runProgram(id, {"--data", data, "--steps", std::to_string(kSteps), "--seed",
+    runProgram(id, {"--data", data, "--steps", std::to_string(steps), "--seed",
                     std::to_string(seed), "--sigma", "0.5", "--clip", "0.01",
                     "--save", dir / name, "--metrics", dir / (name + ".jsonl"),
                     "--quiet"});
@@ -61,7 +67,7 @@ void expectSameTraining(const ProgramId &plain, const ProgramId &other) {
   expectSameBits(a, b, other.name() + " vs " + plain.name());
   const std::vector<double> lossA = metricLosses(dir / "plain.jsonl");
   const std::vector<double> lossB = metricLosses(dir / "other.jsonl");
-  ASSERT_EQ(lossA.size(), size_t(kSteps));
+  ASSERT_EQ(lossA.size(), size_t(steps));
   ASSERT_EQ(lossB.size(), lossA.size());
   for (size_t i = 0; i < lossA.size(); ++i)
     EXPECT_EQ(lossA[i], lossB[i]) << "step " << i + 1;
@@ -106,6 +112,42 @@ TEST_P(ReshardBits, SameParametersAndLosses) {
   kept.reshard = "off";
   expectSameTraining(again, kept);
 }
+
+struct SumInUpdateCase {
+  const char *recipe;
+  const char *normMethod;
+};
+
+class SumInUpdateBits : public ::testing::TestWithParam<SumInUpdateCase> {};
+
+TEST_P(SumInUpdateBits, SameParametersAndLosses) {
+  const SumInUpdateCase &c = GetParam();
+  ProgramId inUpdate{"tinylm-f32", c.recipe, 1}, inStep = inUpdate;
+  inUpdate.normMethod = inStep.normMethod = c.normMethod;
+  inStep.sumInUpdate = false;
+  // Padded like the update's program, which has no smaller micro-step (a
+  // product over fewer rows may round differently).
+  inStep.lastBatchSizes = "none";
+  // The program must really form the sums in its update, or this compares
+  // a program with itself.
+  const std::string cpp = dpctest::readFile(programPath(inUpdate) + ".cpp");
+  ASSERT_NE(cpp.find("_update_rows("), std::string::npos) << inUpdate.name();
+  ASSERT_EQ(
+      dpctest::readFile(programPath(inStep) + ".cpp").find("_update_rows("),
+      std::string::npos);
+  expectSameTraining(inStep, inUpdate, /*records=*/10, /*steps=*/4);
+}
+
+// AdamW with every linear weight materialized; Nesterov momentum with the
+// cost model's methods (norm gains from rows, the others' sums in the
+// gradient beside them).
+INSTANTIATE_TEST_SUITE_P(
+    ProgramSumInUpdate, SumInUpdateBits,
+    ::testing::Values(SumInUpdateCase{"shuffle_adamw", "materialized"},
+                      SumInUpdateCase{"shuffle_momentum", ""}),
+    [](const ::testing::TestParamInfo<SumInUpdateCase> &info) {
+      return caseName("tinylm-f32", info.param.recipe);
+    });
 
 INSTANTIATE_TEST_SUITE_P(
     ProgramReshard, ReshardBits,

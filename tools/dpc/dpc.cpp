@@ -153,6 +153,14 @@ static cl::opt<std::string> materializedNormsOpt(
              "norm method under --memory-budget: auto (default) or off; "
              "--norm-method forces it anyway"),
     cl::value_desc("auto|off"), cl::init("auto"), cl::cat(dpcCategory));
+static cl::opt<std::string> sumInUpdateOpt(
+    "sum-in-update",
+    cl::desc("auto (default): when every step is one micro-step on one rank "
+             "(shuffled batches no larger than the physical batch), the "
+             "optimizer update sums the clipped materialized per-sample "
+             "gradients as it reads them, instead of a pass that adds them "
+             "into the gradient; off: always that pass"),
+    cl::value_desc("auto|off"), cl::init("auto"), cl::cat(dpcCategory));
 static cl::opt<std::string> targetGpuOpt(
     "target-gpu",
     cl::desc("The GPU the cuda program will run on, for the default "
@@ -366,6 +374,9 @@ int main(int argc, char **argv) {
   options.recipe = recipeOpt;
   options.backend = backendOpt;
   options.prefetch = prefetchOpt;
+  if (sumInUpdateOpt != "auto" && sumInUpdateOpt != "off")
+    return fail("--sum-in-update '" + sumInUpdateOpt + "' is not auto or off");
+  options.sumInUpdate = sumInUpdateOpt == "auto";
   // Recomputation and the budget are planned with rematerialized layers
   // (the least memory); auto drops them at the end where they do not pay.
   StringRef rematerialize = rematerializeOpt;
@@ -558,6 +569,9 @@ int main(int argc, char **argv) {
     }
     std::vector<int64_t> sizes;
     StringRef asked = lastBatchSizesOpt;
+    // Every step of such a recipe is one full micro-step.
+    if (asked == "auto" && dpc::sumsInUpdate(*planned))
+      asked = "none";
     if (asked == "auto") {
       // In units (users' slots): every count up to 8, then multiples of an
       // eighth of the batch, so a last micro-step pads at most ~1/8.

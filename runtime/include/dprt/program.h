@@ -138,6 +138,10 @@ struct ParamSpec {
   bool trainable;
   HfSource hf;   ///< the Hugging Face tensor it comes from, if any
   LoRAPart lora; ///< describe_adapter; role None for every other parameter
+  /// describe_update_from_rows: dp_apply forms this parameter's clipped sum
+  /// from its per-sample gradients of the step's one micro-step, so its
+  /// gradient buffer stays zero (and the driver does not check it).
+  bool sumFromRows = false;
 };
 
 struct UnitSpec {
@@ -240,7 +244,8 @@ struct ProgramSpec {
 // Called by the emitted dp_describe, in this order: program, grid (2-D
 // grids only), loss, recipe (describe_recipe, describe_optimizer,
 // describe_schedule, describe_accountant, describe_privacy_unit), inputs,
-// units, params, then with #dp.lora describe_lora and describe_adapter for
+// units, params (each followed by describe_update_from_rows when the update
+// forms its sum), then with #dp.lora describe_lora and describe_adapter for
 // each adapter part, then describe_microstep for each smaller micro-step.
 void describe_program(ProgramSpec *spec, const char *model, const char *backend,
                       int32_t ranks, int64_t arenaBytes, int64_t stateOffset,
@@ -285,6 +290,10 @@ void describe_param(ProgramSpec *spec, const char *name, int32_t unit,
                     int64_t dim0, int64_t dim1, int64_t dim2, int64_t dim3,
                     const char *hfName, bool hfTransposed, int64_t hfRowBegin,
                     int64_t hfRowEnd);
+/// dp_apply's update forms parameter `param`'s clipped sum from the
+/// per-sample gradients the micro-step left (one micro-step a step, one
+/// rank). After the parameter's describe_param.
+void describe_update_from_rows(ProgramSpec *spec, const char *param);
 /// `run` is dp_microstep compiled for `rows` rows, 1 <= rows <
 /// physicalBatch (a multiple of max_records under user-level DP), each size
 /// once and in increasing order; called last.

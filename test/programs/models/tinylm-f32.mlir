@@ -200,3 +200,28 @@ dp.recipe @frozen_sgd for @tinylm {
   shard = #dp.fsdp<unit = block>,
   grid = @ranks
 }
+
+// Shuffled batches of the physical batch: every step is one micro-step, so
+// dp_apply's update forms the clipped sums of the materialized per-sample
+// gradients (dpc --sum-in-update; SumInUpdateTest).
+dp.recipe @shuffle_adamw for @tinylm {
+  clip = #dp.clip<flat, max_norm = 6.0>,
+  noise = #dp.noise<sigma = 0.0, delta = 1.0e-5>,
+  sampling = #dp.shuffle<batch = 4, physical_batch = 4>,
+  optimizer = #dp.adamw<lr = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-8, weight_decay = 0.1>,
+  steps = 5,
+  precision = #dp.precision<compute = f32, master = f32>,
+  shard = #dp.fsdp<unit = block>,
+  grid = @ranks
+}
+
+dp.recipe @shuffle_momentum for @tinylm {
+  clip = #dp.clip<flat, max_norm = 6.0>,
+  noise = #dp.noise<sigma = 0.0, delta = 1.0e-5>,
+  sampling = #dp.shuffle<batch = 4, physical_batch = 4>,
+  optimizer = #dp.momentum<lr = 0.5, momentum = 0.9, nesterov = true, weight_decay = 0.01>,
+  steps = 5,
+  precision = #dp.precision<compute = f32, master = f32>,
+  shard = #dp.fsdp<unit = block>,
+  grid = @ranks
+}
