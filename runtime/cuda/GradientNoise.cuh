@@ -41,8 +41,11 @@ struct GradientNoise {
   __device__ __forceinline__ float add(float g, int64_t index) const {
     if (!on)
       return g;
-    return g + std * gaussianF32(generator, key, step, uint64_t(index),
-                                 kGradientNoiseStream);
+    // An explicit fma: the same bits in every kernel that inlines it.
+    return __fmaf_rn(std,
+                     gaussianF32(generator, key, step, uint64_t(index),
+                                 kGradientNoiseStream),
+                     g);
   }
 };
 

@@ -94,11 +94,17 @@ __device__ __forceinline__ void storeFloats(float *p, const float (&in)[W]) {
   }
 }
 
+// Every multiply-add of the element steps is an explicit fma or a rounded
+// product: left to nvcc, a contraction can differ between the kernels that
+// inline a step (the plain and the _rows update, vector and tail
+// instantiations), and with it the bits the two must share.
+
 /// w - lr * (d + weightDecay * w), rounded once: every optimizer's last
 /// operation, on its direction d.
 __device__ __forceinline__ float descend(const StepScalars &s, float w,
                                          double d) {
-  return float(double(w) - s.step * (d + s.weightDecay * double(w)));
+  const double wd = double(w);
+  return float(__fma_rn(-s.step, __fma_rn(s.weightDecay, wd, d), wd));
 }
 
 // The element steps: apply<W> updates elements [i, i + W) given their
@@ -133,9 +139,9 @@ struct Momentum {
     loadFloats<W>(velocity + i, vel);
 #pragma unroll
     for (int k = 0; k < W; ++k) {
-      double v = momentum * double(vel[k]) + g[k];
+      double v = __fma_rn(momentum, double(vel[k]), g[k]);
       vel[k] = float(v);
-      w[k] = descend(s, w[k], nesterov ? g[k] + momentum * v : v);
+      w[k] = descend(s, w[k], nesterov ? __fma_rn(momentum, v, g[k]) : v);
     }
     storeFloats<W>(velocity + i, vel);
     storeFloats<W>(master + i, w);
@@ -154,8 +160,9 @@ struct AdamW {
     loadFloats<W>(v + i, vv);
 #pragma unroll
     for (int k = 0; k < W; ++k) {
-      double mi = beta1 * double(mv[k]) + (1.0 - beta1) * g[k];
-      double vi = beta2 * double(vv[k]) + (1.0 - beta2) * g[k] * g[k];
+      double mi = __fma_rn(beta1, double(mv[k]), __dmul_rn(1.0 - beta1, g[k]));
+      double vi = __fma_rn(beta2, double(vv[k]),
+                           __dmul_rn(__dmul_rn(1.0 - beta2, g[k]), g[k]));
       mv[k] = float(mi);
       vv[k] = float(vi);
       w[k] = descend(s, w[k], (mi / s.c1) / (sqrt(vi / s.c2) + eps));

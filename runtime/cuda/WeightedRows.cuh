@@ -2,8 +2,8 @@
 //
 // One definition of the per-element sum rows_weighted_sum adds and the
 // *_update_rows optimizers feed to their update. Both kernels inline this
-// same code, so nvcc contracts c[b] * g + sum into the same FMAs in both and
-// the two give the same bits (kernels.inc).
+// same code, with explicit FMAs (no contraction left to nvcc), so the two
+// give the same bits (kernels.inc).
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,15 +25,31 @@ __device__ __forceinline__ void weightedRowSums(const T *g, const float *c,
 #pragma unroll
   for (int k = 0; k < W; ++k)
     sum[k] = 0.0f;
-  for (int64_t b = 0; b < batch; ++b) {
-    const float cb = c[b];
+  auto add = [&](float cb, const float(&row)[W]) {
     if (cb == 0.0f)
-      continue;
-    float row[W];
-    loadVec<W>(g + b * dim + j, row);
+      return;
 #pragma unroll
     for (int k = 0; k < W; ++k)
-      sum[k] += cb * row[k];
+      sum[k] = __fmaf_rn(cb, row[k], sum[k]);
+  };
+  // Four rows' loads in flight before their sums (a row whose c is 0 is
+  // read, never added): one at a time left the update kernels, with their
+  // registers, waiting on memory. The order of the sum is unchanged.
+  constexpr int kAhead = 4;
+  int64_t b = 0;
+  for (; b + kAhead <= batch; b += kAhead) {
+    float row[kAhead][W];
+#pragma unroll
+    for (int q = 0; q < kAhead; ++q)
+      loadVec<W>(g + (b + q) * dim + j, row[q]);
+#pragma unroll
+    for (int q = 0; q < kAhead; ++q)
+      add(c[b + q], row[q]);
+  }
+  for (; b < batch; ++b) {
+    float row[W];
+    loadVec<W>(g + b * dim + j, row);
+    add(c[b], row);
   }
 }
 
