@@ -183,6 +183,15 @@ void ProgramLowering::chooseRowsUpdates() {
   for (const auto &param : vectorGrads)
     if (gradientOps.lookup(param.getKey()) == 1)
       context.rowsUpdateCandidates.insert(param.getKey());
+  // A unit all of whose trainable parameters are candidates needs no
+  // gradient shard: 4 bytes an element less.
+  for (UnitInfo &unit : context.units)
+    unit.sumsFromRows =
+        !unit.frozen && llvm::all_of(unit.op.getParams(), [&](Attribute ref) {
+          StringRef name = cast<FlatSymbolRefAttr>(ref).getValue();
+          return !context.params[name].op.getTrainable() ||
+                 context.rowsUpdateCandidates.contains(name);
+        });
 }
 
 void ProgramLowering::declareGlobals() {
@@ -213,7 +222,8 @@ void ProgramLowering::declareGlobals() {
     unit.master = dt == acc && !unit.castFromMaster
                       ? unit.paramShard
                       : context.addGlobal(name + ".master", acc, {unit.shard});
-    unit.grad = context.addGlobal(name + ".grad", acc, {unit.shard});
+    if (!unit.sumsFromRows)
+      unit.grad = context.addGlobal(name + ".grad", acc, {unit.shard});
     if (numStates >= 1)
       unit.state1 = context.addGlobal(name + ".opt1", acc, {unit.shard});
     if (numStates >= 2)

@@ -81,6 +81,10 @@ struct UnitInfo {
   /// shard): no compute-type copy is kept (paramShard is empty); each
   /// gather casts the master into a buffer that lives while layers read it.
   bool castFromMaster = false;
+  /// Trainable, and every trainable parameter's clipped sum formed by
+  /// dp_apply from the per-sample gradients (sum-in-update): no gradient
+  /// shard (grad is empty).
+  bool sumsFromRows = false;
 };
 
 /// Where a parameter lies: its unit and element offset in the unit.

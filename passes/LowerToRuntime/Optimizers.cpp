@@ -146,7 +146,9 @@ void dpc::lowering::buildInit(LoweringContext &context) {
     }
     if (unit.frozen)
       continue;
-    SmallVector<StringRef, 3> zeroed{unit.grad};
+    SmallVector<StringRef, 3> zeroed;
+    if (!unit.grad.empty())
+      zeroed.push_back(unit.grad);
     llvm::append_range(zeroed, statesOf(unit));
     for (StringRef state : zeroed) {
       CallArgs zero = context.args();
@@ -224,7 +226,7 @@ void dpc::lowering::buildApply(LoweringContext &context) {
         ranges.push_back({offset, end});
     }
     llvm::erase_if(ranges, [](auto r) { return r.first < 0; });
-    Value grad = context.global(unit.grad);
+    Value grad = unit.grad.empty() ? Value() : context.global(unit.grad);
     // noise = #dp.none: the program draws no noise at all. Otherwise the
     // update adds each element's noise (keyed by its global index) as it
     // reads the gradient: the bits of add_noise then the update, without a
@@ -251,7 +253,7 @@ void dpc::lowering::buildApply(LoweringContext &context) {
     }
     // The gradient of a parameter the update formed from rows was never
     // written (it stays as dp_init zeroed it): only the other ranges are.
-    if (!anyFromRows) {
+    if (!anyFromRows && grad) {
       CallArgs zero = context.args();
       zero.buffer(grad).i64(
           context.checkedBytes(unit.grad, {unit.shard, accBytes}));

@@ -196,10 +196,11 @@ LogicalResult dpc::lowering::buildDescribe(LoweringContext &context) {
         .bufferOrNull(unit.castFromMaster ? Value()
                                           : context.global(unit.paramShard))
         .buffer(context.global(unit.master))
-        .bufferOrNull(unit.frozen ? Value() : context.global(unit.grad));
+        .bufferOrNull(unit.grad.empty() ? Value() : context.global(unit.grad));
     // A state the optimizer does not keep has offset -1.
     for (const std::string *state : {&unit.state1, &unit.state2})
       u.bufferOrNull(state->empty() ? Value() : context.global(*state));
+    u.flag(unit.sumsFromRows);
     context.call("describe_unit", u);
   }
   for (const UnitInfo &unit : context.units) {

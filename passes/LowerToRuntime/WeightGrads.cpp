@@ -138,6 +138,9 @@ LogicalResult lowerVectorGrad(VectorGradOp g, LoweringContext &context) {
     return failure();
   if (leaveSumToUpdate(g, context))
     return success();
+  if (context.units[context.params[g.getParam()].unit].sumsFromRows)
+    return g.emitOpError("cannot leave its sum to dp_apply, but its unit "
+                         "keeps no gradient shard (a compiler bug)");
   CallArgs a = context.args();
   a.dtype(toDType(g.getGrads().getType()))
       .buffer(context.buf(g.getGrads()))

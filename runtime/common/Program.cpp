@@ -363,7 +363,8 @@ void describe_input(ProgramSpec *spec, const char *name, InputRole role,
 
 void describe_unit(ProgramSpec *spec, const char *name, int64_t numel,
                    int64_t shardElems, int64_t paramShard, int64_t masterShard,
-                   int64_t gradShard, int64_t optState1, int64_t optState2) {
+                   int64_t gradShard, int64_t optState1, int64_t optState2,
+                   bool sumsFromRows) {
   const char *fn = "describe_unit";
   requireProgram(spec, fn);
   DPRT_REQUIRE(name && *name, spec, fn, "a unit has no name");
@@ -386,7 +387,10 @@ void describe_unit(ProgramSpec *spec, const char *name, int64_t numel,
   if (paramShard != -1)
     requireBuffer(spec, fn, what + " parameter shard", paramShard,
                   shardElems * sizeOf(spec->compute));
-  if (gradShard == -1) {
+  DPRT_REQUIRE(!sumsFromRows || (gradShard == -1 && spec->ranks == 1), spec, fn,
+               what << " forms its sums from rows but has a gradient shard or "
+                    << spec->ranks << " ranks");
+  if (gradShard == -1 && !sumsFromRows) {
     // Frozen parameters: the compute-type shard is all there is.
     DPRT_REQUIRE(masterShard == paramShard && optState1 == -1 &&
                      optState2 == -1,
@@ -398,7 +402,8 @@ void describe_unit(ProgramSpec *spec, const char *name, int64_t numel,
     return;
   }
   requireBuffer(spec, fn, what + " master shard", masterShard, accBytes);
-  requireBuffer(spec, fn, what + " gradient shard", gradShard, accBytes);
+  if (!sumsFromRows)
+    requireBuffer(spec, fn, what + " gradient shard", gradShard, accBytes);
   if (optState1 != -1)
     requireBuffer(spec, fn, what + " optimizer state 1", optState1, accBytes);
   if (optState2 != -1)
@@ -409,7 +414,19 @@ void describe_unit(ProgramSpec *spec, const char *name, int64_t numel,
   DPRT_REQUIRE(opt != OptimizerKind::AdamW || optState2 != -1, spec, fn,
                what << " has no second optimizer state but AdamW needs it");
   spec->units.push_back(UnitSpec{name, numel, shardElems, paramShard,
-                                 masterShard, gradShard, optState1, optState2});
+                                 masterShard, gradShard, optState1, optState2,
+                                 sumsFromRows});
+}
+
+void requireSumsFromRows(const ProgramSpec &spec) {
+  for (const ParamSpec &p : spec.params)
+    DPRT_REQUIRE(!spec.units[size_t(p.unit)].sumsFromRows || !p.trainable ||
+                     p.sumFromRows,
+                 &spec, "dp_describe",
+                 "parameter '" << p.name << "' of unit '"
+                               << spec.units[size_t(p.unit)].name
+                               << "', which has no gradient shard, is not "
+                                  "named by describe_update_from_rows");
 }
 
 void describe_param(ProgramSpec *spec, const char *name, int32_t unit,

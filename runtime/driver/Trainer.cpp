@@ -277,7 +277,7 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
       // No noise, no optimizer step: the gradients are dropped as dp_apply
       // would have zeroed them after using them.
       for (const UnitSpec &unit : spec_.units)
-        if (!unit.frozen())
+        if (unit.gradShard >= 0)
           zero(&rank, rank.arena + unit.gradShard, unit.shardElems * accBytes);
     }
     if (i == 0) {
@@ -600,6 +600,7 @@ int runTrainingProgram(int argc, char **argv) {
     ProgramSpec spec;
     try {
       dp_describe(&spec);
+      requireSumsFromRows(spec);
     } catch (const std::exception &e) {
       throw std::runtime_error(std::string("the program describes itself "
                                            "inconsistently (a compiler "

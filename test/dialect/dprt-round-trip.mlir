@@ -72,8 +72,8 @@ dprt.program @m.program attributes {prefetch = 1 : i64, arena_bytes = 8192 : i64
     dprt.call "describe_optimizer"() {args = [#dprt.optimizer<Momentum>, 0.5, 0.9, false, 0.0, 0.0, 0.0, 0.0]}
 // CHECK-NEXT: dprt.call "describe_input"(%{{[0-9]+}}) {args = ["input0", #dprt.input_role<NextTokens>, 0 : index, 4, 0, 0]}
     dprt.call "describe_input"(%t) {args = ["input0", #dprt.input_role<NextTokens>, 0 : index, 4, 0, 0]}
-// CHECK-NEXT: dprt.call "describe_unit"(%{{[0-9]+}}) {args = ["root", 512, 256, 0 : index, 0 : index, 0 : index, #dprt.null, #dprt.null]}
-    dprt.call "describe_unit"(%p) {args = ["root", 512, 256, 0 : index, 0 : index, 0 : index, #dprt.null, #dprt.null]}
+// CHECK-NEXT: dprt.call "describe_unit"(%{{[0-9]+}}) {args = ["root", 512, 256, 0 : index, 0 : index, 0 : index, #dprt.null, #dprt.null, false]}
+    dprt.call "describe_unit"(%p) {args = ["root", 512, 256, 0 : index, 0 : index, 0 : index, #dprt.null, #dprt.null, false]}
 // CHECK-NEXT: dprt.return
     dprt.return
   }

@@ -26,7 +26,7 @@
 // CHECK-LABEL: emitc.func @dp_describe
 // CHECK-SAME: (%[[S:.*]]: !emitc.ptr<!emitc.opaque<"dprt::ProgramSpec">>)
 // CHECK:      call_opaque "dprt::describe_program"(%[[S]]) {args = [0 : index, #emitc.opaque<"\22m\22">, #emitc.opaque<"\22cpu\22">, 2 : i32, 4096, 512, #emitc.opaque<"dprt::DType::F32">, 8, 1, 512, 1024, 2048, 4, 4000]}
-// CHECK:      call_opaque "dprt::describe_unit"(%[[S]]) {args = [0 : index, #emitc.opaque<{{.*}}>, 128, 64, 1024, 1024, 1024, -1, -1]}
+// CHECK:      call_opaque "dprt::describe_unit"(%[[S]]) {args = [0 : index, #emitc.opaque<{{.*}}>, 128, 64, 1024, 1024, 1024, -1, -1, false]}
 // CHECK-NOT:  dprt.
 // CPP: void dp_microstep(dprt::Rank* [[R:v[0-9]+]]) {
 // CPP: int32_t* [[T:v[0-9]+]] = (int32_t*) v{{[0-9]+}};
@@ -36,7 +36,7 @@
 // CPP: dprt::all_gather([[R]], dprt::DType::F32, v{{[0-9]+}}, v{{[0-9]+}}, 64, 1);
 // CPP: void dp_describe(dprt::ProgramSpec* [[S:v[0-9]+]]) {
 // CPP: dprt::describe_program([[S]], "m", "cpu", 2, 4096, 512, dprt::DType::F32, 8, 1, 512, 1024, 2048, 4, 4000);
-// CPP: dprt::describe_unit([[S]], "u\\\"v\011", 128, 64, 1024, 1024, 1024, -1, -1);
+// CPP: dprt::describe_unit([[S]], "u\\\"v\011", 128, 64, 1024, 1024, 1024, -1, -1, false);
 dprt.program @m.program attributes {arena_bytes = 4096 : i64, peak_bytes = 4000 : i64} {
   dprt.global @tokens {bytes = 32, offset = 512}
   dprt.global @table {bytes = 512, offset = 1024}
@@ -63,7 +63,7 @@ dprt.program @m.program attributes {arena_bytes = 4096 : i64, peak_bytes = 4000 
     %t = dprt.get_global @tokens
     %e = dprt.get_global @table
     dprt.call "describe_program"(%t, %e) {args = ["m", "cpu", 2 : i32, #dprt.planned<arena_bytes>, 0 : index, #dprt.dtype<F32>, 8, 1, 0 : index, 1 : index, #dprt.planned<logits_offset>, 4, #dprt.planned<peak_bytes>]}
-    dprt.call "describe_unit"(%e) {args = ["u\\\"v\09", 128, 64, 0 : index, 0 : index, 0 : index, #dprt.null, #dprt.null]}
+    dprt.call "describe_unit"(%e) {args = ["u\\\"v\09", 128, 64, 0 : index, 0 : index, 0 : index, #dprt.null, #dprt.null, false]}
     dprt.return
   }
 }

@@ -92,6 +92,6 @@ dp.recipe @r for @m {
 // CHECK: "describe_input"({{.*}}) {args = ["input0", #dprt.input_role<Features>, 0 : index, 8, 0, 0]}
 // CHECK: "describe_input"({{.*}}) {args = ["input1", #dprt.input_role<Label>, 0 : index, 0, 0, 0]}
 // A frozen unit: its parameter shard is its "master"; no gradient, no state.
-// CHECK: "describe_unit"(%{{.*}}, %{{.*}}) {args = ["unit.root.frozen", 64, 64, 0 : index, 1 : index, #dprt.null, #dprt.null, #dprt.null]}
+// CHECK: "describe_unit"(%{{.*}}, %{{.*}}) {args = ["unit.root.frozen", 64, 64, 0 : index, 1 : index, #dprt.null, #dprt.null, #dprt.null, false]}
 // CHECK: "describe_param"() {args = ["fc1.w", 0 : i32, 0, 0, true, 16, 8, 0, 0, "", false, -1, -1]}
 // CHECK: "describe_param"() {args = ["fixed", 1 : i32, 0, 144, false, 4, 16, 0, 0, "", false, -1, -1]}

@@ -4,7 +4,9 @@
 // and trained for k steps, saved, and resumed from the checkpoint up to n
 // steps, writes byte-identical shard files and manifests: the sampler and
 // the noise are functions of (key, step, index), and everything else a step
-// depends on is in the checkpoint.
+// depends on is in the checkpoint. So does the program whose update forms
+// the clipped sums from the per-sample gradients (shuffled batches, dpc
+// --sum-in-update), whose block units keep no gradient shard.
 //
 // Resharding: a checkpoint of 2 ranks loaded by the program compiled for 1
 // or 3 gives back every state of every unit (gaps between parameters
@@ -31,13 +33,14 @@ constexpr int64_t kRecords = 48;
 
 class Resume : public ::testing::TestWithParam<int> {};
 
-TEST_P(Resume, IsBitIdenticalToAnUninterruptedRun) {
-  const ProgramId id{"tinylm-f32", "flat_adamw", GetParam()};
+/// Trains `id` n steps in one go and k steps then resumed to n, over
+/// `records` records, and expects the same checkpoint files.
+void expectResumeIsUninterrupted(const ProgramId &id, int64_t records) {
   const uint64_t seed = testSeed();
   const int k = 2, n = 5;
   dpctest::TempDir dir;
   const std::string data = dir / "data.txt";
-  writeRecords(makeRecords(id, seed, kRecords), data);
+  writeRecords(makeRecords(id, seed, records), data);
   const std::vector<std::string> common = {
       "--data", data, "--seed", std::to_string(seed), "--sigma", "0.8"};
   auto with = [&](std::vector<std::string> extra) {
@@ -68,12 +71,25 @@ TEST_P(Resume, IsBitIdenticalToAnUninterruptedRun) {
     EXPECT_EQ(x.size(), y.size()) << file;
     EXPECT_TRUE(x == y) << file << " differs after resuming at step " << k;
   }
-  EXPECT_EQ(files, GetParam() + 1) << "a shard file per rank and a manifest";
+  EXPECT_EQ(files, id.ranks + 1) << "a shard file per rank and a manifest";
   // The checkpoints hold what the steps changed: AdamW state and moved
   // parameters (a resume that restored nothing would not be identical, but
   // neither would it be if the files were empty).
   const Tensors states = readUnitStates(a);
   EXPECT_TRUE(states.count("unit.b0.adam_v")) << "the units of models/tinylm";
+}
+
+TEST_P(Resume, IsBitIdenticalToAnUninterruptedRun) {
+  expectResumeIsUninterrupted({"tinylm-f32", "flat_adamw", GetParam()},
+                              kRecords);
+}
+
+// 10 records: the resumed run starts in the first epoch's padded last
+// batch.
+TEST(ResumeSumInUpdate, IsBitIdenticalToAnUninterruptedRun) {
+  ProgramId id{"tinylm-f32", "shuffle_adamw", 1};
+  id.normMethod = "materialized";
+  expectResumeIsUninterrupted(id, 10);
 }
 
 INSTANTIATE_TEST_SUITE_P(ProgramResume, Resume, ::testing::Values(1, 2),

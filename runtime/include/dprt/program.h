@@ -154,10 +154,14 @@ struct UnitSpec {
   int64_t gradShard;   ///< acc-type accumulated gradient shard, or -1
   int64_t optState1;   ///< momentum / Adam m, or -1
   int64_t optState2;   ///< Adam v, or -1
+  /// Trainable without a gradient shard (gradShard -1): dp_apply forms the
+  /// clipped sum of every trainable parameter of the unit from the
+  /// per-sample gradients (describe_update_from_rows names each).
+  bool sumsFromRows = false;
 
   /// A unit of frozen parameters has no gradient, master copy or optimizer
   /// state: masterShard == paramShard, in the compute type.
-  bool frozen() const { return gradShard < 0; }
+  bool frozen() const { return gradShard < 0 && !sumsFromRows; }
 };
 
 /// One physical micro-step function of the emitted program.
@@ -279,9 +283,17 @@ void describe_privacy_unit(ProgramSpec *spec, int64_t maxRecords);
 /// dims: up to three per-sample dimensions; unused ones are 0.
 void describe_input(ProgramSpec *spec, const char *name, InputRole role,
                     int64_t offset, int64_t dim0, int64_t dim1, int64_t dim2);
+/// sumsFromRows: a trainable unit with no gradient shard (gradShard -1; one
+/// rank), every trainable parameter of which is then named by
+/// describe_update_from_rows.
 void describe_unit(ProgramSpec *spec, const char *name, int64_t numel,
                    int64_t shardElems, int64_t paramShard, int64_t masterShard,
-                   int64_t gradShard, int64_t optState1, int64_t optState2);
+                   int64_t gradShard, int64_t optState1, int64_t optState2,
+                   bool sumsFromRows = false);
+/// Throws if a unit described with sumsFromRows has a trainable parameter
+/// not named by describe_update_from_rows: its sum would go nowhere. The
+/// driver calls it after dp_describe.
+void requireSumsFromRows(const ProgramSpec &spec);
 /// shape: up to four dimensions; unused ones are 0. hfName, hfTransposed,
 /// hfRowBegin, hfRowEnd: the HfSource ("", false, -1, -1: none; rows -1, -1:
 /// all of the tensor).

@@ -312,3 +312,59 @@ TEST(Program, RejectsInconsistentLoRAAdapters) {
             std::string::npos)
       << error;
 }
+
+namespace {
+
+/// One rank, SGD, f32: a unit whose update forms its sums from rows
+/// (describe_unit's sumsFromRows) next to an ordinary one.
+void describeSumsFromRows(ProgramSpec *spec, bool nameB) {
+  describe_program(spec, "m", "cpu", 1, 65536, 0, DType::F32, 4, 1, 8704, 8960,
+                   -1, 0, 65536);
+  describe_unit(spec, "unit.a", 64, 64, 9216, 9216, -1, -1, -1, true);
+  describe_unit(spec, "unit.c", 64, 64, 9472, 9472, 9728, -1, -1);
+  describe_param(spec, "a", 0, 0, 0, true, 32, 0, 0, 0, "", false, -1, -1);
+  describe_update_from_rows(spec, "a");
+  describe_param(spec, "b", 0, 32, 32, true, 32, 0, 0, 0, "", false, -1, -1);
+  if (nameB)
+    describe_update_from_rows(spec, "b");
+  describe_param(spec, "c", 1, 0, 64, true, 64, 0, 0, 0, "", false, -1, -1);
+}
+
+} // namespace
+
+TEST(Program, UnitsWithoutAGradientShard) {
+  ProgramSpec spec;
+  describeSumsFromRows(&spec, true);
+  EXPECT_TRUE(spec.units[0].sumsFromRows);
+  EXPECT_FALSE(spec.units[0].frozen()) << "trainable without a gradient";
+  EXPECT_TRUE(spec.params[0].sumFromRows && spec.params[1].sumFromRows);
+  EXPECT_FALSE(spec.params[2].sumFromRows);
+  EXPECT_EQ(errorOf([&] { requireSumsFromRows(spec); }), "");
+
+  // A trainable parameter of that unit whose sum nobody forms.
+  ProgramSpec missing;
+  describeSumsFromRows(&missing, false);
+  std::string error = errorOf([&] { requireSumsFromRows(missing); });
+  EXPECT_NE(error.find("parameter 'b' of unit 'unit.a', which has no gradient "
+                       "shard, is not named"),
+            std::string::npos)
+      << error;
+
+  // sumsFromRows with a gradient shard, and describe_update_from_rows for a
+  // parameter that is not the last described.
+  ProgramSpec other;
+  describe_program(&other, "m", "cpu", 1, 65536, 0, DType::F32, 4, 1, 8704,
+                   8960, -1, 0, 65536);
+  error = errorOf([&] {
+    describe_unit(&other, "u", 64, 64, 9216, 9216, 9472, -1, -1, true);
+  });
+  EXPECT_NE(error.find("forms its sums from rows but has a gradient shard"),
+            std::string::npos)
+      << error;
+  describe_unit(&other, "u", 64, 64, 9216, 9216, 9472, -1, -1);
+  describe_param(&other, "p", 0, 0, 0, true, 32, 0, 0, 0, "", false, -1, -1);
+  describe_param(&other, "q", 0, 32, 32, true, 32, 0, 0, 0, "", false, -1, -1);
+  error = errorOf([&] { describe_update_from_rows(&other, "p"); });
+  EXPECT_NE(error.find("'p' is not the last one described"), std::string::npos)
+      << error;
+}
