@@ -379,7 +379,8 @@ void describe_unit(ProgramSpec *spec, const char *name, int64_t numel,
   const int64_t accBytes = shardElems * sizeOf(accOf(spec->compute));
   // A trainable unit of one shard whose layers read its master cast where
   // the step gathers it keeps no compute-type copy (-1).
-  DPRT_REQUIRE(paramShard != -1 || (gradShard != -1 && shards == 1 &&
+  const bool trainable = gradShard != -1 || sumsFromRows;
+  DPRT_REQUIRE(paramShard != -1 || (trainable && shards == 1 &&
                                     spec->compute != accOf(spec->compute)),
                spec, fn,
                what << " has no parameter shard, which only a trainable "

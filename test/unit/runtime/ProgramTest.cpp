@@ -362,6 +362,16 @@ TEST(Program, UnitsWithoutAGradientShard) {
             std::string::npos)
       << error;
   describe_unit(&other, "u", 64, 64, 9216, 9216, 9472, -1, -1);
+  // bf16 on one shard: a unit the layers read as its master cast keeps no
+  // compute-type copy either (the 1.1B benchmark's blocks).
+  ProgramSpec bf16;
+  describe_program(&bf16, "m", "cpu", 1, 65536, 0, DType::BF16, 4, 1, 8704,
+                   8960, -1, 0, 65536);
+  EXPECT_EQ(errorOf([&] {
+              describe_unit(&bf16, "u", 64, 64, -1, 9216, -1, 9472, 9728, true);
+            }),
+            "");
+  EXPECT_FALSE(bf16.units[0].frozen());
   describe_param(&other, "p", 0, 0, 0, true, 32, 0, 0, 0, "", false, -1, -1);
   describe_param(&other, "q", 0, 32, 32, true, 32, 0, 0, 0, "", false, -1, -1);
   error = errorOf([&] { describe_update_from_rows(&other, "p"); });
