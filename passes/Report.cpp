@@ -8,6 +8,7 @@
 #include "passes/Shapes.h"
 
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -352,9 +353,14 @@ void ReportPass::runOnOperation() {
   // The physical batches a step's last micro-step may run on (dpc
   // --last-batch-sizes), as dp_describe names them.
   SmallVector<int64_t> lastSizes;
+  // The parameters whose clipped sums the optimizer update forms from the
+  // per-sample gradients (dpc --sum-in-update), as dp_describe names them.
+  llvm::StringSet<> sumsInUpdate;
   program.walk([&](rt::CallOp call) {
     if (call.getCallee() == "describe_microstep")
       lastSizes.push_back(cast<IntegerAttr>(call.getArgs()[0]).getInt());
+    if (call.getCallee() == "describe_update_from_rows")
+      sumsInUpdate.insert(cast<StringAttr>(call.getArgs()[0]).getValue());
   });
 
   int64_t arena = *program.getArenaBytes();
@@ -419,12 +425,14 @@ void ReportPass::runOnOperation() {
     llvm::json::Array params;
     for (const std::string &name : order) {
       const ParamRow &row = rows[name];
-      params.push_back(llvm::json::Object{{"name", row.name},
-                                          {"shape", row.shape},
-                                          {"norm_method", row.method},
-                                          {"norm_flops", row.normFlops},
-                                          {"weight_grad_flops", row.gradFlops},
-                                          {"predicted_seconds", row.seconds}});
+      params.push_back(
+          llvm::json::Object{{"name", row.name},
+                             {"shape", row.shape},
+                             {"norm_method", row.method},
+                             {"norm_flops", row.normFlops},
+                             {"weight_grad_flops", row.gradFlops},
+                             {"sum_in_update", sumsInUpdate.contains(row.name)},
+                             {"predicted_seconds", row.seconds}});
     }
     llvm::json::Object memory{{"arena_bytes", arena}, {"peak_bytes", peak}};
     for (auto &[kind, bytes] : globals) {
@@ -562,6 +570,10 @@ void ReportPass::runOnOperation() {
   if (microSteps > 0)
     os << "per logical step: " << microSteps << " physical batch(es) expected, "
        << giga(total * microSteps) << " GFLOP per rank\n";
+  if (!sumsInUpdate.empty())
+    os << "  clipped sums formed by the optimizer update from the per-sample "
+       << "gradients (one micro-step a step): " << sumsInUpdate.size()
+       << " parameters; their gradients are never written\n";
   os << "  a step's last, partly filled physical batch: ";
   if (lastSizes.empty()) {
     os << "padded to " << physical << " rows\n";
