@@ -32,10 +32,12 @@ __device__ __forceinline__ void weightedRowSums(const T *g, const float *c,
     for (int k = 0; k < W; ++k)
       sum[k] = __fmaf_rn(cb, row[k], sum[k]);
   };
-  // Four rows' loads in flight before their sums (a row whose c is 0 is
+  // Eight rows' loads in flight before their sums (a row whose c is 0 is
   // read, never added): one at a time left the update kernels, with their
-  // registers, waiting on memory. The order of the sum is unchanged.
-  constexpr int kAhead = 4;
+  // registers, waiting on memory (B8 bf16 n11.5M on an H200: sgd 134 ->
+  // 95 us with four ahead, 85 with eight). The order of the sum is
+  // unchanged.
+  constexpr int kAhead = 8;
   int64_t b = 0;
   for (; b + kAhead <= batch; b += kAhead) {
     float row[kAhead][W];
