@@ -73,8 +73,8 @@ DeviceRates dpc::deviceRates(Backend backend) {
 
 double dpc::linearParamSeconds(const LinearNormShape &s, dp::NormMethod method,
                                int64_t computeBytes, int64_t accBytes,
-                               const DeviceRates &rates,
-                               double gramInputShare) {
+                               const DeviceRates &rates, double gramInputShare,
+                               bool sumInUpdate) {
   double b = double(s.batch), t = double(s.tokens);
   double dp = double(s.in) * double(s.out);
   double acc = double(accBytes);
@@ -86,11 +86,11 @@ double dpc::linearParamSeconds(const LinearNormShape &s, dp::NormMethod method,
     flops = materializedNormFlops(s) + materializedGradFlops(s);
     // The slices (compute type) written once and read by the clipped sum,
     // and by the norm unless it is summed in the product's epilogue; the
-    // gradient (acc) read and written.
+    // gradient (acc) read and written, unless the update forms the sum.
     bool fused =
         fusable && ::dprt::perSampleGradFusedByDefault(s.tokens, s.out);
-    bytes =
-        (fused ? 2.0 : 3.0) * b * dp * double(computeBytes) + 2.0 * dp * acc;
+    bytes = (fused ? 2.0 : 3.0) * b * dp * double(computeBytes) +
+            (sumInUpdate ? 0.0 : 2.0 * dp * acc);
   } else {
     flops = linearWeightGradFlops(s);
     bytes = 2.0 * b * t * double(s.out) * double(computeBytes);

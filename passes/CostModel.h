@@ -81,11 +81,12 @@ DeviceRates deviceRates(Backend backend);
 /// gradient 2 B T p c (diag(c) G written and read), materialized
 /// 3 B d p c + 2 d p acc (the slices written, read by the norm and by the
 /// weighted sum, the gradient read and written; 2 B d p c for the slices
-/// where the norm is fused).
+/// where the norm is fused; no gradient with `sumInUpdate`, where the
+/// optimizer update reads the slices instead: dpc --sum-in-update).
 double linearParamSeconds(const LinearNormShape &s, dp::NormMethod method,
                           int64_t computeBytes, int64_t accBytes,
-                          const DeviceRates &rates,
-                          double gramInputShare = 1.0);
+                          const DeviceRates &rates, double gramInputShare = 1.0,
+                          bool sumInUpdate = false);
 
 /// Bias: per sample, T p additions and p squares: B (T p + 2 p).
 double biasNormFlops(int64_t batch, int64_t tokens, int64_t out);

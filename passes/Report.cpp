@@ -99,6 +99,14 @@ void ReportPass::runOnOperation() {
   int64_t shards = grid.shards, replicas = grid.replicas;
   // DP off (clip = #dp.clip<none>, noise = #dp.none): no per-sample norm.
   bool dpOff = recipe.getClip().getMode() == ClipMode::none;
+  // The parameters whose clipped sums the optimizer update forms from the
+  // per-sample gradients (dpc --sum-in-update), as dp_describe names them:
+  // their gradients are never written.
+  llvm::StringSet<> sumsInUpdate;
+  program.walk([&](rt::CallOp call) {
+    if (call.getCallee() == "describe_update_from_rows")
+      sumsInUpdate.insert(cast<StringAttr>(call.getArgs()[0]).getValue());
+  });
   std::map<std::string, ParamRow> rows;
   SmallVector<std::string> order;
   for (ParamOp param : getParams(model)) {
@@ -152,8 +160,9 @@ void ReportPass::runOnOperation() {
                         NormMethod method, Value x,
                         double gramInputShare = 1.0) {
     Type element = tensorOf(x).getElementType();
-    row.seconds += linearParamSeconds(s, method, bytesOf(element),
-                                      bytesOf(accType), rates, gramInputShare);
+    row.seconds +=
+        linearParamSeconds(s, method, bytesOf(element), bytesOf(accType), rates,
+                           gramInputShare, sumsInUpdate.contains(row.name));
     row.timed = true;
   };
   for (Operation &op : step.getBodyBlock()) {
@@ -353,14 +362,9 @@ void ReportPass::runOnOperation() {
   // The physical batches a step's last micro-step may run on (dpc
   // --last-batch-sizes), as dp_describe names them.
   SmallVector<int64_t> lastSizes;
-  // The parameters whose clipped sums the optimizer update forms from the
-  // per-sample gradients (dpc --sum-in-update), as dp_describe names them.
-  llvm::StringSet<> sumsInUpdate;
   program.walk([&](rt::CallOp call) {
     if (call.getCallee() == "describe_microstep")
       lastSizes.push_back(cast<IntegerAttr>(call.getArgs()[0]).getInt());
-    if (call.getCallee() == "describe_update_from_rows")
-      sumsInUpdate.insert(cast<StringAttr>(call.getArgs()[0]).getValue());
   });
 
   int64_t arena = *program.getArenaBytes();

@@ -85,3 +85,27 @@ TEST(CostModel, GramOutputSideOnlyWhereNotFused) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(CostModel, SumInUpdateWritesNoGradient) {
+  // A materialized weight whose sum the update forms: the f32 gradient's
+  // read and write (2 d p acc) are not charged; the slices are.
+  const DeviceRates cuda = deviceRates(Backend::CUDA);
+  for (LinearNormShape s : {LinearNormShape{8, 1024, 2048, 8192},
+                            LinearNormShape{4, 2048, 2048, 128256}}) {
+    double inGradient = linearParamSeconds(s, dp::NormMethod::materialized, 2,
+                                           4, cuda, 1.0, false);
+    double inUpdate = linearParamSeconds(s, dp::NormMethod::materialized, 2, 4,
+                                         cuda, 1.0, true);
+    double gradient = at(2.0 * double(s.in) * double(s.out) * 4);
+    EXPECT_NEAR(inGradient - inUpdate, gradient, kRelative * gradient);
+  }
+  // The other methods have no such pass to drop.
+  LinearNormShape q{8, 1024, 2048, 2048};
+  EXPECT_DOUBLE_EQ(
+      linearParamSeconds(q, dp::NormMethod::gram, 2, 4, cuda, 1.0, false),
+      linearParamSeconds(q, dp::NormMethod::gram, 2, 4, cuda, 1.0, true));
+}
+
+} // namespace
