@@ -155,7 +155,10 @@ LogicalResult ProgramLowering::collect() {
 /// gradients of the step's one micro-step are all there is: one rank (no
 /// reduce-scatter), every step one physical batch (shuffled batches no
 /// larger than it; Poisson batches vary), records as privacy units, and
-/// no other gradient op of that parameter (a tied table's, say).
+/// no other gradient op of that parameter (a tied table's, say). Its
+/// dp.vector_grad must hold one row of the whole parameter per sample,
+/// weighted by clip factors (whose zeros for non-finite norms make the
+/// sum finite without a check of its own).
 void ProgramLowering::chooseRowsUpdates() {
   RecipeOp recipe = context.recipe;
   auto shuffle = dyn_cast<ShuffleAttr>(recipe.getSampling());
@@ -164,7 +167,7 @@ void ProgramLowering::chooseRowsUpdates() {
       recipe.getRecordsPerUnit() != 1)
     return;
   llvm::StringMap<int> gradientOps;
-  llvm::StringSet<> vectorGrads;
+  llvm::StringSet<> fromRows;
   for (Operation &op : context.step.getBodyBlock()) {
     StringRef param =
         llvm::TypeSwitch<Operation *, StringRef>(&op)
@@ -173,14 +176,17 @@ void ProgramLowering::chooseRowsUpdates() {
             .Case([](EmbeddingGradOp g) { return g.getTable(); })
             .Case([](PositionEmbeddingGradOp g) { return g.getTable(); })
             .Case([&](VectorGradOp g) {
-              vectorGrads.insert(g.getParam());
+              if (g.getScale() && g.getScale().getDefiningOp<ClipFactorOp>() &&
+                  lastDim(g.getGrads()) ==
+                      context.params[g.getParam()].op.getNumElements())
+                fromRows.insert(g.getParam());
               return g.getParam();
             })
             .Default([](Operation *) { return StringRef(); });
     if (!param.empty())
       ++gradientOps[param];
   }
-  for (const auto &param : vectorGrads)
+  for (const auto &param : fromRows)
     if (gradientOps.lookup(param.getKey()) == 1)
       context.rowsUpdateCandidates.insert(param.getKey());
   // A unit all of whose trainable parameters are candidates needs no

@@ -101,7 +101,7 @@ struct RowsUpdate {
   std::string rows, factors; ///< carried keys
   int64_t rowsOffset = 0;    ///< bytes into the carried rows buffer
   ::dprt::DType rowsType = ::dprt::DType::F32;
-  int64_t batch = 0, n = 0;
+  int64_t n = 0; ///< elements a row (the parameter's)
 };
 
 /// The recipe's optimizer as the runtime sees it (getOptimizerSpec in

@@ -205,7 +205,7 @@ void dpc::lowering::buildApply(LoweringContext &context) {
           update.buffer(context.view(context.global(state), offset * accBytes));
         update.buffer(context.view(context.carried(rows.rows), rows.rowsOffset))
             .buffer(context.carried(rows.factors))
-            .i64(rows.batch)
+            .i64(context.batch)
             .i64(rows.n);
         for (Attribute hyperparameter : optimizer.updateHyperparameters)
           update.attr(hyperparameter);
@@ -252,20 +252,20 @@ void dpc::lowering::buildApply(LoweringContext &context) {
       context.call("cast", cast);
     }
     // The gradient of a parameter the update formed from rows was never
-    // written (it stays as dp_init zeroed it): only the other ranges are.
-    if (!anyFromRows && grad) {
+    // written (it stays as dp_init zeroed it): only the other ranges are,
+    // and a unit of such parameters only has no gradient at all.
+    if (!anyFromRows) {
       CallArgs zero = context.args();
       zero.buffer(grad).i64(
           context.checkedBytes(unit.grad, {unit.shard, accBytes}));
       context.call("zero", zero);
-    }
-    for (auto [begin, end] : anyFromRows
-                                 ? ArrayRef(ranges)
-                                 : ArrayRef<std::pair<int64_t, int64_t>>()) {
-      CallArgs zero = context.args();
-      zero.buffer(context.view(grad, begin * accBytes))
-          .i64((end - begin) * accBytes);
-      context.call("zero", zero);
+    } else {
+      for (auto [begin, end] : ranges) {
+        CallArgs zero = context.args();
+        zero.buffer(context.view(grad, begin * accBytes))
+            .i64((end - begin) * accBytes);
+        context.call("zero", zero);
+      }
     }
   }
   context.endFunc();

@@ -108,18 +108,11 @@ LogicalResult lowerPositionEmbeddingGrad(PositionEmbeddingGradOp g,
   return success();
 }
 
-/// Leaves the clipped sum of `g` to dp_apply (sum-in-update): carries its
-/// per-sample gradients and clip factors. False where one of them is not a
-/// temporary of this function. The sum needs no finiteness check of its
-/// own: clip_factors gives c_b = 0 unless sample b's squared norm, which
-/// sums the squares of these very values, is finite, and then each term
-/// c_b g_b is at most C in every element.
+/// Leaves the clipped sum of `g`, a candidate of chooseRowsUpdates, to
+/// dp_apply (sum-in-update): carries its per-sample gradients and clip
+/// factors. False where one of them is not a temporary of this function.
 bool leaveSumToUpdate(VectorGradOp g, LoweringContext &context) {
-  ParamInfo &param = context.params[g.getParam()];
-  int64_t n = lastDim(g.getGrads());
-  if (!g.getScale().getDefiningOp<ClipFactorOp>() ||
-      !context.rowsUpdateCandidates.contains(g.getParam()) ||
-      n != param.op.getNumElements())
+  if (!context.rowsUpdateCandidates.contains(g.getParam()))
     return false;
   auto rows = context.carry(context.buf(g.getGrads()));
   auto factors = context.carry(context.buf(g.getScale()));
@@ -127,9 +120,8 @@ bool leaveSumToUpdate(VectorGradOp g, LoweringContext &context) {
   if (!rows || !factors || factors->second != 0)
     return false;
   context.rowsUpdates[g.getParam()] =
-      RowsUpdate{rows->first,   factors->first,
-                 rows->second,  toDType(g.getGrads().getType()),
-                 context.batch, n};
+      RowsUpdate{rows->first, factors->first, rows->second,
+                 toDType(g.getGrads().getType()), lastDim(g.getGrads())};
   return true;
 }
 
