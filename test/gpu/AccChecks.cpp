@@ -24,6 +24,19 @@ using dprt::ClipMode;
 
 namespace {
 
+/// The StepState of the optimizer checks: step 3, gradScale 0.25, lrScale
+/// 0.5 and the run's learning rate and weight decay, which the kernels read
+/// from it.
+dprt::StepState checkedUpdateState() {
+  dprt::StepState state{};
+  state.step = 3;
+  state.gradScale = 0.25;
+  state.lrScale = 0.5;
+  state.lr = 1e-2;
+  state.weightDecay = 0.01;
+  return state;
+}
+
 /// The bytes of the device side of `b`, to compare results bit for bit (a
 /// -0 against a +0 too).
 std::vector<uint8_t> deviceBytes(Buffer &b) {
@@ -76,12 +89,7 @@ void updateRowsChecks(Context &ctx) {
                              (noise ? " noise" : "") + " masked"))
             continue;
           ctx.guarded([&] {
-            dprt::StepState state{};
-            state.step = 3;
-            state.gradScale = 0.25;
-            state.lrScale = 0.5;
-            state.lr = 1e-2;
-            state.weightDecay = 0.01;
+            dprt::StepState state = checkedUpdateState();
             state.noiseStd = 0.5;
             state.noiseKey[0] = 0x243f6a8885a308d3ull;
             state.noiseKey[1] = 0x13198a2e03707344ull;
@@ -266,14 +274,7 @@ void accChecks(Context &ctx) {
   for (bool odd : {false, true}) {
     int64_t n = odd ? 100003 : 65536, mis = odd ? 1 : 0;
     std::string shape = dims({{"n", n}}, odd);
-    dprt::StepState state{};
-    state.step = 3;
-    state.gradScale = 0.25;
-    state.lrScale = 0.5;
-    // The run's learning rate and weight decay, read by the kernels from the
-    // StepState.
-    state.lr = 1e-2;
-    state.weightDecay = 0.01;
+    dprt::StepState state = checkedUpdateState();
     if (ctx.begin("sgd_update", dn, shape))
       ctx.guarded([&] {
         ctx.setStepState(state);

@@ -108,6 +108,17 @@ constexpr Layer kLayers[] = {{"q/o", kD, kD},
                              {"down", kFF, kD},
                              {"lm-head", kD, kVocab}};
 
+/// The StepState of the optimizer timings: AdamW's 10th step, gradScale
+/// 1/256, lr 1e-4.
+void setTimedUpdateState(Context &ctx) {
+  dprt::StepState state{};
+  state.step = 10;
+  state.gradScale = 1.0 / 256;
+  state.lrScale = 1.0;
+  state.lr = 1e-4;
+  ctx.setStepState(state);
+}
+
 void linearTimings(Context &ctx) {
   uint64_t seed = ctx.baseSeed;
   for (const Layer &l : kLayers)
@@ -466,12 +477,7 @@ void lossAndParameterTimings(Context &ctx) {
     // A rank's shard of the 1.1B model on 2 GPUs is ~550M; 128M suffices
     // to measure the bandwidth.
     int64_t n = int64_t(128) << 20;
-    dprt::StepState state{};
-    state.step = 10;
-    state.gradScale = 1.0 / 256;
-    state.lrScale = 1.0;
-    state.lr = 1e-4;
-    ctx.setStepState(state);
+    setTimedUpdateState(ctx);
     DeviceBuffer w(F32, n, ++seed), m(F32, n, ++seed, -0.1, 0.1),
         v(F32, n, ++seed, 0.0, 0.01), g(F32, n, ++seed);
     timeKernel(ctx, "adamw_update", F32, "n=128M", 7.0 * 4 * n, false, [&] {
@@ -490,12 +496,7 @@ void lossAndParameterTimings(Context &ctx) {
     // written, and for the composition the gradient zeroed, read, written
     // and read again.
     const int64_t n = int64_t(2048) * 5632;
-    dprt::StepState state{};
-    state.step = 10;
-    state.gradScale = 1.0 / 256;
-    state.lrScale = 1.0;
-    state.lr = 1e-4;
-    ctx.setStepState(state);
+    setTimedUpdateState(ctx);
     DeviceBuffer g(dt, kB * n, ++seed), c(F32, kB, ++seed, 0.5, 1.0),
         w(F32, n, ++seed), m(F32, n, ++seed, -0.1, 0.1),
         v(F32, n, ++seed, 0.0, 0.01), grad(F32, n, ++seed);
