@@ -19,10 +19,10 @@
 
 namespace dprt::cpu {
 
-/// N(0, noiseStd^2) at (noise key, StepState::step, index,
-/// kGradientNoiseStream): f64 gradients add noiseStd * gaussianF64, f32 ones
-/// float(noiseStd * double(gaussianF32)). Nothing when noiseStd is 0 or the
-/// caller has no noise (wanted = false).
+/// N(0, noiseStd^2) at (noise key, StepState::step, index): f64 gradients
+/// add noiseStd * gaussianF64 (kGradientNoiseStream), f32 ones
+/// float(noiseStd * double(gradientNoiseF32)). Nothing when noiseStd is 0 or
+/// the caller has no noise (wanted = false).
 class GradientNoise {
 public:
   GradientNoise(const StepState &state, bool wanted)
@@ -57,10 +57,9 @@ public:
   float add(float g, int64_t index) const {
     if (!on_)
       return g;
-    return g + static_cast<float>(std_ * static_cast<double>(gaussianF32(
+    return g + static_cast<float>(std_ * static_cast<double>(gradientNoiseF32(
                                              generator_, key_, step_,
-                                             static_cast<uint64_t>(index),
-                                             kGradientNoiseStream)));
+                                             static_cast<uint64_t>(index))));
   }
 
 private:

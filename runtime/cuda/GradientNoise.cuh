@@ -16,9 +16,9 @@
 
 namespace dprt::cuda {
 
-/// N(0, noiseStd^2) at (noise key, StepState::step, index,
-/// kGradientNoiseStream), added in f32 as float(noiseStd) * z; nothing when
-/// noiseStd is 0 or the caller has no noise (on = false).
+/// N(0, noiseStd^2) at (noise key, StepState::step, index), added in f32 as
+/// float(noiseStd) * z with z = gradientNoiseF32; nothing when noiseStd is 0
+/// or the caller has no noise (on = false).
 struct GradientNoise {
   NoiseKey key;
   NoiseGenerator generator;
@@ -42,10 +42,56 @@ struct GradientNoise {
     if (!on)
       return g;
     // An explicit fma: the same bits in every kernel that inlines it.
-    return __fmaf_rn(std,
-                     gaussianF32(generator, key, step, uint64_t(index),
-                                 kGradientNoiseStream),
-                     g);
+    return __fmaf_rn(
+        std, gradientNoiseF32(generator, key, step, uint64_t(index)), g);
+  }
+
+  /// add() for elements index .. index + W - 1, with one block function a
+  /// quad of elements instead of one an element (W / 4 + 1 blocks at most):
+  /// the same bits as W calls of add().
+  template <int W>
+  __device__ __forceinline__ void addAll(float (&g)[W], int64_t index) const {
+    if (!on)
+      return;
+    if constexpr (W < 4) {
+#pragma unroll
+      for (int k = 0; k < W; ++k)
+        g[k] = add(g[k], index + k);
+    } else {
+      // The lane of the first element in its quad: the same in every thread
+      // of a launch whose vectors start at multiples of W, so the branches
+      // below do not diverge.
+      switch (int(uint64_t(index) & 3u)) {
+      case 0:
+        addFrom<0>(g, index);
+        break;
+      case 1:
+        addFrom<1>(g, index);
+        break;
+      case 2:
+        addFrom<2>(g, index);
+        break;
+      default:
+        addFrom<3>(g, index);
+        break;
+      }
+    }
+  }
+
+private:
+  /// addAll with the first element at lane kLane of its quad (a constant, so
+  /// that z stays in registers).
+  template <int kLane, int W>
+  __device__ __forceinline__ void addFrom(float (&g)[W], int64_t index) const {
+    constexpr int kQuads = (kLane + W + 3) / 4;
+    float z[4 * kQuads];
+    const uint64_t first = uint64_t(index) >> 2;
+#pragma unroll
+    for (int q = 0; q < kQuads; ++q)
+      gradientNoiseQuadF32(generator, key, step, first + q, z + 4 * q);
+#pragma unroll
+    for (int k = 0; k < W; ++k)
+      g[k] = __fmaf_rn(std, z[kLane + k], g[k]);
   }
 };
 

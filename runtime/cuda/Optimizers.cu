@@ -213,10 +213,11 @@ __global__ void updateKernel(Opt opt, Grad grad, int64_t n, int64_t noiseIndex,
     constexpr int W = decltype(width)::value;
     float raw[W];
     grad.template load<W>(i, raw);
+    noise.addAll<W>(raw, noiseIndex + i);
     double g[W];
 #pragma unroll
     for (int k = 0; k < W; ++k)
-      g[k] = double(noise.add(raw[k], noiseIndex + i + k)) * s.gradScale;
+      g[k] = double(raw[k]) * s.gradScale;
     opt.template apply<W>(s, i, g);
   });
 }

@@ -367,8 +367,8 @@ double gradientNoise(uint64_t seed, int64_t step, int64_t index, bool f64) {
   if (f64)
     return dprt::gaussianF64(dprt::NoiseGenerator::Philox, key, uint64_t(step),
                              uint64_t(index), dprt::kGradientNoiseStream);
-  return dprt::gaussianF32(dprt::NoiseGenerator::Philox, key, uint64_t(step),
-                           uint64_t(index), dprt::kGradientNoiseStream);
+  return dprt::gradientNoiseF32(dprt::NoiseGenerator::Philox, key,
+                                uint64_t(step), uint64_t(index));
 }
 
 //===----------------------------------------------------------------------===//

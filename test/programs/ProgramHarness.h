@@ -141,7 +141,7 @@ std::vector<int64_t> logicalBatch(uint64_t seed, int64_t records,
 
 /// The standard normal the program adds (times sigma C) to global element
 /// `index` of the summed gradient at `step`: gaussianF64 for f64 programs,
-/// gaussianF32 for f32 ones, from the run's noise key.
+/// gradientNoiseF32 for f32 ones, from the run's noise key.
 double gradientNoise(uint64_t seed, int64_t step, int64_t index, bool f64);
 
 //===----------------------------------------------------------------------===//

@@ -73,9 +73,9 @@ void init_uniform(Rank *rank, DType acc, void *master, int64_t n,
   });
 }
 
-// f64: grad[i] += noiseStd * gaussianF64(...);
-// f32: grad[i] += float(noiseStd * double(gaussianF32(...))),
-// at (noise key, StepState::step, globalIndex + i, kGradientNoiseStream).
+// f64: grad[i] += noiseStd * gaussianF64(..., kGradientNoiseStream);
+// f32: grad[i] += float(noiseStd * double(gradientNoiseF32(...))),
+// at (noise key, StepState::step, globalIndex + i).
 void add_noise(Rank *rank, DType acc, void *grad, int64_t n,
                int64_t globalIndex) {
   requireAcc(acc, "add_noise");

@@ -33,9 +33,11 @@ class Communicator;
 ///    double and rounded once to the acc type.
 ///  - add_noise: noiseKeyOf(state) (Philox: noiseKey[0]; ChaCha20: the eight
 ///    32-bit halves of noiseKey, low half first) with the generator
-///    noiseGenerator, at (step, global index, kGradientNoiseStream);
-///    f64: grad += noiseStd * gaussianF64,
-///    f32: grad += float(noiseStd * double(gaussianF32)).
+///    noiseGenerator, at (step, global index);
+///    f64: grad += noiseStd * gaussianF64 (kGradientNoiseStream),
+///    f32: grad += float(noiseStd * double(gradientNoiseF32)) (four elements
+///    a block of kGradientNoiseF32Stream; the CUDA backend computes
+///    float(noiseStd) * z + grad with one rounding).
 ///    The driver's batch sampler draws with the same key.
 struct StepState {
   /// The optimizer step being taken, starting at 1 (AdamW bias correction,

@@ -33,19 +33,21 @@
 //    and 96-bit nonce); state words 4..11 are the 256-bit key; the first four
 //    of the sixteen output words are used.
 //
-// Gaussians: Box-Muller from the two uniforms of one block, keeping the cosine
-// branch, one Gaussian per index:
-//   z = sqrt(-2 ln u) cos(2 pi v),  u in (0, 1],  v in [0, 1).
-// gaussianF32 computes in float from u = word 0, v = word 1 (24 bits each);
+// Gaussians by Box-Muller, u in (0, 1], v in [0, 1):
+//   z = sqrt(-2 ln u) cos(2 pi v)  (and z' = sqrt(-2 ln u) sin(2 pi v)).
 // gaussianF64 computes in double from u = words 0,1 and v = words 2,3 (53 bits
-// each). Because u is never 0 the logarithm is finite: |z| <= sqrt(2 * 24 ln 2)
-// = 5.77 in float and sqrt(2 * 53 ln 2) = 8.57 in double.
+// each), keeping the cosine branch: one Gaussian per index. The f32 gradient
+// noise (gradientNoiseF32) takes four Gaussians from each block of its own
+// stream, both branches of (u = word 0, v = word 1) and of (word 2, word 3),
+// 24 bits each, for elements 4q .. 4q + 3 from the block of index q. Because
+// u is never 0 the logarithm is finite: |z| <= sqrt(2 * 24 ln 2) = 5.77 in
+// float and sqrt(2 * 53 ln 2) = 8.57 in double.
 //
 // The header compiles as host C++17 and as CUDA (every entry point is
 // __host__ __device__ under nvcc) and uses only <cstdint> and the C math
 // functions that exist on both sides. Values are bitwise identical on every
 // rank of one backend; host and device libm may differ in the last bit of
-// logf/cosf.
+// logf, cosf and sinf.
 //
 //===----------------------------------------------------------------------===//
 
@@ -73,6 +75,10 @@ enum NoiseStream : uint32_t {
   kSamplingStream = 2,
   kShuffleStream = 3,
   kUserRecordsStream = 4, ///< which records of a sampled user a step uses
+  /// The gradient noise of f32 gradients, four elements a block
+  /// (gradientNoiseF32); apart from kGradientNoiseStream, whose blocks f64
+  /// gradients draw one an element, so that no block serves two elements.
+  kGradientNoiseF32Stream = 5,
 };
 
 /// SplitMix64 (Steele, Lea, Flood 2014): a bijective 64-bit mixer, used only
@@ -248,10 +254,16 @@ DPRT_HOST_DEVICE inline double uniformClosedOpenF64(uint32_t hi, uint32_t lo) {
   return static_cast<double>(bits >> 11) * 1.1102230246251565e-16;
 }
 
-/// Box-Muller, cosine branch, in float: u in (0, 1], v in [0, 1).
-DPRT_HOST_DEVICE inline float boxMullerF32(float u, float v) {
+/// Box-Muller in float, both branches: c = r cos(2 pi v), s = r sin(2 pi v)
+/// with r = sqrt(-2 ln u), u in (0, 1], v in [0, 1): two independent
+/// standard normal values from one pair of uniforms.
+DPRT_HOST_DEVICE inline void boxMullerPairF32(float u, float v, float &c,
+                                              float &s) {
   const float kTwoPi = 6.28318530717958647692f;
-  return sqrtf(-2.0f * logf(u)) * cosf(kTwoPi * v);
+  const float r = sqrtf(-2.0f * logf(u));
+  const float t = kTwoPi * v;
+  c = r * cosf(t);
+  s = r * sinf(t);
 }
 
 /// Box-Muller, cosine branch, in double: u in (0, 1], v in [0, 1).
@@ -260,16 +272,32 @@ DPRT_HOST_DEVICE inline double boxMullerF64(double u, double v) {
   return sqrt(-2.0 * log(u)) * cos(kTwoPi * v);
 }
 
-/// A standard normal value in float for (step, index, stream), e.g. the noise
-/// of global parameter element `index` at training step `step` is
-/// sigma * C * gaussianF32(gen, key, step, index, kGradientNoiseStream).
-DPRT_HOST_DEVICE inline float gaussianF32(NoiseGenerator generator,
-                                          const NoiseKey &key, uint64_t step,
-                                          uint64_t index, uint32_t stream) {
+/// Four standard normal values in float from the block of (step, quad,
+/// kGradientNoiseF32Stream): z[0], z[1] from u = word 0, v = word 1 and
+/// z[2], z[3] from u = word 2, v = word 3 (boxMullerPairF32, 24 bits each).
+DPRT_HOST_DEVICE inline void gradientNoiseQuadF32(NoiseGenerator generator,
+                                                  const NoiseKey &key,
+                                                  uint64_t step, uint64_t quad,
+                                                  float z[4]) {
   uint32_t bits[4];
-  randomBlock(generator, key, step, index, stream, bits);
-  return boxMullerF32(uniformOpenClosedF32(bits[0]),
-                      uniformClosedOpenF32(bits[1]));
+  randomBlock(generator, key, step, quad, kGradientNoiseF32Stream, bits);
+  boxMullerPairF32(uniformOpenClosedF32(bits[0]), uniformClosedOpenF32(bits[1]),
+                   z[0], z[1]);
+  boxMullerPairF32(uniformOpenClosedF32(bits[2]), uniformClosedOpenF32(bits[3]),
+                   z[2], z[3]);
+}
+
+/// The standard normal value of f32 gradient element `index` (global) at
+/// training step `step`, which the noise sigma * C * z scales: lane
+/// index % 4 of gradientNoiseQuadF32 at quad index / 4. One block serves
+/// four consecutive elements, so that a GPU thread adding noise to four
+/// elements runs the block function once instead of four times.
+DPRT_HOST_DEVICE inline float gradientNoiseF32(NoiseGenerator generator,
+                                               const NoiseKey &key,
+                                               uint64_t step, uint64_t index) {
+  float z[4];
+  gradientNoiseQuadF32(generator, key, step, index >> 2, z);
+  return z[index & 3u];
 }
 
 /// A standard normal value in double for (step, index, stream).

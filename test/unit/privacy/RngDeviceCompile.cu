@@ -17,8 +17,10 @@ __global__ void addNoise(float *shard, NoiseKey key, NoiseGenerator generator,
   uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
   if (i >= n)
     return;
-  shard[i] += noiseStd * gaussianF32(generator, key, step, first + i,
-                                     kGradientNoiseStream);
+  shard[i] += noiseStd * gradientNoiseF32(generator, key, step, first + i);
+  float z[4];
+  gradientNoiseQuadF32(generator, key, step, first + i, z);
+  shard[i] += 0.0f * z[3];
 }
 
 __global__ void drawDouble(double *out, NoiseKey key, uint64_t step,

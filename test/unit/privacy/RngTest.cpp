@@ -104,11 +104,11 @@ TEST(NoiseKey, SeedDerivationIsDeterministicAndSecretKeyIsUsed) {
   const uint32_t secret[8] = {1, 2, 3, 4, 5, 6, 7, 8};
   NoiseKey s = NoiseKey::withSecretKey(7, secret);
   EXPECT_TRUE(std::equal(s.chachaKey, s.chachaKey + 8, secret));
-  EXPECT_NE(gaussianF32(NoiseGenerator::ChaCha20, s, 0, 0, 0),
-            gaussianF32(NoiseGenerator::ChaCha20, a, 0, 0, 0));
+  EXPECT_NE(gradientNoiseF32(NoiseGenerator::ChaCha20, s, 0, 0),
+            gradientNoiseF32(NoiseGenerator::ChaCha20, a, 0, 0));
   // Philox reads only the seed.
-  EXPECT_EQ(gaussianF32(NoiseGenerator::Philox, s, 0, 0, 0),
-            gaussianF32(NoiseGenerator::Philox, a, 0, 0, 0));
+  EXPECT_EQ(gradientNoiseF32(NoiseGenerator::Philox, s, 0, 0),
+            gradientNoiseF32(NoiseGenerator::Philox, a, 0, 0));
 }
 
 // keys.h's seed expansion: the four SplitMix64 outputs of the seed
@@ -185,10 +185,19 @@ TEST(Uniform, NeverZeroSoTheLogarithmIsFinite) {
   EXPECT_EQ(uniformOpenClosedF64(0xffffffffu, 0xffffffffu), 1.0);
   EXPECT_LT(uniformClosedOpenF64(0xffffffffu, 0xffffffffu), 1.0);
   // Extreme uniforms give the extreme, finite Gaussians.
-  EXPECT_EQ(boxMullerF32(1.0f, 0.0f), 0.0f);
-  float maxF32 = boxMullerF32(uniformOpenClosedF32(0), 0.0f);
+  float c = 1, s = 1;
+  boxMullerPairF32(1.0f, 0.0f, c, s);
+  EXPECT_EQ(c, 0.0f);
+  EXPECT_EQ(s, 0.0f);
+  float maxF32 = 0, sine = 1;
+  boxMullerPairF32(uniformOpenClosedF32(0), 0.0f, maxF32, sine);
   EXPECT_TRUE(std::isfinite(maxF32));
   EXPECT_NEAR(maxF32, std::sqrt(2 * 24 * std::log(2.0)), 1e-5);
+  EXPECT_EQ(sine, 0.0f);
+  // The sine branch at a quarter turn reaches the same extreme.
+  boxMullerPairF32(uniformOpenClosedF32(0), 0.25f, c, s);
+  EXPECT_NEAR(s, std::sqrt(2 * 24 * std::log(2.0)), 1e-5);
+  EXPECT_TRUE(std::isfinite(c));
   double maxF64 = boxMullerF64(uniformOpenClosedF64(0, 0), 0.0);
   EXPECT_NEAR(maxF64, std::sqrt(2 * 53 * std::log(2.0)), 1e-12);
 }
@@ -236,8 +245,65 @@ TEST_P(GaussianTest, F32OverIndicesIsStandardNormal) {
   NoiseKey key = NoiseKey::fromSeed(2024);
   std::vector<double> draws(1000000);
   for (size_t j = 0; j < draws.size(); ++j)
-    draws[j] = gaussianF32(GetParam(), key, 17, j, kGradientNoiseStream);
+    draws[j] = gradientNoiseF32(GetParam(), key, 17, j);
   expectStandardNormal(draws);
+}
+
+// The four f32 values of one block (two Box-Muller pairs): each lane alone
+// standard normal, and no lane correlated with another, in the values or in
+// their squares (the two values of a pair share the radius r: their squares
+// would be correlated if the angle were not uniform).
+TEST_P(GaussianTest, F32LanesOfABlockAreIndependent) {
+  NoiseKey key = NoiseKey::fromSeed(77);
+  const int n = 250000;
+  std::vector<std::vector<double>> lanes(4, std::vector<double>(n));
+  for (int q = 0; q < n; ++q) {
+    float z[4];
+    gradientNoiseQuadF32(GetParam(), key, 9, uint64_t(q), z);
+    for (int l = 0; l < 4; ++l) {
+      lanes[l][q] = z[l];
+      // The element-wise definition reads the same block.
+      ASSERT_EQ(z[l],
+                gradientNoiseF32(GetParam(), key, 9, 4 * uint64_t(q) + l));
+    }
+  }
+  for (int l = 0; l < 4; ++l)
+    expectStandardNormal(lanes[l]);
+  // Products of independent N(0, 1): mean 0, sd 1; z^2 - 1: sd sqrt(2).
+  for (int a = 0; a < 4; ++a)
+    for (int b = a + 1; b < 4; ++b) {
+      double values = 0, squares = 0;
+      for (int q = 0; q < n; ++q) {
+        values += lanes[a][q] * lanes[b][q];
+        squares +=
+            (lanes[a][q] * lanes[a][q] - 1) * (lanes[b][q] * lanes[b][q] - 1);
+      }
+      EXPECT_LT(std::fabs(values / n), 5 / std::sqrt(double(n)))
+          << "lanes " << a << ", " << b;
+      EXPECT_LT(std::fabs(squares / n), 5 * 2 / std::sqrt(double(n)))
+          << "lanes " << a << ", " << b;
+    }
+}
+
+// The documented layout: element 4q + l is lane l of the block of (step, q,
+// kGradientNoiseF32Stream); lanes 0, 1 the cosine and sine of words 0, 1.
+TEST(GradientNoiseF32, LanesComeFromTheBlockOfTheQuadOnItsOwnStream) {
+  NoiseKey key = NoiseKey::fromSeed(11);
+  for (NoiseGenerator gen :
+       {NoiseGenerator::Philox, NoiseGenerator::ChaCha20}) {
+    uint32_t bits[4];
+    randomBlock(gen, key, 5, 1234, kGradientNoiseF32Stream, bits);
+    for (int pair = 0; pair < 2; ++pair) {
+      const double u = ((bits[2 * pair] >> 8) + 1) * 0x1p-24;
+      const double v = (bits[2 * pair + 1] >> 8) * 0x1p-24;
+      const double r = std::sqrt(-2 * std::log(u)), t = 2 * M_PI * v;
+      EXPECT_NEAR(gradientNoiseF32(gen, key, 5, 4 * 1234 + 2 * pair),
+                  r * std::cos(t), 1e-5);
+      EXPECT_NEAR(gradientNoiseF32(gen, key, 5, 4 * 1234 + 2 * pair + 1),
+                  r * std::sin(t), 1e-5);
+    }
+    EXPECT_NE(kGradientNoiseF32Stream, kGradientNoiseStream);
+  }
 }
 
 TEST_P(GaussianTest, F64OverIndicesIsStandardNormal) {
@@ -289,7 +355,7 @@ TEST(ShardedNoise, IndependentOfTheNumberOfRanks) {
     std::vector<float> reference32(elements);
     std::vector<double> reference64(elements);
     for (uint64_t j = 0; j < elements; ++j) {
-      reference32[j] = gaussianF32(gen, key, step, j, kGradientNoiseStream);
+      reference32[j] = gradientNoiseF32(gen, key, step, j);
       reference64[j] = gaussianF64(gen, key, step, j, kGradientNoiseStream);
     }
     for (uint64_t ranks : {1, 2, 3, 4}) {
@@ -302,8 +368,7 @@ TEST(ShardedNoise, IndependentOfTheNumberOfRanks) {
       for (uint64_t r = ranks; r-- > 0;) {
         for (uint64_t local = 0; local < shard; ++local) {
           uint64_t global = r * shard + local;
-          shards32[r].push_back(
-              gaussianF32(gen, key, step, global, kGradientNoiseStream));
+          shards32[r].push_back(gradientNoiseF32(gen, key, step, global));
           shards64[r].push_back(
               gaussianF64(gen, key, step, global, kGradientNoiseStream));
         }
