@@ -116,6 +116,10 @@ __attribute__((destructor)) void finish() {
     total += r.second.ns;
     calls += r.second.calls;
   }
+  // A process that ran no kernel (one of Inductor's compile workers, which
+  // inherit LD_PRELOAD) must not overwrite the table of the one that did.
+  if (calls == 0)
+    return;
   FILE *out = stderr;
   if (const char *path = std::getenv("DPC_KERNEL_TIMES"))
     if (FILE *f = std::fopen(path, "w"))

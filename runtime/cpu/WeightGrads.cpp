@@ -24,6 +24,13 @@ void linear_weight_grad(Rank *, DType dt, const void *x, const void *dy,
     auto *dyt = static_cast<const T *>(dy);
     auto *ct = static_cast<const AccOf<T> *>(c);
     auto *xc = asCompute(static_cast<const T *>(x), rows * in, 0);
+    if (!ct) {
+      // Unweighted (kernels.inc): dW += dy^T x over every row, one GEMM.
+      const C *dyc = asCompute(dyt, rows * out, 1);
+      gemm(true, false, out, in, rows, 1.0, dyc, out, xc, in, 1.0,
+           static_cast<AccOf<T> *>(dw), in);
+      return;
+    }
     // diag(c) dy, row by row. bf16 keeps the scaled rows in f32 scratch
     // rather than the bf16 workspace: sgemm needs f32 operands anyway, and
     // c_b dy is then not rounded to bf16 a second time.

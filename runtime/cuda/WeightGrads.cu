@@ -111,6 +111,13 @@ void linear_weight_grad(Rank *rank, DType dt, const void *x, const void *dy,
                         int64_t in, int64_t out, void *workspace) {
   if (batch <= 0 || tokens <= 0 || in <= 0 || out <= 0)
     return;
+  if (!c) {
+    // Unweighted (kernels.inc): dW += dy^T x, one GEMM straight from dy.
+    Gemm g = weightGradProduct(dt, dy, x, dw, batch * tokens, in, out);
+    g.beta = 1.0f;
+    gemm(rank, g);
+    return;
+  }
   const int64_t chunk = weightGradChunkSamples(dt, batch, tokens, out);
   const int64_t es = sizeOf(dt);
   for (int64_t first = 0; first < batch; first += chunk) {

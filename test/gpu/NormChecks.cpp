@@ -408,6 +408,23 @@ void weightGradChecks(Context &ctx, DType dt, bool odd) {
                                 batch, tokens, in, out, ws.d());
         ctx.compare("dw", dw, dt == F32 ? 1e-5 : 2e-2);
       });
+    // Unweighted (c = nullptr, no workspace: DP off, whose dy is already
+    // zero on padding rows): dW += dy^T x over every row.
+    if (ctx.begin(
+            "linear_weight_grad", dn,
+            dims({{"B", batch}, {"T", tokens}, {"in", in}, {"out", out}}, odd) +
+                " unweighted"))
+      ctx.guarded([&] {
+        Buffer x(dt, rows * in), dy(dt, rows * out), dw(F32, out * in);
+        x.randn(ctx.rng);
+        dy.randn(ctx.rng);
+        dw.randn(ctx.rng);
+        cpu::linear_weight_grad(ctx.cpu, dt, x.h(), dy.h(), nullptr, dw.h(),
+                                batch, tokens, in, out, nullptr);
+        gpu::linear_weight_grad(ctx.gpu, dt, x.d(), dy.d(), nullptr, dw.d(),
+                                batch, tokens, in, out, nullptr);
+        ctx.compare("dw", dw, dt == F32 ? 1e-5 : 2e-2);
+      });
   }
   {
     int64_t batch = 4, tokens = odd ? 17 : 64, out = odd ? 301 : 300;

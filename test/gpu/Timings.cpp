@@ -149,6 +149,12 @@ void linearTimings(Context &ctx) {
         gpu::linear_weight_grad(ctx.gpu, dt, x.p(), dy.p(), c.p(), dw.p(), kB,
                                 kT, l.in, l.out, ws.p());
       });
+      // DP off's: no clip factors, no pass scaling dy into the workspace.
+      timeKernel(
+          ctx, "linear_weight_grad.unweighted", dt, shape, flop, true, [&] {
+            gpu::linear_weight_grad(ctx.gpu, dt, x.p(), dy.p(), nullptr, dw.p(),
+                                    kB, kT, l.in, l.out, nullptr);
+          });
     }
 }
 

@@ -39,7 +39,10 @@ dp.recipe @r for @small {
 // The weight-gradient kernels of the private program, and the recipe
 // described as DP off: clip mode None with bound 0, no sigma or delta, the
 // None generator.
-// LOWER-DAG: "linear_weight_grad"
+// The mask, the backward's seed, already zeroes padding samples' dy: the
+// weight gradients take no clip factors and no workspace (#dprt.null).
+// LOWER-DAG: "linear_weight_grad"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, #dprt.null, 2 : index, 2, 4, 16, 8, #dprt.null]}
+// LOWER-DAG: "linear_weight_grad"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, #dprt.null, 2 : index, 2, 4, 16, 16, #dprt.null]}
 // LOWER-DAG: "bias_grad"
 // LOWER-DAG: "embedding_grad"
 // LOWER-DAG: "rows_weighted_sum"

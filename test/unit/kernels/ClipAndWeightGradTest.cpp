@@ -170,6 +170,29 @@ TEST(LinearWeightGrad, EqualsClippedSumOfPerSampleGradients) {
   });
 }
 
+// DP off's form (c = nullptr, no workspace): every sample with weight 1,
+// against the f64 sum of the per-sample gradients.
+TEST(LinearWeightGrad, UnweightedIsThePlainSum) {
+  forEachCaseAndDType(8, [](Rng &rng, DType dt) {
+    const int64_t batch = uniformInt(rng, 1, 6),
+                  tokens = uniformInt(rng, 1, 10), in = uniformInt(rng, 1, 40),
+                  out = uniformInt(rng, 1, 40);
+    const int64_t rows = batch * tokens;
+    Buffer x(dt, uniform(rng, rows * in)), dy(dt, uniform(rng, rows * out));
+    Buffer dw(accOf(dt), uniform(rng, out * in));
+    Vec init = dw.values();
+    TestRank r;
+    cpu::linear_weight_grad(r.get(), dt, x.data(), dy.data(), nullptr,
+                            dw.data(), batch, tokens, in, out, nullptr);
+    Vec want =
+        ref::weightedSum(ref::linearWeightGradPerSample(x.values(), dy.values(),
+                                                        batch, tokens, in, out),
+                         Vec(batch, 1.0));
+    EXPECT_CLOSE(dw.values(), ref::addForward(init, want), accTolerance(dt),
+                 dt);
+  });
+}
+
 TEST(LinearWeightGrad, ChunksOfSamplesForWideGradients) {
   // A sample's gradient of 64 MiB: two samples a chunk (the workspace holds
   // two), so three samples take two products.
