@@ -109,13 +109,16 @@ constexpr Layer kLayers[] = {{"q/o", kD, kD},
                              {"lm-head", kD, kVocab}};
 
 /// The StepState of the optimizer timings: AdamW's 10th step, gradScale
-/// 1/256, lr 1e-4.
-void setTimedUpdateState(Context &ctx) {
+/// 1/256, lr 1e-4, and Philox noise of std `noiseStd` (none by default).
+void setTimedUpdateState(Context &ctx, double noiseStd = 0.0) {
   dprt::StepState state{};
   state.step = 10;
   state.gradScale = 1.0 / 256;
   state.lrScale = 1.0;
   state.lr = 1e-4;
+  state.noiseStd = noiseStd;
+  state.noiseKey[0] = 0x243f6a8885a308d3ull;
+  state.noiseGenerator = static_cast<int32_t>(dprt::NoiseGeneratorKind::Philox);
   ctx.setStepState(state);
 }
 
@@ -539,6 +542,19 @@ void lossAndParameterTimings(Context &ctx) {
       timeKernel(ctx, "zero+rows_weighted_sum+" + name + "_update", dt, shape,
                  rows + stateBytes + gradient, false, [&] { update(false); });
     }
+    // A DP step's updates add the Gaussian noise of every element (one
+    // random block a quad of elements).
+    setTimedUpdateState(ctx, 1.0);
+    timeKernel(
+        ctx, "sgd_update_rows.noise", dt, shape, rows + 8.0 * n, false, [&] {
+          gpu::sgd_update_rows(ctx.gpu, dt, w.p(), g.p(), c.p(), kB, n, 0);
+        });
+    timeKernel(ctx, "adamw_update_rows.noise", dt, shape, rows + 24.0 * n,
+               false, [&] {
+                 gpu::adamw_update_rows(ctx.gpu, dt, w.p(), m.p(), v.p(), g.p(),
+                                        c.p(), kB, n, 0.9, 0.999, 1e-8, 0);
+               });
+    setTimedUpdateState(ctx);
   }
 }
 
