@@ -54,37 +54,57 @@ namespace {
 // Rotary embedding
 //===----------------------------------------------------------------------===//
 
-/// Thread (row, i): the angle t * f_i in f64 (t reaches the thousands, where
-/// f32 would lose the angle's low bits), with f_i = invFreq[i] or, without a
-/// table, theta^(-2i/headDim); then the rotation of the pair (i, i + half)
-/// of every head of the row by `sign` * angle.
-template <class T>
+/// One row (token) of every head a block iteration: the row's half angles
+/// t * f_i in f64 (t reaches the thousands, where f32 would lose the angle's
+/// low bits), with f_i = invFreq[i] or, without a table, theta^(-2i/headDim),
+/// their cosines and `sign` * sines into shared memory once; then every
+/// pair (i, i + half) of every head of the row rotated, V consecutive i a
+/// thread (16-byte accesses for V = kVec<T>), in f64 and rounded once. A
+/// thread reads and writes only its own elements, so y may be x.
+template <class T, int V>
 __global__ void ropeKernel(const T *x, T *y, const double *invFreq,
                            int64_t rows, int64_t tokens, int64_t heads,
                            int64_t headDim, double theta, double sign,
                            bool accumulate) {
-  const int64_t half = headDim / 2;
-  const int64_t n = rows * half;
-  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < n;
-       idx += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t row = idx / half, i = idx - row * half;
+  extern __shared__ double trig[]; // [0, half): cos, [half, 2 half): sin
+  const int64_t half = headDim / 2, perHead = half / V;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const int64_t t = row % tokens;
-    const double freq =
-        invFreq ? invFreq[i] : pow(theta, -2.0 * double(i) / double(headDim));
-    double sn, cs;
-    sincos(double(t) * freq, &sn, &cs);
-    sn *= sign;
-    for (int64_t h = 0; h < heads; ++h) {
+    __syncthreads(); // the last row's readers are done with trig
+    for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
+      const double freq =
+          invFreq ? invFreq[i] : pow(theta, -2.0 * double(i) / double(headDim));
+      double sn, cs;
+      sincos(double(t) * freq, &sn, &cs);
+      trig[i] = cs;
+      trig[half + i] = sn * sign;
+    }
+    __syncthreads();
+    for (int64_t v = threadIdx.x; v < heads * perHead; v += blockDim.x) {
+      const int64_t h = v / perHead, i = (v - h * perHead) * V;
       const int64_t at = (row * heads + h) * headDim + i;
-      const double x1 = toFloat(x[at]), x2 = toFloat(x[at + half]);
-      double y1 = x1 * cs - x2 * sn;
-      double y2 = x2 * cs + x1 * sn;
+      float x1[V], x2[V], a1[V], a2[V];
+      loadVec<V>(x + at, x1);
+      loadVec<V>(x + at + half, x2);
       if (accumulate) {
-        y1 += toFloat(y[at]);
-        y2 += toFloat(y[at + half]);
+        loadVec<V>(y + at, a1);
+        loadVec<V>(y + at + half, a2);
       }
-      y[at] = fromDouble<T>(y1);
-      y[at + half] = fromDouble<T>(y2);
+      T o1[V], o2[V];
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const double cs = trig[i + k], sn = trig[half + i + k];
+        double y1 = double(x1[k]) * cs - double(x2[k]) * sn;
+        double y2 = double(x2[k]) * cs + double(x1[k]) * sn;
+        if (accumulate) {
+          y1 += a1[k];
+          y2 += a2[k];
+        }
+        o1[k] = fromDouble<T>(y1);
+        o2[k] = fromDouble<T>(y2);
+      }
+      storeVecOf<V>(y + at, o1);
+      storeVecOf<V>(y + at + half, o2);
     }
   }
 }
@@ -94,13 +114,25 @@ void rope(Rank *rank, const void *x, void *y, const void *invFreq,
           int64_t batch, int64_t tokens, int64_t heads, int64_t headDim,
           double theta, double sign, bool accumulate, const char *name) {
   int64_t rows = batch * tokens;
-  int64_t n = rows * (headDim / 2);
-  if (n <= 0 || heads <= 0)
+  const int64_t half = headDim / 2;
+  if (rows <= 0 || half <= 0 || heads <= 0)
     return;
-  ropeKernel<T><<<gridFor(rank, n, 256), 256, 0, computeStream(rank)>>>(
-      static_cast<const T *>(x), static_cast<T *>(y),
-      static_cast<const double *>(invFreq), rows, tokens, heads, headDim, theta,
-      sign, accumulate);
+  constexpr int kThreads = 128;
+  const unsigned blocks = gridFor(rank, rows * kThreads, kThreads);
+  const size_t shared = size_t(2 * half) * sizeof(double);
+  cudaStream_t s = computeStream(rank);
+  const auto *xt = static_cast<const T *>(x);
+  auto *yt = static_cast<T *>(y);
+  const auto *freq = static_cast<const double *>(invFreq);
+  // A vector of kVec<T> i never crosses into the second half or the next
+  // head when it divides half; rows, heads and halves then start 16-byte
+  // aligned when x and y do.
+  if (half % kVec<T> == 0 && aligned16(x) && aligned16(y))
+    ropeKernel<T, kVec<T>><<<blocks, kThreads, shared, s>>>(
+        xt, yt, freq, rows, tokens, heads, headDim, theta, sign, accumulate);
+  else
+    ropeKernel<T, 1><<<blocks, kThreads, shared, s>>>(
+        xt, yt, freq, rows, tokens, heads, headDim, theta, sign, accumulate);
   checkLaunch(name);
 }
 
