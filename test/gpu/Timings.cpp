@@ -427,6 +427,14 @@ void layerTimings(Context &ctx) {
                  gpu::activation_backward(ctx.gpu, dt, Activation::Silu, a.p(),
                                           b.p(), y.p(), n, false);
                });
+    // The 1.1B model's SwiGLU: gate and up of 8192 x 8192.
+    timeKernel(ctx, "glu_forward.silu", dt, shape, 3.0 * 2 * n, false, [&] {
+      gpu::glu_forward(ctx.gpu, dt, Activation::Silu, a.p(), b.p(), y.p(), n);
+    });
+    timeKernel(ctx, "glu_backward.silu", dt, shape, 5.0 * 2 * n, false, [&] {
+      gpu::glu_backward(ctx.gpu, dt, Activation::Silu, a.p(), b.p(), y.p(),
+                        da.p(), db.p(), n);
+    });
     timeKernel(ctx, "mul_forward", dt, shape, 3.0 * 2 * n, false,
                [&] { gpu::mul_forward(ctx.gpu, dt, a.p(), b.p(), y.p(), n); });
     timeKernel(ctx, "mul_backward", dt, shape, 5.0 * 2 * n, false, [&] {
