@@ -151,11 +151,12 @@ const StepState *deviceStepState(Rank *rank) {
   return reinterpret_cast<const StepState *>(rank->arena + rank->stateOffset);
 }
 
-unsigned gridFor(Rank *rank, int64_t items, int threads) {
+unsigned gridFor(Rank *rank, int64_t items, int threads, int waves) {
   int64_t blocks = (items + threads - 1) / threads;
-  // 2048 resident threads per multiprocessor: one full wave, then the
+  // 2048 resident threads per multiprocessor: `waves` full waves, then the
   // grid-stride loops take over.
-  int64_t cap = int64_t(deviceState(rank).smCount) * (2048 / threads);
+  int64_t cap =
+      int64_t(deviceState(rank).smCount) * (2048 / threads) * int64_t(waves);
   return unsigned(std::max<int64_t>(1, std::min(blocks, cap)));
 }
 

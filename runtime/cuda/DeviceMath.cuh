@@ -277,11 +277,18 @@ void launchMap(Rank *rank, int32_t stream, int64_t n, bool vectorize,
   if (n <= 0)
     return;
   constexpr int kThreads = 256;
+  // Up to 8 waves of blocks (one vector a thread for the 1.1B model's
+  // activations): the maps ran 6 to 16 % faster than with one wave and
+  // grid-stride loops (one H200: glu_backward of 8192 x 8192 184.5 to
+  // 165.0 us, activation_forward 98.8 to 82.8 us); the optimizer updates,
+  // which keep one wave, ran slower with more.
+  constexpr int kWaves = 8;
   cudaStream_t s = streamOf(rank, stream);
   if (vectorize && V > 1) {
-    mapKernel<V><<<gridFor(rank, n / V, kThreads), kThreads, 0, s>>>(n, op);
+    mapKernel<V>
+        <<<gridFor(rank, n / V, kThreads, kWaves), kThreads, 0, s>>>(n, op);
   } else {
-    mapKernel<1><<<gridFor(rank, n, kThreads), kThreads, 0, s>>>(n, op);
+    mapKernel<1><<<gridFor(rank, n, kThreads, kWaves), kThreads, 0, s>>>(n, op);
   }
   checkLaunch(name);
 }

@@ -179,8 +179,9 @@ void *scratch(Rank *rank, int32_t stream, size_t bytes);
 const StepState *deviceStepState(Rank *rank);
 
 /// Blocks for a grid-stride loop over `items` items with `threads` threads a
-/// block: enough to fill the GPU once, fewer for small problems.
-unsigned gridFor(Rank *rank, int64_t items, int threads);
+/// block: enough to fill the GPU `waves` times (once by default), fewer for
+/// small problems.
+unsigned gridFor(Rank *rank, int64_t items, int threads, int waves = 1);
 
 /// y += x on stream `stream` (acc or compute type); used by reduce_scatter
 /// with accumulation.
