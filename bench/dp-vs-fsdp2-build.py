@@ -4,15 +4,17 @@
 For every shape, optimizer and DP setting: scripts/gen-llama.py writes the
 model, this script replaces its recipe with the benchmark's, and
 `dpc --backend cuda` compiles it. Run where dpc is built (`make build`); the
-folder then travels to the GPU machine (gzip'd programs: 16 of them are about
-13 MiB, against 51 MiB unpacked; a device call carries at most 64 MiB).
+folder then travels to the GPU machine (xz-compressed programs: the 16 of
+commit 3f2169c take 38 MiB, gzip'd 55 MiB, unpacked about 170 MiB; a device
+call carries at most 64 MiB).
 
     bench/dp-vs-fsdp2-build.py gpu-run/dp-vs-fsdp2
 
 Folder contents:
     manifest.json            shapes, recipe, steps, programs (read by the runner)
-    SHAPE-OPT-dp.gz          DP-SGD: flat clipping C = 1, Gaussian noise sigma = 1
-    SHAPE-OPT-nodp.gz        DP off: clip = #dp.clip<none>, noise = #dp.none
+    SHAPE-OPT-dp.xz          DP-SGD: flat clipping C = 1, Gaussian noise sigma = 1
+    SHAPE-OPT-nodp.xz        DP off: clip = #dp.clip<none>, noise = #dp.none
+                             (.gz with --compress gzip, no suffix with none)
     SHAPE-OPT-{dp,nodp}.mlir the compiled model and recipe
 with SHAPE one of t1024, t4096, t8192, v128k-t2048 and OPT sgd or adamw.
 A program dpc cannot build (the DP-off recipe before dpc accepts it) is
@@ -28,6 +30,7 @@ import argparse
 import concurrent.futures
 import datetime
 import gzip
+import lzma
 import json
 import os
 import re
@@ -143,7 +146,7 @@ class Program:
     bytes: int = None
 
 
-def build(program, text, out, dpc, backend, gzip_it, dpc_args):
+def build(program, text, out, dpc, backend, compress, dpc_args):
     mlir = os.path.join(out, program.name + ".mlir")
     with open(mlir, "w") as f:
         f.write(text)
@@ -156,11 +159,13 @@ def build(program, text, out, dpc, backend, gzip_it, dpc_args):
         lines = (r.stderr or r.stdout or f"exit {r.returncode}").strip().splitlines()
         program.error = next((l for l in lines if "error" in l), lines[0] if lines else "")
         return program
-    if gzip_it:
-        with open(binary, "rb") as src, gzip.open(binary + ".gz", "wb", compresslevel=6) as dst:
+    if compress != "none":
+        suffix, opener = {"xz": (".xz", lambda p: lzma.open(p, "wb", preset=6)),
+                          "gzip": (".gz", lambda p: gzip.open(p, "wb", compresslevel=6))}[compress]
+        with open(binary, "rb") as src, opener(binary + suffix) as dst:
             shutil.copyfileobj(src, dst)
         os.remove(binary)
-        binary += ".gz"
+        binary += suffix
     program.file = os.path.basename(binary)
     program.bytes = os.path.getsize(binary)
     return program
@@ -209,7 +214,10 @@ def main():
                          "epoch of the run with shuffle; 47 logical batches with "
                          "poisson, q = 0.021 as in docs/PERFORMANCE.md)")
     ap.add_argument("--jobs", type=int, default=2, help="dpc runs at once (default 2)")
-    ap.add_argument("--no-gzip", dest="gzip", action="store_false")
+    ap.add_argument("--compress", choices=["xz", "gzip", "none"], default="xz",
+                    help="how the programs are packed (default xz: a third smaller "
+                         "than gzip, which no longer fits 16 programs into a "
+                         "device call)")
     ap.add_argument("--dpc-arg", action="append", default=[], metavar="ARG",
                     help="one more dpc argument for every program, e.g. "
                          "--dpc-arg=--materialized-norms=auto (repeatable; "
@@ -247,7 +255,7 @@ def main():
 
     programs = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
-        futures = [pool.submit(build, p, t, a.out, a.dpc, a.backend, a.gzip, a.dpc_arg) for p, t in jobs]
+        futures = [pool.submit(build, p, t, a.out, a.dpc, a.backend, a.compress, a.dpc_arg) for p, t in jobs]
         for fut in futures:
             p = fut.result()
             programs.append(p)

@@ -27,6 +27,7 @@ a later call).
 import argparse
 import datetime
 import gzip
+import lzma
 import json
 import os
 import random
@@ -499,8 +500,9 @@ def run_dpc(job, rec, cells, manifest, data, env, left, logf, a):
     shape, opt = job.shape, job.optimizers[0]
     packed = os.path.join(a.programs, job.program["file"])
     prog = os.path.join(a.work, job.program["name"])
-    if packed.endswith(".gz"):
-        with gzip.open(packed, "rb") as src, open(prog, "wb") as dst:
+    if packed.endswith((".gz", ".xz")):
+        opener = gzip.open if packed.endswith(".gz") else lzma.open
+        with opener(packed, "rb") as src, open(prog, "wb") as dst:
             shutil.copyfileobj(src, dst)
     else:
         shutil.copyfile(packed, prog)
