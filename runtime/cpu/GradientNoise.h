@@ -54,12 +54,20 @@ public:
                                   kGradientNoiseStream);
   }
 
+  /// gradientNoiseF32's value for `index`; the quad of the last call is
+  /// kept, so that the callers' loops over consecutive elements run the
+  /// block function once for four of them.
   float add(float g, int64_t index) const {
     if (!on_)
       return g;
-    return g + static_cast<float>(std_ * static_cast<double>(gradientNoiseF32(
-                                             generator_, key_, step_,
-                                             static_cast<uint64_t>(index))));
+    const uint64_t quad = static_cast<uint64_t>(index) >> 2;
+    if (quad != quad_) {
+      gradientNoiseQuadF32(generator_, key_, step_, quad, z_);
+      quad_ = quad;
+    }
+    return g + static_cast<float>(
+                   std_ *
+                   static_cast<double>(z_[static_cast<uint64_t>(index) & 3u]));
   }
 
 private:
@@ -68,6 +76,8 @@ private:
   uint64_t step_;
   NoiseGenerator generator_ = NoiseGenerator::Philox;
   NoiseKey key_{};
+  mutable uint64_t quad_ = UINT64_MAX;
+  mutable float z_[4] = {};
 };
 
 } // namespace dprt::cpu
