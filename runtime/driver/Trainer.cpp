@@ -81,7 +81,9 @@ class Trainer {
 public:
   Trainer(Options options, ProgramSpec spec, std::string program)
       : o_(std::move(options)), spec_(std::move(spec)),
-        program_(std::move(program)), start_(Clock::now()) {}
+        program_(std::move(program)), start_(Clock::now()) {
+    finiteCheckRanges(spec_, finiteOffsets_, finiteCounts_);
+  }
 
   int run();
 
@@ -119,6 +121,9 @@ private:
   int64_t step_ = 0;
   /// Whether the smaller micro-steps have been run once and captured.
   bool sizesWarm_ = false;
+  /// The arena ranges of the clipped gradient sums checked for finiteness
+  /// before each dp_apply (FiniteChecks.h): fixed by the program.
+  std::vector<int64_t> finiteOffsets_, finiteCounts_;
 
   std::unique_ptr<Dataset> data_;
   std::unique_ptr<Dataset> evalData_;
@@ -262,10 +267,8 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
     // every rank takes (or skips) the update alike.
     double verdict[2] = {sums[0], 0}; // loss sum, ranks with a bad gradient
     // All trainable units in one request: one wait for the device a step.
-    std::vector<int64_t> offsets, counts;
-    finiteCheckRanges(spec_, offsets, counts);
-    if (!allFiniteRanges(&rank, acc, offsets.data(), counts.data(),
-                         int64_t(offsets.size())))
+    if (!allFiniteRanges(&rank, acc, finiteOffsets_.data(),
+                         finiteCounts_.data(), int64_t(finiteOffsets_.size())))
       verdict[1] = 1;
     rank.comm->allReduceHost(verdict, 2);
     const bool lossFinite = std::isfinite(verdict[0]);
