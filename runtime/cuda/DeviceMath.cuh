@@ -80,21 +80,26 @@ __device__ __forceinline__ uint32_t packBf16(float lo, float hi) {
          (uint32_t(__bfloat16_as_ushort(__float2bfloat16_rn(hi))) << 16);
 }
 
+/// Half h (0 or 1) of a vector of 2N floats, as a vector of N: the
+/// vectors of two 16-byte accesses (f32 x 8, bf16 x 16) are two of one.
+template <int N>
+__device__ __forceinline__ float (&halfOf(float (&v)[2 * N], int h))[N] {
+  return *reinterpret_cast<float(*)[N]>(v + h * N);
+}
+template <int N>
+__device__ __forceinline__ const float (&halfOf(const float (&v)[2 * N],
+                                                int h))[N] {
+  return *reinterpret_cast<const float(*)[N]>(v + h * N);
+}
+
 /// out[i] = p[i] for i < W. p must be aligned to W * sizeof(T) bytes.
 template <int W>
 __device__ __forceinline__ void loadVec(const float *p, float (&out)[W]) {
   static_assert(W == 1 || W == 2 || W == 4 || W == 8,
                 "f32 vectors of 1, 2, 4 or 8");
   if constexpr (W == 8) {
-    float4 v[2] = {reinterpret_cast<const float4 *>(p)[0],
-                   reinterpret_cast<const float4 *>(p)[1]};
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      out[4 * h] = v[h].x;
-      out[4 * h + 1] = v[h].y;
-      out[4 * h + 2] = v[h].z;
-      out[4 * h + 3] = v[h].w;
-    }
+    loadVec<4>(p, halfOf<4>(out, 0));
+    loadVec<4>(p + 4, halfOf<4>(out, 1));
   } else if constexpr (W == 4) {
     float4 v = *reinterpret_cast<const float4 *>(p);
     out[0] = v.x;
@@ -115,19 +120,10 @@ __device__ __forceinline__ void loadVec(const bf16 *p, float (&out)[W]) {
   static_assert(W == 1 || W == 2 || W == 4 || W == 8 || W == 16,
                 "bf16 vectors of 1, 2, 4, 8 or 16");
   if constexpr (W == 16) {
-    // Two 16-byte loads issued before either is used: twice the bytes in
-    // flight a thread, for the memory-bound maps with a few streams.
-    uint4 v[2] = {reinterpret_cast<const uint4 *>(p)[0],
-                  reinterpret_cast<const uint4 *>(p)[1]};
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      uint32_t w[4] = {v[h].x, v[h].y, v[h].z, v[h].w};
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        out[8 * h + 2 * i] = lowBf16(w[i]);
-        out[8 * h + 2 * i + 1] = highBf16(w[i]);
-      }
-    }
+    // Two independent 16-byte loads: twice the bytes in flight a thread,
+    // for the memory-bound maps with a few streams.
+    loadVec<8>(p, halfOf<8>(out, 0));
+    loadVec<8>(p + 8, halfOf<8>(out, 1));
   } else if constexpr (W == 8) {
     uint4 v = *reinterpret_cast<const uint4 *>(p);
     uint32_t w[4] = {v.x, v.y, v.z, v.w};
@@ -156,8 +152,8 @@ __device__ __forceinline__ void storeVec(float *p, const float (&in)[W]) {
   static_assert(W == 1 || W == 2 || W == 4 || W == 8,
                 "f32 vectors of 1, 2, 4 or 8");
   if constexpr (W == 8) {
-    reinterpret_cast<float4 *>(p)[0] = make_float4(in[0], in[1], in[2], in[3]);
-    reinterpret_cast<float4 *>(p)[1] = make_float4(in[4], in[5], in[6], in[7]);
+    storeVec<4>(p, halfOf<4>(in, 0));
+    storeVec<4>(p + 4, halfOf<4>(in, 1));
   } else if constexpr (W == 4) {
     *reinterpret_cast<float4 *>(p) = make_float4(in[0], in[1], in[2], in[3]);
   } else if constexpr (W == 2) {
@@ -172,13 +168,8 @@ __device__ __forceinline__ void storeVec(bf16 *p, const float (&in)[W]) {
   static_assert(W == 1 || W == 2 || W == 4 || W == 8 || W == 16,
                 "bf16 vectors of 1, 2, 4, 8 or 16");
   if constexpr (W == 16) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-      reinterpret_cast<uint4 *>(p)[h] =
-          make_uint4(packBf16(in[8 * h], in[8 * h + 1]),
-                     packBf16(in[8 * h + 2], in[8 * h + 3]),
-                     packBf16(in[8 * h + 4], in[8 * h + 5]),
-                     packBf16(in[8 * h + 6], in[8 * h + 7]));
+    storeVec<8>(p, halfOf<8>(in, 0));
+    storeVec<8>(p + 8, halfOf<8>(in, 1));
   } else if constexpr (W == 8) {
     *reinterpret_cast<uint4 *>(p) =
         make_uint4(packBf16(in[0], in[1]), packBf16(in[2], in[3]),

@@ -67,34 +67,6 @@ __device__ __forceinline__ StepScalars loadScalars(const StepState *state,
   return shared;
 }
 
-/// out[k] = p[k] for k < W (1, 4 or 8): f32 vectors of 4 when W > 1, p then
-/// 16-byte aligned.
-template <int W>
-__device__ __forceinline__ void loadFloats(const float *p, float (&out)[W]) {
-  constexpr int C = W < 4 ? W : 4;
-#pragma unroll
-  for (int k = 0; k < W; k += C) {
-    float part[C];
-    loadVec<C>(p + k, part);
-#pragma unroll
-    for (int q = 0; q < C; ++q)
-      out[k + q] = part[q];
-  }
-}
-
-template <int W>
-__device__ __forceinline__ void storeFloats(float *p, const float (&in)[W]) {
-  constexpr int C = W < 4 ? W : 4;
-#pragma unroll
-  for (int k = 0; k < W; k += C) {
-    float part[C];
-#pragma unroll
-    for (int q = 0; q < C; ++q)
-      part[q] = in[k + q];
-    storeVec<C>(p + k, part);
-  }
-}
-
 // Every multiply-add of the element steps is an explicit fma or a rounded
 // product: left to nvcc, a contraction can differ between the kernels that
 // inline a step (the plain and the _rows update, vector and tail
@@ -119,11 +91,11 @@ struct Sgd {
   __device__ __forceinline__ void apply(const StepScalars &s, int64_t i,
                                         const double (&g)[W]) const {
     float w[W];
-    loadFloats<W>(master + i, w);
+    loadVec<W>(master + i, w);
 #pragma unroll
     for (int k = 0; k < W; ++k)
       w[k] = descend(s, w[k], g[k]);
-    storeFloats<W>(master + i, w);
+    storeVec<W>(master + i, w);
   }
 };
 
@@ -136,16 +108,16 @@ struct Momentum {
   __device__ __forceinline__ void apply(const StepScalars &s, int64_t i,
                                         const double (&g)[W]) const {
     float w[W], vel[W];
-    loadFloats<W>(master + i, w);
-    loadFloats<W>(velocity + i, vel);
+    loadVec<W>(master + i, w);
+    loadVec<W>(velocity + i, vel);
 #pragma unroll
     for (int k = 0; k < W; ++k) {
       double v = __fma_rn(momentum, double(vel[k]), g[k]);
       vel[k] = float(v);
       w[k] = descend(s, w[k], nesterov ? __fma_rn(momentum, v, g[k]) : v);
     }
-    storeFloats<W>(velocity + i, vel);
-    storeFloats<W>(master + i, w);
+    storeVec<W>(velocity + i, vel);
+    storeVec<W>(master + i, w);
   }
 };
 
@@ -156,9 +128,9 @@ struct AdamW {
   __device__ __forceinline__ void apply(const StepScalars &s, int64_t i,
                                         const double (&g)[W]) const {
     float w[W], mv[W], vv[W];
-    loadFloats<W>(master + i, w);
-    loadFloats<W>(m + i, mv);
-    loadFloats<W>(v + i, vv);
+    loadVec<W>(master + i, w);
+    loadVec<W>(m + i, mv);
+    loadVec<W>(v + i, vv);
 #pragma unroll
     for (int k = 0; k < W; ++k) {
       double mi = __fma_rn(beta1, double(mv[k]), __dmul_rn(1.0 - beta1, g[k]));
@@ -171,15 +143,14 @@ struct AdamW {
       // divisions and square root held the kernel to 3.3 TB/s where the
       // maps reach 4. Its rounding (a few f32 ulp of the direction) is far
       // below an ulp of w once lr scales it; m and v stay f64-exact.
-      const float dir =
-          __fdiv_rn(__fdiv_rn(mv[k], float(s.c1)),
-                    __fadd_rn(__fsqrt_rn(__fdiv_rn(vv[k], float(s.c2))),
-                              float(eps)));
+      const float dir = __fdiv_rn(
+          __fdiv_rn(mv[k], float(s.c1)),
+          __fadd_rn(__fsqrt_rn(__fdiv_rn(vv[k], float(s.c2))), float(eps)));
       w[k] = descend(s, w[k], double(dir));
     }
-    storeFloats<W>(m + i, mv);
-    storeFloats<W>(v + i, vv);
-    storeFloats<W>(master + i, w);
+    storeVec<W>(m + i, mv);
+    storeVec<W>(v + i, vv);
+    storeVec<W>(master + i, w);
   }
 };
 
@@ -191,7 +162,7 @@ struct BufferGradient {
   const float *grad;
   template <int W>
   __device__ __forceinline__ void load(int64_t i, float (&g)[W]) const {
-    loadFloats<W>(grad + i, g);
+    loadVec<W>(grad + i, g);
   }
 };
 
