@@ -131,13 +131,17 @@ SmallVector<std::string> dpc::materializedWeights(ModuleOp planned) {
   return names;
 }
 
-bool dpc::sumsInUpdate(ModuleOp planned) {
-  bool found = false;
-  planned.walk([&](rt::AllocOp alloc) {
-    found |= bool(alloc.getCarriedAttr());
-    return found ? WalkResult::interrupt() : WalkResult::advance();
+llvm::StringSet<> dpc::paramsSummedInUpdate(ModuleOp planned) {
+  llvm::StringSet<> names;
+  planned.walk([&](rt::CallOp call) {
+    if (call.getCallee() == "describe_update_from_rows")
+      names.insert(cast<StringAttr>(call.getArgs()[0]).getValue());
   });
-  return found;
+  return names;
+}
+
+bool dpc::sumsInUpdate(ModuleOp planned) {
+  return !paramsSummedInUpdate(planned).empty();
 }
 
 LogicalResult dpc::addSizedMicrostep(ModuleOp planned, ModuleOp sized,

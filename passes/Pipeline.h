@@ -9,6 +9,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <string>
 
@@ -98,10 +99,13 @@ mlir::FailureOr<BudgetPlan> planWithinBudget(mlir::ModuleOp module,
 /// memory arbitration depends on the batch; its other choices do not).
 llvm::SmallVector<std::string> materializedWeights(mlir::ModuleOp planned);
 
-/// Whether the update of `planned` forms clipped sums from the per-sample
-/// gradients of the step's one micro-step (dp-lower-to-runtime's
-/// sum-in-update): its steps need no smaller micro-step, and cannot take
-/// one.
+/// The parameters whose clipped sums the update of `planned` forms from the
+/// per-sample gradients of the step's one micro-step (dp-lower-to-runtime's
+/// sum-in-update), as its dp_describe names them.
+llvm::StringSet<> paramsSummedInUpdate(mlir::ModuleOp planned);
+
+/// Whether there are any: the program's steps need no smaller micro-step,
+/// and cannot take one.
 bool sumsInUpdate(mlir::ModuleOp planned);
 
 /// Adds the dp_microstep of `sized` (the model and recipe of `planned`,

@@ -5,6 +5,7 @@
 #include "DP/DPModel.h"
 #include "passes/CompiledRecipe.h"
 #include "passes/CostModel.h"
+#include "passes/Pipeline.h"
 #include "passes/Shapes.h"
 
 #include "mlir/Support/FileUtilities.h"
@@ -102,11 +103,7 @@ void ReportPass::runOnOperation() {
   // The parameters whose clipped sums the optimizer update forms from the
   // per-sample gradients (dpc --sum-in-update), as dp_describe names them:
   // their gradients are never written.
-  llvm::StringSet<> sumsInUpdate;
-  program.walk([&](rt::CallOp call) {
-    if (call.getCallee() == "describe_update_from_rows")
-      sumsInUpdate.insert(cast<StringAttr>(call.getArgs()[0]).getValue());
-  });
+  const llvm::StringSet<> sumsInUpdate = paramsSummedInUpdate(module);
   std::map<std::string, ParamRow> rows;
   SmallVector<std::string> order;
   for (ParamOp param : getParams(model)) {

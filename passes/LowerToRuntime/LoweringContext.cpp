@@ -188,8 +188,8 @@ Value LoweringContext::view(Value base, int64_t offset) {
                             builder.getI64IntegerAttr(offset));
 }
 
-std::optional<std::pair<std::string, int64_t>>
-LoweringContext::carry(Value buffer) {
+std::optional<std::pair<rt::AllocOp, int64_t>>
+LoweringContext::temporaryUnder(Value buffer) {
   int64_t offset = 0;
   while (auto v = buffer.getDefiningOp<rt::ViewOp>()) {
     offset += v.getOffset();
@@ -198,15 +198,19 @@ LoweringContext::carry(Value buffer) {
   auto alloc = buffer.getDefiningOp<rt::AllocOp>();
   if (!alloc)
     return std::nullopt;
+  return std::make_pair(alloc, offset);
+}
+
+std::string LoweringContext::carry(rt::AllocOp alloc) {
   if (StringAttr key = alloc.getCarriedAttr())
-    return std::make_pair(key.str(), offset);
+    return key.str();
   // Unique per program: the name says what it holds, the count tells
   // buffers of one name apart.
   std::string key = alloc.getName().value_or("buffer").str() + "." +
                     std::to_string(carriedBytes.size());
   alloc.setCarriedAttr(builder.getStringAttr(key));
   carriedBytes[key] = alloc.getBytes();
-  return std::make_pair(key, offset);
+  return key;
 }
 
 Value LoweringContext::carried(StringRef key) {

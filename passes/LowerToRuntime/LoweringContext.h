@@ -210,10 +210,13 @@ public:
   mlir::Value view(mlir::Value base, int64_t offset);
   bool sizeOverflowed() const { return overflowed; }
 
-  /// Makes the temporary under `buffer` (through views) outlive this
-  /// function: returns its carried key and `buffer`'s byte offset in it, or
-  /// nullopt when `buffer` is not a temporary.
-  std::optional<std::pair<std::string, int64_t>> carry(mlir::Value buffer);
+  /// The temporary under `buffer` (through views) and `buffer`'s byte
+  /// offset in it, or nullopt when `buffer` is not a temporary.
+  std::optional<std::pair<rt::AllocOp, int64_t>>
+  temporaryUnder(mlir::Value buffer);
+  /// Makes the temporary `alloc` outlive this function: returns its carried
+  /// key.
+  std::string carry(rt::AllocOp alloc);
   /// In a later function: the buffer an earlier one carried as `key`.
   mlir::Value carried(llvm::StringRef key);
 

@@ -124,14 +124,15 @@ LogicalResult lowerPositionEmbeddingGrad(PositionEmbeddingGradOp g,
 bool leaveSumToUpdate(VectorGradOp g, LoweringContext &context) {
   if (!context.rowsUpdateCandidates.contains(g.getParam()))
     return false;
-  auto rows = context.carry(context.buf(g.getGrads()));
-  auto factors = context.carry(context.buf(g.getScale()));
-  // The kernels take the factors from their first byte.
+  auto rows = context.temporaryUnder(context.buf(g.getGrads()));
+  auto factors = context.temporaryUnder(context.buf(g.getScale()));
+  // The kernels take the factors from their first byte. Nothing is carried
+  // unless both are: a carried buffer lives on into dp_apply.
   if (!rows || !factors || factors->second != 0)
     return false;
-  context.rowsUpdates[g.getParam()] =
-      RowsUpdate{rows->first, factors->first, rows->second,
-                 toDType(g.getGrads().getType()), lastDim(g.getGrads())};
+  context.rowsUpdates[g.getParam()] = RowsUpdate{
+      context.carry(rows->first), context.carry(factors->first), rows->second,
+      toDType(g.getGrads().getType()), lastDim(g.getGrads())};
   return true;
 }
 
