@@ -1,0 +1,158 @@
+//===- Rope.cu - Rotary position embedding on the GPU ---------------------===//
+//
+// rope_forward and rope_backward (the rotation by -angle), with the angles
+// theta^(-2i/headDim) or a table of frequencies such as Llama 3's scaled
+// ones (rope_llama3_frequencies), in f64 and rounded once, as on the CPU.
+//
+//===----------------------------------------------------------------------===//
+
+#include "DeviceMath.cuh"
+
+#include "dprt/kernels.h"
+
+#include <cmath>
+
+namespace dprt::cuda {
+
+namespace {
+
+/// One row (token) of every head a block iteration: the row's half angles
+/// t * f_i in f64 (t reaches the thousands, where f32 would lose the angle's
+/// low bits), with f_i = invFreq[i] or, without a table, theta^(-2i/headDim),
+/// their cosines and `sign` * sines into shared memory once; then every
+/// pair (i, i + half) of every head of the row rotated, V consecutive i a
+/// thread (16-byte accesses for V = kVec<T>), in f64 and rounded once. A
+/// thread reads and writes only its own elements, so y may be x.
+template <class T, int V>
+__global__ void ropeKernel(const T *x, T *y, const double *invFreq,
+                           int64_t rows, int64_t tokens, int64_t heads,
+                           int64_t headDim, double theta, double sign,
+                           bool accumulate) {
+  extern __shared__ double trig[]; // [0, half): cos, [half, 2 half): sin
+  const int64_t half = headDim / 2, perHead = half / V;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const int64_t t = row % tokens;
+    __syncthreads(); // the last row's readers are done with trig
+    for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
+      const double freq =
+          invFreq ? invFreq[i] : pow(theta, -2.0 * double(i) / double(headDim));
+      double sn, cs;
+      sincos(double(t) * freq, &sn, &cs);
+      trig[i] = cs;
+      trig[half + i] = sn * sign;
+    }
+    __syncthreads();
+    for (int64_t v = threadIdx.x; v < heads * perHead; v += blockDim.x) {
+      const int64_t h = v / perHead, i = (v - h * perHead) * V;
+      const int64_t at = (row * heads + h) * headDim + i;
+      float x1[V], x2[V], a1[V], a2[V];
+      loadVec<V>(x + at, x1);
+      loadVec<V>(x + at + half, x2);
+      if (accumulate) {
+        loadVec<V>(y + at, a1);
+        loadVec<V>(y + at + half, a2);
+      }
+      T o1[V], o2[V];
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const double cs = trig[i + k], sn = trig[half + i + k];
+        double y1 = double(x1[k]) * cs - double(x2[k]) * sn;
+        double y2 = double(x2[k]) * cs + double(x1[k]) * sn;
+        if (accumulate) {
+          y1 += a1[k];
+          y2 += a2[k];
+        }
+        o1[k] = fromDouble<T>(y1);
+        o2[k] = fromDouble<T>(y2);
+      }
+      storeVecOf<V>(y + at, o1);
+      storeVecOf<V>(y + at + half, o2);
+    }
+  }
+}
+
+template <class T>
+void rope(Rank *rank, const void *x, void *y, const void *invFreq,
+          int64_t batch, int64_t tokens, int64_t heads, int64_t headDim,
+          double theta, double sign, bool accumulate, const char *name) {
+  int64_t rows = batch * tokens;
+  const int64_t half = headDim / 2;
+  if (rows <= 0 || half <= 0 || heads <= 0)
+    return;
+  constexpr int kThreads = 128;
+  const unsigned blocks = gridFor(rank, rows * kThreads, kThreads);
+  const size_t shared = size_t(2 * half) * sizeof(double);
+  cudaStream_t s = computeStream(rank);
+  const auto *xt = static_cast<const T *>(x);
+  auto *yt = static_cast<T *>(y);
+  const auto *freq = static_cast<const double *>(invFreq);
+  // A vector of kVec<T> i never crosses into the second half or the next
+  // head when it divides half; rows, heads and halves then start 16-byte
+  // aligned when x and y do.
+  if (half % kVec<T> == 0 && aligned16(x) && aligned16(y))
+    ropeKernel<T, kVec<T>><<<blocks, kThreads, shared, s>>>(
+        xt, yt, freq, rows, tokens, heads, headDim, theta, sign, accumulate);
+  else
+    ropeKernel<T, 1><<<blocks, kThreads, shared, s>>>(
+        xt, yt, freq, rows, tokens, heads, headDim, theta, sign, accumulate);
+  checkLaunch(name);
+}
+
+/// Thread i: Llama 3's scaled frequency i (kernels.inc), in f64.
+__global__ void llama3FrequenciesKernel(double *invFreq, int64_t headDim,
+                                        double theta, double factor,
+                                        double lowFreqFactor,
+                                        double highFreqFactor, double context) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= headDim / 2)
+    return;
+  const double longWave = context / lowFreqFactor;
+  const double shortWave = context / highFreqFactor;
+  double freq = pow(theta, -2.0 * double(i) / double(headDim));
+  const double wave = 2.0 * 3.14159265358979323846 / freq;
+  if (wave > longWave) {
+    freq /= factor;
+  } else if (wave >= shortWave) {
+    const double s =
+        (context / wave - lowFreqFactor) / (highFreqFactor - lowFreqFactor);
+    freq = (1.0 - s) * freq / factor + s * freq;
+  }
+  invFreq[i] = freq;
+}
+
+} // namespace
+
+void rope_forward(Rank *rank, DType dt, const void *x, void *y,
+                  const void *invFreq, int64_t batch, int64_t tokens,
+                  int64_t heads, int64_t headDim, double theta) {
+  dispatchCompute(dt, "rope_forward", [&](auto tag) {
+    rope<decltype(tag)>(rank, x, y, invFreq, batch, tokens, heads, headDim,
+                        theta, 1.0, false, "rope_forward");
+  });
+}
+
+void rope_backward(Rank *rank, DType dt, const void *dy, void *dx,
+                   const void *invFreq, int64_t batch, int64_t tokens,
+                   int64_t heads, int64_t headDim, double theta,
+                   bool accumulate) {
+  dispatchCompute(dt, "rope_backward", [&](auto tag) {
+    rope<decltype(tag)>(rank, dy, dx, invFreq, batch, tokens, heads, headDim,
+                        theta, -1.0, accumulate, "rope_backward");
+  });
+}
+
+void rope_llama3_frequencies(Rank *rank, void *invFreq, int64_t headDim,
+                             double theta, double factor, double lowFreqFactor,
+                             double highFreqFactor,
+                             int64_t originalMaxPositions) {
+  int64_t half = headDim / 2;
+  if (half <= 0)
+    return;
+  llama3FrequenciesKernel<<<unsigned((half + 127) / 128), 128, 0,
+                            computeStream(rank)>>>(
+      static_cast<double *>(invFreq), headDim, theta, factor, lowFreqFactor,
+      highFreqFactor, double(originalMaxPositions));
+  checkLaunch("rope_llama3_frequencies");
+}
+
+} // namespace dprt::cuda
