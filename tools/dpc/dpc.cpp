@@ -13,6 +13,7 @@
 #include "DP/DPDialect.h"
 #include "DP/DPOps.h"
 #include "DPRT/DPRTDialect.h"
+#include "MemorySizes.h"
 #include "dpc/RuntimeConfig.h"
 #include "passes/Passes.h"
 #include "passes/Pipeline.h"
@@ -176,54 +177,6 @@ int fail(const llvm::Twine &message) {
   return 1;
 }
 
-/// A GPU --target-gpu names and the memory it reports, in MiB: for the H200
-/// the total cudaMemGetInfo gave on a lent one (139.80 GiB), for the others
-/// the memory.total nvidia-smi prints.
-struct TargetGpu {
-  const char *name;
-  int64_t mib;
-};
-constexpr TargetGpu kTargetGpus[] = {
-    {"h100", 81559},      {"h100-nvl", 95830},  {"h200", 143155},
-    {"a100-40gb", 40960}, {"a100-80gb", 81920}, {"a10", 23028},
-    {"l4", 23034},        {"l40s", 46068},      {"rtx3090", 24576},
-    {"rtx4090", 24564},
-};
-
-/// What the arena may not take of a GPU's memory: the CUDA context, the
-/// cuBLASLt workspaces and attention scratch, NCCL's buffers.
-constexpr int64_t kCudaMemoryMargin = 4ll << 30;
-
-/// Bytes of a size such as "60GiB", "1.5 TB" or "4096" (bytes), or nullopt.
-std::optional<int64_t> parseBytes(StringRef text) {
-  text = text.trim();
-  size_t end = text.find_first_not_of("0123456789.");
-  StringRef number = text.take_front(end),
-            unit = text.drop_front(number.size());
-  unit = unit.trim();
-  double value;
-  if (number.empty() || number.getAsDouble(value))
-    return std::nullopt;
-  static const std::pair<StringRef, double> units[] = {
-      {"", 1},         {"B", 1},        {"KiB", 0x1p10}, {"MiB", 0x1p20},
-      {"GiB", 0x1p30}, {"TiB", 0x1p40}, {"kB", 1e3},     {"KB", 1e3},
-      {"MB", 1e6},     {"GB", 1e9},     {"TB", 1e12}};
-  for (auto [name, scale] : units)
-    if (unit == name) {
-      double bytes = std::floor(value * scale);
-      // 2^63 is the first double above every int64.
-      if (!(bytes >= 1 && bytes < 0x1p63))
-        return std::nullopt;
-      return int64_t(bytes);
-    }
-  return std::nullopt;
-}
-
-std::string formatGiB(int64_t bytes) {
-  return llvm::formatv("{0} bytes ({1:F2} GiB)", bytes, double(bytes) / 0x1p30)
-      .str();
-}
-
 /// The subcommands `dpc NAME ...` that are tools of their own, installed
 /// beside dpc as `dpc-NAME`.
 constexpr const char *kSubcommands[] = {"privacy", "import-hf", "prepare",
@@ -329,28 +282,23 @@ int main(int argc, char **argv) {
 
   std::optional<int64_t> budget;
   if (memoryBudgetOpt.getNumOccurrences()) {
-    budget = parseBytes(memoryBudgetOpt);
+    budget = dpc::parseBytes(memoryBudgetOpt);
     if (!budget)
       return fail("--memory-budget '" + memoryBudgetOpt +
                   "' is not a size of at least 1 byte; give a number and a "
                   "unit, e.g. 60GiB (B, KiB, MiB, GiB, TiB, kB, MB, GB, TB)");
   }
-  const TargetGpu *targetGpu = nullptr;
-  for (const TargetGpu &gpu : kTargetGpus)
-    if (targetGpuOpt == gpu.name)
-      targetGpu = &gpu;
-  if (!targetGpu) {
-    std::string names;
-    for (const TargetGpu &gpu : kTargetGpus)
-      names += (names.empty() ? "" : ", ") + std::string(gpu.name);
-    return fail("--target-gpu '" + targetGpuOpt + "' is not one of " + names +
+  const std::optional<int64_t> targetGpuBytes =
+      dpc::targetGpuMemory(targetGpuOpt);
+  if (!targetGpuBytes)
+    return fail("--target-gpu '" + targetGpuOpt + "' is not one of " +
+                dpc::targetGpuNames() +
                 "; for another GPU give --memory-budget");
-  }
   if (targetGpuOpt.getNumOccurrences() && backendOpt != dpc::Backend::CUDA)
     return fail("--target-gpu is for the cuda backend; give --memory-budget "
                 "for the cpu backend");
   if (!budget && backendOpt == dpc::Backend::CUDA)
-    budget = (targetGpu->mib << 20) - kCudaMemoryMargin;
+    budget = *targetGpuBytes - dpc::kCudaMemoryMargin;
 
   DialectRegistry registry;
   registry.insert<dpc::dp::DPDialect, dpc::rt::DPRTDialect, shard::ShardDialect,
@@ -499,11 +447,11 @@ int main(int argc, char **argv) {
       for (auto program : least->getOps<dpc::rt::ProgramOp>())
         return fail(
             "@" + program.getSymName() + " needs an arena of " +
-            formatGiB(arena) + " per rank (peak in use " +
-            formatGiB(program.getPeakBytes().value_or(0)) +
+            dpc::formatGiB(arena) + " per rank (peak in use " +
+            dpc::formatGiB(program.getPeakBytes().value_or(0)) +
             ") with no per-sample gradient materialized beyond those "
             "forced, above the memory budget of " +
-            formatGiB(*budget) +
+            dpc::formatGiB(*budget) +
             (memoryBudgetOpt.getNumOccurrences()
                  ? std::string(" (--memory-budget)")
                  : " (the memory of --target-gpu " + targetGpuOpt +
