@@ -83,15 +83,34 @@ void CUPTIAPI completed(CUcontext, uint32_t, uint8_t *buffer, size_t,
   CUpti_Activity *record = nullptr;
   std::lock_guard<std::mutex> lock(mutex);
   while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
-    if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL &&
-        record->kind != CUPTI_ACTIVITY_KIND_KERNEL)
+    // Memsets and copies take the GPU's memory bandwidth as kernels do (a
+    // zeroed gradient is a memset), so they are rows of their own.
+    std::string name;
+    uint64_t start = 0, end = 0;
+    if (record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ||
+        record->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
+      auto *k = reinterpret_cast<CUpti_ActivityKernel10 *>(record);
+      name = nameOf(k->name);
+      start = k->start;
+      end = k->end;
+    } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
+      auto *m = reinterpret_cast<CUpti_ActivityMemset4 *>(record);
+      name = "[memset]";
+      start = m->start;
+      end = m->end;
+    } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+      auto *m = reinterpret_cast<CUpti_ActivityMemcpy6 *>(record);
+      name = "[memcpy]";
+      start = m->start;
+      end = m->end;
+    } else {
       continue;
-    auto *k = reinterpret_cast<CUpti_ActivityKernel10 *>(record);
-    Totals &t = (*kernels)[nameOf(k->name)];
+    }
+    Totals &t = (*kernels)[name];
     ++t.calls;
-    t.ns += k->end - k->start;
-    first = std::min<uint64_t>(first, k->start);
-    last = std::max<uint64_t>(last, k->end);
+    t.ns += end - start;
+    first = std::min<uint64_t>(first, start);
+    last = std::max<uint64_t>(last, end);
   }
   std::free(buffer);
 }
@@ -101,6 +120,8 @@ __attribute__((constructor)) void start() {
         "cuptiActivityRegisterCallbacks");
   check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL),
         "cuptiActivityEnable");
+  check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET), "cuptiActivityEnable");
+  check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY), "cuptiActivityEnable");
 }
 
 __attribute__((destructor)) void finish() {
