@@ -290,6 +290,24 @@ void attentionChecks(Context &ctx, DType dt, bool odd) {
         ctx.compare("dx", dx, tol(dt));
       });
   }
+  if (!odd) {
+    // Rows wider than a block's 256 threads have vectors (40 heads of 128:
+    // 320 bf16 vectors of 8, 640 f32 vectors of 4): a thread rotates more
+    // than one a row.
+    int64_t batch = 1, tokens = 9, heads = 40, hd = 128;
+    int64_t n = batch * tokens * heads * hd;
+    if (ctx.begin("rope_backward", dn, "B1 T9 H40 hd128 acc"))
+      ctx.guarded([&] {
+        Buffer dy(dt, n), dx(dt, n);
+        dy.randn(ctx.rng);
+        dx.randn(ctx.rng);
+        cpu::rope_backward(ctx.cpu, dt, dy.h(), dx.h(), nullptr, batch, tokens,
+                           heads, hd, 10000.0, true);
+        gpu::rope_backward(ctx.gpu, dt, dy.d(), dx.d(), nullptr, batch, tokens,
+                           heads, hd, 10000.0, true);
+        ctx.compare("dx", dx, tol(dt));
+      });
+  }
   std::vector<AttentionCase> cases;
   if (odd) {
     cases.push_back({1, 77, 4, 4, 32, false, nullptr});

@@ -410,6 +410,20 @@ void layerTimings(Context &ctx) {
                  gpu::rope_forward(ctx.gpu, dt, q.p(), q.p(), nullptr, kB, kT,
                                    kH, kHd, 10000.0);
                });
+    // The 1.1B model's k (8 heads: 8 rows a block iteration) and the
+    // backward that adds into its output (dx of a q shared with k, say).
+    DeviceBuffer k(dt, kRows * 8 * kHd, ++seed),
+        dq(dt, kRows * kH * kHd, ++seed);
+    timeKernel(ctx, "rope_forward", dt, "k B8 T1024 H8 hd64",
+               2.0 * 2 * kRows * 8 * kHd, false, [&] {
+                 gpu::rope_forward(ctx.gpu, dt, k.p(), k.p(), nullptr, kB, kT,
+                                   8, kHd, 10000.0);
+               });
+    timeKernel(ctx, "rope_backward.accumulate", dt, "q B8 T1024 H32 hd64",
+               3.0 * 2 * kRows * kH * kHd, false, [&] {
+                 gpu::rope_backward(ctx.gpu, dt, q.p(), dq.p(), nullptr, kB, kT,
+                                    kH, kHd, 10000.0, true);
+               });
   }
   attentionTimings(ctx, seed);
   {
