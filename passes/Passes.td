@@ -305,6 +305,14 @@ def LowerToRuntime : Pass<"dp-lower-to-runtime", "mlir::ModuleOp"> {
     (dprt.alloc's `carried`), whose update forms the sum as it reads them
     (`*_update_rows`), and `dp_describe` names the parameter and the norms
     the driver checks for finiteness instead of its gradient.
+
+    With `overwrite-gradients` and such a recipe, a parameter whose one
+    gradient op is a dp.linear_grad_weight has its gradient written by it
+    (`linear_weight_grad`'s accumulate = false: beta 0 in the GEMM) instead
+    of added into zeros: `dp_apply` zeroes only the other gradients for the
+    next step, and `dp_describe` names the parameter
+    (`describe_gradient_overwritten`), so that the driver refuses a step of
+    more or fewer micro-steps.
   }];
   let options = [
     Option<"backend", "backend", "::dpc::Backend",
@@ -314,6 +322,10 @@ def LowerToRuntime : Pass<"dp-lower-to-runtime", "mlir::ModuleOp"> {
     Option<"sumInUpdate", "sum-in-update", "bool", /*default=*/"true",
            "Let dp_apply's update form the clipped sums of materialized "
            "per-sample gradients when every step is one micro-step">,
+    Option<"overwriteGradients", "overwrite-gradients", "bool",
+           /*default=*/"true",
+           "Let a weight's one linear_weight_grad write its gradient instead "
+           "of adding to it when every step is one micro-step">,
   ];
   let dependentDialects = ["::dpc::rt::DPRTDialect"];
 }

@@ -44,6 +44,7 @@ void dpc::buildCompilePipeline(OpPassManager &pm,
   LowerToRuntimeOptions lower;
   lower.backend = options.backend;
   lower.sumInUpdate = options.sumInUpdate;
+  lower.overwriteGradients = options.overwriteGradients;
   pm.addPass(createLowerToRuntime(lower));
   ScheduleOptions schedule;
   schedule.prefetch = options.prefetch;

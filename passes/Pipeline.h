@@ -65,6 +65,12 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
                      "materialized per-sample gradients when every step is "
                      "one micro-step on one rank (dp-lower-to-runtime)"),
       llvm::cl::init(true)};
+  Option<bool> overwriteGradients{
+      *this, "overwrite-gradients",
+      llvm::cl::desc("Let a weight's one linear_weight_grad write its "
+                     "gradient instead of adding to it when every step is "
+                     "one micro-step on one rank (dp-lower-to-runtime)"),
+      llvm::cl::init(true)};
   ListOption<std::string> normMethods{
       *this, "norm-methods",
       llvm::cl::desc("PARAM=METHOD or *=METHOD: force gram, direct or "

@@ -55,9 +55,10 @@ constexpr int64_t kStepStateBytes = 256;
 class ProgramLowering {
 public:
   ProgramLowering(const CompiledRecipe &compiled, StringRef backend,
-                  bool sumInUpdate, const OpLoweringRegistry &registry)
+                  bool sumInUpdate, bool overwriteGradients,
+                  const OpLoweringRegistry &registry)
       : context(compiled, backend), registry(registry),
-        sumInUpdate(sumInUpdate) {}
+        sumInUpdate(sumInUpdate), overwriteGradients(overwriteGradients) {}
 
   LogicalResult run();
 
@@ -66,11 +67,11 @@ private:
   void declareGlobals();
   LogicalResult checkTensorSizes();
   LogicalResult lowerBody(Block &body, bool isStep);
-  void chooseRowsUpdates();
+  void chooseGradientWrites();
 
   LoweringContext context;
   const OpLoweringRegistry &registry;
-  bool sumInUpdate;
+  bool sumInUpdate, overwriteGradients;
 };
 
 LogicalResult ProgramLowering::collect() {
@@ -147,31 +148,37 @@ LogicalResult ProgramLowering::collect() {
     }
     context.units.push_back(info);
   }
-  chooseRowsUpdates();
+  chooseGradientWrites();
   return success();
 }
 
-/// dp_apply can form a parameter's clipped sum only where the per-sample
-/// gradients of the step's one micro-step are all there is: one rank (no
-/// reduce-scatter), every step one physical batch (shuffled batches no
-/// larger than it; Poisson batches vary), records as privacy units, and
-/// no other gradient op of that parameter (a tied table's, say). Its
-/// dp.vector_grad must hold one row of the whole parameter per sample,
-/// weighted by clip factors (whose zeros for non-finite norms make the
-/// sum finite without a check of its own).
-void ProgramLowering::chooseRowsUpdates() {
+/// Where every step is one micro-step on one rank (shuffled batches no
+/// larger than the physical batch; Poisson batches vary; records as privacy
+/// units), a parameter whose gradient one op alone writes needs no gradient
+/// kept between micro-steps:
+/// - dp_apply can form its clipped sum (sum-in-update) from a dp.vector_grad
+///   that holds one row of the whole parameter per sample, weighted by clip
+///   factors (whose zeros for non-finite norms make the sum finite without
+///   a check of its own);
+/// - a dp.linear_grad_weight can write its gradient instead of adding to it
+///   (beta 0 in its GEMM), and dp_apply need not zero it for the next step.
+/// A tied table's two gradient ops add into one gradient: neither.
+void ProgramLowering::chooseGradientWrites() {
   RecipeOp recipe = context.recipe;
   auto shuffle = dyn_cast<ShuffleAttr>(recipe.getSampling());
-  if (!sumInUpdate || context.ranks != 1 || !shuffle ||
+  if (context.ranks != 1 || !shuffle ||
       shuffle.getBatch() > recipe.getPhysicalBatch() ||
       recipe.getRecordsPerUnit() != 1)
     return;
   llvm::StringMap<int> gradientOps;
-  llvm::StringSet<> fromRows;
+  llvm::StringSet<> fromRows, linear;
   for (Operation &op : context.step.getBodyBlock()) {
     StringRef param =
         llvm::TypeSwitch<Operation *, StringRef>(&op)
-            .Case([](LinearGradWeightOp g) { return g.getWeight(); })
+            .Case([&](LinearGradWeightOp g) {
+              linear.insert(g.getWeight());
+              return g.getWeight();
+            })
             .Case([](BiasGradOp g) { return g.getBias(); })
             .Case([](EmbeddingGradOp g) { return g.getTable(); })
             .Case([](PositionEmbeddingGradOp g) { return g.getTable(); })
@@ -186,6 +193,11 @@ void ProgramLowering::chooseRowsUpdates() {
     if (!param.empty())
       ++gradientOps[param];
   }
+  for (const auto &param : linear)
+    if (overwriteGradients && gradientOps.lookup(param.getKey()) == 1)
+      context.overwrittenGradients.insert(param.getKey());
+  if (!sumInUpdate)
+    return;
   for (const auto &param : fromRows)
     if (gradientOps.lookup(param.getKey()) == 1)
       context.rowsUpdateCandidates.insert(param.getKey());
@@ -370,7 +382,8 @@ struct LowerToRuntimePass : dpc::impl::LowerToRuntimeBase<LowerToRuntimePass> {
     FailureOr<CompiledRecipe> compiled = findCompiledRecipe(module);
     if (failed(compiled))
       return signalPassFailure();
-    ProgramLowering lowering(*compiled, nameOf(backend), sumInUpdate, registry);
+    ProgramLowering lowering(*compiled, nameOf(backend), sumInUpdate,
+                             overwriteGradients, registry);
     if (failed(lowering.run()))
       return signalPassFailure();
   }

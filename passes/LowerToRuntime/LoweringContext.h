@@ -152,10 +152,15 @@ public:
   llvm::StringMap<ParamInfo> params;
   /// Parameters whose dp.vector_grad may leave its sum to dp_apply: every
   /// step is one micro-step on one rank and it is the parameter's only
-  /// gradient op (collect() decides).
+  /// gradient op (chooseGradientWrites decides).
   llvm::StringSet<> rowsUpdateCandidates;
   /// Those whose sum dp_apply forms (lowerVectorGrad decides), by name.
   llvm::StringMap<RowsUpdate> rowsUpdates;
+  /// Parameters whose one dp.linear_grad_weight writes their gradient
+  /// instead of adding to it (every step is one micro-step on one rank and
+  /// it is the parameter's only gradient op): dp_apply leaves their
+  /// gradients as they are instead of zeroing them for the next step.
+  llvm::StringSet<> overwrittenGradients;
 
   //===--------------------------------------------------------------------===//
   // The program

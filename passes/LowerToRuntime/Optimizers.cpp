@@ -187,10 +187,13 @@ void dpc::lowering::buildApply(LoweringContext &context) {
     // whose sum the update forms from its per-sample gradients has a call
     // of its own.
     SmallVector<std::pair<int64_t, int64_t>> ranges;
+    // The gradients zeroed for the next step: all but those the update
+    // forms from rows (never written) and those the micro-step overwrites.
+    SmallVector<std::pair<int64_t, int64_t>> zeroed;
+    bool zeroAll = true;
     Value master = context.global(unit.master);
     int64_t accBytes = ::dprt::sizeOf(acc);
     bool addNoise = !isa<NoNoiseAttr>(context.recipe.getNoise());
-    bool anyFromRows = false;
     for (auto [ref, offset] :
          llvm::zip(unit.op.getParams(), unit.op.getOffsets())) {
       StringRef name = cast<FlatSymbolRefAttr>(ref).getValue();
@@ -211,21 +214,31 @@ void dpc::lowering::buildApply(LoweringContext &context) {
           update.attr(hyperparameter);
         update.i64(addNoise ? unit.globalBase + offset : -1);
         context.call(optimizer.rowsUpdateKernel, update);
-        anyFromRows = true;
       }
+      auto extend = [&](SmallVectorImpl<std::pair<int64_t, int64_t>> &list,
+                        int64_t begin, int64_t end) {
+        if (!list.empty() && list.back().first >= 0 &&
+            int64_t(llvm::alignTo(list.back().second, kUnitAlignment)) == begin)
+          list.back().second = end;
+        else
+          list.push_back({begin, end});
+      };
+      int64_t end = offset + param.getNumElements();
+      bool overwritten = context.overwrittenGradients.contains(name);
+      if (param.getTrainable() && fromRows == context.rowsUpdates.end() &&
+          !overwritten)
+        extend(zeroed, offset, end);
+      else
+        zeroed.push_back({-1, -1}); // breaks the range
+      zeroAll &= !overwritten && fromRows == context.rowsUpdates.end();
       if (!param.getTrainable() || fromRows != context.rowsUpdates.end()) {
-        ranges.push_back({-1, -1}); // breaks the range
+        ranges.push_back({-1, -1});
         continue;
       }
-      int64_t end = offset + param.getNumElements();
-      if (!ranges.empty() && ranges.back().first >= 0 &&
-          int64_t(llvm::alignTo(ranges.back().second, kUnitAlignment)) ==
-              offset)
-        ranges.back().second = end;
-      else
-        ranges.push_back({offset, end});
+      extend(ranges, offset, end);
     }
     llvm::erase_if(ranges, [](auto r) { return r.first < 0; });
+    llvm::erase_if(zeroed, [](auto r) { return r.first < 0; });
     Value grad = unit.grad.empty() ? Value() : context.global(unit.grad);
     // noise = #dp.none: the program draws no noise at all. Otherwise the
     // update adds each element's noise (keyed by its global index) as it
@@ -252,15 +265,16 @@ void dpc::lowering::buildApply(LoweringContext &context) {
       context.call("cast", cast);
     }
     // The gradient of a parameter the update formed from rows was never
-    // written (it stays as dp_init zeroed it): only the other ranges are,
-    // and a unit of such parameters only has no gradient at all.
-    if (!anyFromRows) {
+    // written (it stays as dp_init zeroed it), and one the micro-step
+    // overwrites needs no zeros: only the other ranges are zeroed, and a
+    // unit of such parameters only has no gradient at all.
+    if (zeroAll) {
       CallArgs zero = context.args();
       zero.buffer(grad).i64(
           context.checkedBytes(unit.grad, {unit.shard, accBytes}));
       context.call("zero", zero);
     } else {
-      for (auto [begin, end] : ranges) {
+      for (auto [begin, end] : zeroed) {
         CallArgs zero = context.args();
         zero.buffer(context.view(grad, begin * accBytes))
             .i64((end - begin) * accBytes);

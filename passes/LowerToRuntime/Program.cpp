@@ -247,6 +247,13 @@ LogicalResult dpc::lowering::buildDescribe(LoweringContext &context) {
         r.string(param.getSymName());
         context.call("describe_update_from_rows", r);
       }
+      // Its gradient written anew by every micro-step: the driver runs no
+      // step of more than one (or none).
+      if (context.overwrittenGradients.contains(param.getSymName())) {
+        CallArgs r = context.args();
+        r.string(param.getSymName());
+        context.call("describe_gradient_overwritten", r);
+      }
     }
   }
   // dp-lora's adapters, for the export of a peft adapter (docs/lora.md).

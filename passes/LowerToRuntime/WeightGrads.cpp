@@ -3,7 +3,9 @@
 // dp.linear_grad_weight, dp.bias_grad, dp.embedding_grad,
 // dp.position_embedding_grad and dp.vector_grad to the kernels of
 // runtime/cpu/WeightGrads.cpp, which add the clipped sum over the batch into
-// the parameter's gradient (shard or full unit gradient). Only clipped
+// the parameter's gradient (shard or full unit gradient), or write it there
+// (linear_weight_grad, where chooseGradientWrites found nothing else to add
+// to it: one micro-step a step, one gradient op). Only clipped
 // gradients are ever summed: a weight gradient without its clip factor is an
 // error. A table tied to a linear head gets both its embedding_grad and its
 // linear_grad_weight, which add into the one gradient.
@@ -60,7 +62,8 @@ LogicalResult lowerLinearGradWeight(LinearGradWeightOp g,
       .i64(tokensOf(g.getX()))
       .i64(in)
       .i64(out)
-      .bufferOrNull(ws);
+      .bufferOrNull(ws)
+      .flag(!context.overwrittenGradients.contains(g.getWeight()));
   context.call("linear_weight_grad", a);
   return success();
 }
@@ -118,7 +121,7 @@ LogicalResult lowerPositionEmbeddingGrad(PositionEmbeddingGradOp g,
   return success();
 }
 
-/// Leaves the clipped sum of `g`, a candidate of chooseRowsUpdates, to
+/// Leaves the clipped sum of `g`, a candidate of chooseGradientWrites, to
 /// dp_apply (sum-in-update): carries its per-sample gradients and clip
 /// factors. False where one of them is not a temporary of this function.
 bool leaveSumToUpdate(VectorGradOp g, LoweringContext &context) {

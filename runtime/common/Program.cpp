@@ -481,8 +481,11 @@ void describe_param(ProgramSpec *spec, const char *name, int32_t unit,
                                    LoRAPart{}});
 }
 
-void describe_update_from_rows(ProgramSpec *spec, const char *param) {
-  const char *fn = "describe_update_from_rows";
+/// The trainable parameter `param`, described last, of a program of one
+/// rank: what describe_update_from_rows and describe_gradient_overwritten
+/// mark (`what` says how, for the errors).
+static ParamSpec &lastOneRankParam(ProgramSpec *spec, const char *fn,
+                                   const char *param, const char *what) {
   requireProgram(spec, fn);
   DPRT_REQUIRE(!spec->params.empty() && param &&
                    spec->params.back().name == param,
@@ -490,15 +493,27 @@ void describe_update_from_rows(ProgramSpec *spec, const char *param) {
                "parameter '" << (param ? param : "")
                              << "' is not the last one described");
   ParamSpec &p = spec->params.back();
-  DPRT_REQUIRE(p.trainable && !p.sumFromRows, spec, fn,
+  DPRT_REQUIRE(p.trainable && !p.sumFromRows && !p.gradOverwritten, spec, fn,
                "parameter '" << p.name
-                             << "' is frozen or its update described twice");
-  // The per-sample gradients of one micro-step on one rank are the whole
-  // sum: nothing else may add to it.
+                             << "' is frozen or its gradient described twice");
+  // One micro-step on one rank makes the whole gradient: nothing else may
+  // add to it.
   DPRT_REQUIRE(spec->ranks == 1, spec, fn,
-               "parameter '" << p.name << "' has its sum formed from rows on "
-                             << spec->ranks << " ranks; only one rank can");
-  p.sumFromRows = true;
+               "parameter '" << p.name << "' " << what << " on " << spec->ranks
+                             << " ranks; only one rank can");
+  return p;
+}
+
+void describe_update_from_rows(ProgramSpec *spec, const char *param) {
+  lastOneRankParam(spec, "describe_update_from_rows", param,
+                   "has its sum formed from rows")
+      .sumFromRows = true;
+}
+
+void describe_gradient_overwritten(ProgramSpec *spec, const char *param) {
+  lastOneRankParam(spec, "describe_gradient_overwritten", param,
+                   "has its gradient overwritten by each micro-step")
+      .gradOverwritten = true;
 }
 
 void describe_lora(ProgramSpec *spec, int64_t rank, double alpha,

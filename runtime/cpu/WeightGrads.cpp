@@ -12,15 +12,21 @@
 
 #include "dprt/kernels.h"
 
+#include <algorithm>
+
 namespace dprt::cpu {
 
 void linear_weight_grad(Rank *, DType dt, const void *x, const void *dy,
                         const void *c, void *dw, int64_t batch, int64_t tokens,
-                        int64_t in, int64_t out, void *workspace) {
+                        int64_t in, int64_t out, void *workspace,
+                        bool accumulate) {
   int64_t rows = batch * tokens;
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
     using C = ComputeOf<T>;
+    // Overwriting: the sum added into zeros.
+    if (!accumulate)
+      std::fill_n(static_cast<AccOf<T> *>(dw), out * in, AccOf<T>(0));
     auto *dyt = static_cast<const T *>(dy);
     auto *ct = static_cast<const AccOf<T> *>(c);
     auto *xc = asCompute(static_cast<const T *>(x), rows * in, 0);

@@ -108,13 +108,20 @@ __global__ void embeddingGradKernel(const int32_t *tok, const T *dy,
 
 void linear_weight_grad(Rank *rank, DType dt, const void *x, const void *dy,
                         const void *c, void *dw, int64_t batch, int64_t tokens,
-                        int64_t in, int64_t out, void *workspace) {
-  if (batch <= 0 || tokens <= 0 || in <= 0 || out <= 0)
+                        int64_t in, int64_t out, void *workspace,
+                        bool accumulate) {
+  if (batch <= 0 || tokens <= 0 || in <= 0 || out <= 0) {
+    if (!accumulate && in > 0 && out > 0)
+      zero(rank, dw, in * out * int64_t(sizeof(float)));
     return;
+  }
+  // Overwriting (accumulate = false): the first GEMM's beta is 0, which
+  // reads nothing of dW (a NaN there stays out), and no zeroed gradient is
+  // needed before the step.
   if (!c) {
     // Unweighted (kernels.inc): dW += dy^T x, one GEMM straight from dy.
     Gemm g = weightGradProduct(dt, dy, x, dw, batch * tokens, in, out);
-    g.beta = 1.0f;
+    g.beta = accumulate ? 1.0f : 0.0f;
     gemm(rank, g);
     return;
   }
@@ -141,7 +148,7 @@ void linear_weight_grad(Rank *rank, DType dt, const void *x, const void *dy,
     Gemm g = weightGradProduct(
         dt, workspace, static_cast<const char *>(x) + first * tokens * in * es,
         dw, rows, in, out);
-    g.beta = 1.0f;
+    g.beta = accumulate || first > 0 ? 1.0f : 0.0f;
     gemm(rank, g);
   }
 }

@@ -199,7 +199,7 @@ void dp_microstep(Rank *rank) {
   zero(rank, a + kDFullW, kShardW * kRanks * kElem);
   linear_weight_grad(rank, kCompute, a + kX, a + kDLogits, a + kClip,
                      a + kDFullW, kBatch, 1, kFeatures, kClasses,
-                     a + kWorkspace);
+                     a + kWorkspace, true);
   zero(rank, a + kDFullB, kShardB * kRanks * kElem);
   bias_grad(rank, kCompute, a + kDLogits, a + kClip, a + kDFullB, kBatch, 1,
             kClasses);

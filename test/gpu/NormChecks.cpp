@@ -403,28 +403,51 @@ void weightGradChecks(Context &ctx, DType dt, bool odd) {
         clipFactorsWithMaskedSample(c, ctx.rng);
         dw.randn(ctx.rng);
         cpu::linear_weight_grad(ctx.cpu, dt, x.h(), dy.h(), c.h(), dw.h(),
-                                batch, tokens, in, out, ws.h());
+                                batch, tokens, in, out, ws.h(), true);
         gpu::linear_weight_grad(ctx.gpu, dt, x.d(), dy.d(), c.d(), dw.d(),
-                                batch, tokens, in, out, ws.d());
+                                batch, tokens, in, out, ws.d(), true);
         ctx.compare("dw", dw, dt == F32 ? 1e-5 : 2e-2);
       });
     // Unweighted (c = nullptr, no workspace: DP off, whose dy is already
-    // zero on padding rows): dW += dy^T x over every row.
-    if (ctx.begin(
-            "linear_weight_grad", dn,
-            dims({{"B", batch}, {"T", tokens}, {"in", in}, {"out", out}}, odd) +
-                " unweighted"))
+    // zero on padding rows): dW += dy^T x over every row; and overwriting
+    // (accumulate = false, a program of one micro-step a step) a dW of NaN,
+    // weighted and not.
+    for (int form = 0; form < 3; ++form) {
+      const bool weighted = form == 2, accumulate = form == 0;
+      static const char *names[] = {" unweighted", " unweighted overwrite",
+                                    " overwrite"};
+      if (!ctx.begin(
+              "linear_weight_grad", dn,
+              dims({{"B", batch}, {"T", tokens}, {"in", in}, {"out", out}},
+                   odd) +
+                  names[form]))
+        continue;
       ctx.guarded([&] {
-        Buffer x(dt, rows * in), dy(dt, rows * out), dw(F32, out * in);
+        Buffer x(dt, rows * in), dy(dt, rows * out), c(F32, batch),
+            dw(F32, out * in),
+            ws(dt, dprt::weightGradWorkspaceBytes(dt, batch, tokens, out) /
+                       int64_t(dprt::sizeOf(dt)));
         x.randn(ctx.rng);
         dy.randn(ctx.rng);
-        dw.randn(ctx.rng);
-        cpu::linear_weight_grad(ctx.cpu, dt, x.h(), dy.h(), nullptr, dw.h(),
-                                batch, tokens, in, out, nullptr);
-        gpu::linear_weight_grad(ctx.gpu, dt, x.d(), dy.d(), nullptr, dw.d(),
-                                batch, tokens, in, out, nullptr);
+        clipFactorsWithMaskedSample(c, ctx.rng);
+        if (accumulate) {
+          dw.randn(ctx.rng);
+        } else {
+          for (int64_t i = 0; i < out * in; ++i)
+            dw.set(i, nan);
+          dw.upload();
+        }
+        const void *ch = weighted ? c.h() : nullptr;
+        const void *cd = weighted ? c.d() : nullptr;
+        cpu::linear_weight_grad(ctx.cpu, dt, x.h(), dy.h(), ch, dw.h(), batch,
+                                tokens, in, out, weighted ? ws.h() : nullptr,
+                                accumulate);
+        gpu::linear_weight_grad(ctx.gpu, dt, x.d(), dy.d(), cd, dw.d(), batch,
+                                tokens, in, out, weighted ? ws.d() : nullptr,
+                                accumulate);
         ctx.compare("dw", dw, dt == F32 ? 1e-5 : 2e-2);
       });
+    }
   }
   {
     int64_t batch = 4, tokens = odd ? 17 : 64, out = odd ? 301 : 300;

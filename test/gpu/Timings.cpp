@@ -150,14 +150,22 @@ void linearTimings(Context &ctx) {
           ws(dt, kRows * l.out, ++seed);
       timeKernel(ctx, "linear_weight_grad", dt, shape, flop, true, [&] {
         gpu::linear_weight_grad(ctx.gpu, dt, x.p(), dy.p(), c.p(), dw.p(), kB,
-                                kT, l.in, l.out, ws.p());
+                                kT, l.in, l.out, ws.p(), true);
       });
       // DP off's: no clip factors, no pass scaling dy into the workspace.
       timeKernel(
           ctx, "linear_weight_grad.unweighted", dt, shape, flop, true, [&] {
             gpu::linear_weight_grad(ctx.gpu, dt, x.p(), dy.p(), nullptr, dw.p(),
-                                    kB, kT, l.in, l.out, nullptr);
+                                    kB, kT, l.in, l.out, nullptr, true);
           });
+      // ... writing dW instead of adding to it (beta 0: dW not read), as a
+      // program of one micro-step a step does.
+      timeKernel(ctx, "linear_weight_grad.unweighted.overwrite", dt, shape,
+                 flop, true, [&] {
+                   gpu::linear_weight_grad(ctx.gpu, dt, x.p(), dy.p(), nullptr,
+                                           dw.p(), kB, kT, l.in, l.out, nullptr,
+                                           false);
+                 });
     }
 }
 

@@ -41,8 +41,8 @@ dp.recipe @r for @small {
 // None generator.
 // The mask, the backward's seed, already zeroes padding samples' dy: the
 // weight gradients take no clip factors and no workspace (#dprt.null).
-// LOWER-DAG: "linear_weight_grad"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, #dprt.null, 2 : index, 2, 4, 16, 8, #dprt.null]}
-// LOWER-DAG: "linear_weight_grad"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, #dprt.null, 2 : index, 2, 4, 16, 16, #dprt.null]}
+// LOWER-DAG: "linear_weight_grad"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, #dprt.null, 2 : index, 2, 4, 16, 8, #dprt.null, true]}
+// LOWER-DAG: "linear_weight_grad"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, #dprt.null, 2 : index, 2, 4, 16, 16, #dprt.null, true]}
 // LOWER-DAG: "bias_grad"
 // LOWER-DAG: "embedding_grad"
 // LOWER-DAG: "rows_weighted_sum"

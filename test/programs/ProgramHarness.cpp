@@ -89,7 +89,7 @@ std::string ProgramId::name() const {
          (recompute.empty() ? "" : ".rc" + recompute) +
          (rematerialize ? "" : ".keep") +
          (reshard.empty() ? "" : ".reshard-" + reshard) +
-         (sumInUpdate ? "" : ".sumoff") +
+         (sumInUpdate ? "" : ".sumoff") + (overwriteGradients ? "" : ".owoff") +
          (lastBatchSizes.empty() ? "" : ".sizes-" + lastBatchSizes);
 }
 
@@ -136,6 +136,8 @@ std::string programPath(const ProgramId &id) {
     args.push_back("--reshard-after-forward=" + id.reshard);
   if (!id.sumInUpdate)
     args.push_back("--sum-in-update=off");
+  if (!id.overwriteGradients)
+    args.push_back("--overwrite-gradients=off");
   if (!id.lastBatchSizes.empty())
     args.push_back("--last-batch-sizes=" + id.lastBatchSizes);
   dpctest::RunResult r = dpctest::runProgram(DPC_COMPILER, args);

@@ -56,6 +56,9 @@ struct ProgramId {
   /// `dpc --sum-in-update`: auto (true), or off (every clipped sum added
   /// into the gradient by the micro-step).
   bool sumInUpdate = true;
+  /// `dpc --overwrite-gradients`: auto (true), or off (every weight
+  /// gradient added into a gradient dp_apply zeroed).
+  bool overwriteGradients = true;
   /// `dpc --last-batch-sizes` ("" for dpc's default, auto).
   std::string lastBatchSizes = "";
 

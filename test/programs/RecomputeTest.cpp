@@ -18,7 +18,9 @@
 // --sum-in-update, on shuffled batches of the physical batch) against one
 // that adds them into the gradient: the update kernels form each element's
 // sum as rows_weighted_sum does, over 10 records so that the third step is
-// a padded batch of 2.
+// a padded batch of 2. So does a program whose micro-step writes its weight
+// gradients (dpc --overwrite-gradients, on the same batches) against one
+// that adds them into zeroed gradients, DP and DP off.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,18 +50,26 @@ class RecomputeBits : public ::testing::TestWithParam<RecomputeCase> {};
 
 /// Trains `plain` and `other` for `steps` from one seed, every sample
 /// clipped, and expects the same parameter bits and losses.
+/// dp: the programs train privately and take --sigma and --clip (a DP-off
+/// program refuses them).
 void expectSameTraining(const ProgramId &plain, const ProgramId &other,
-                        int64_t records = kRecords, int steps = kSteps) {
+                        int64_t records = kRecords, int steps = kSteps,
+                        bool dp = true) {
   const uint64_t seed = testSeed();
   dpctest::TempDir dir;
   const std::string data =
       dir / (plain.isLanguageModel() ? "data.txt" : "data.csv");
   writeRecords(makeRecords(plain, seed, records), data);
   auto train = [&](const ProgramId &id, const std::string &name) {
-    runProgram(id, {"--data", data, "--steps", std::to_string(steps), "--seed",
-                    std::to_string(seed), "--sigma", "0.5", "--clip", "0.01",
-                    "--save", dir / name, "--metrics", dir / (name + ".jsonl"),
-                    "--quiet"});
+    std::vector<std::string> args = {"--data",    data,
+                                     "--steps",   std::to_string(steps),
+                                     "--seed",    std::to_string(seed),
+                                     "--save",    dir / name,
+                                     "--metrics", dir / (name + ".jsonl"),
+                                     "--quiet"};
+    if (dp)
+      args.insert(args.end(), {"--sigma", "0.5", "--clip", "0.01"});
+    runProgram(id, args);
     return readCheckpointParams(latestCheckpoint(dir / name));
   };
   const Tensors a = train(plain, "plain");
@@ -137,6 +147,42 @@ TEST_P(SumInUpdateBits, SameParametersAndLosses) {
       std::string::npos);
   expectSameTraining(inStep, inUpdate, /*records=*/10, /*steps=*/4);
 }
+
+class OverwriteGradientsBits : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(OverwriteGradientsBits, SameParametersAndLosses) {
+  ProgramId written{"tinylm-f32", GetParam(), 1}, added = written;
+  added.overwriteGradients = false;
+  // Both padded alike (the smaller micro-steps overwrite too, but a product
+  // over fewer rows may round differently), neither summing in the update
+  // (whose parameters have no gradient to write).
+  written.lastBatchSizes = added.lastBatchSizes = "none";
+  written.sumInUpdate = added.sumInUpdate = false;
+  // The program must really write some gradient, or this compares a
+  // program with itself.
+  auto flags = [](const ProgramId &id) {
+    const std::string cpp = dpctest::readFile(programPath(id) + ".cpp");
+    int overwriting = 0, adding = 0;
+    for (size_t at = cpp.find("linear_weight_grad("); at != std::string::npos;
+         at = cpp.find("linear_weight_grad(", at + 1)) {
+      const std::string call = cpp.substr(at, cpp.find(';', at) - at);
+      overwriting += call.find(", false)") != std::string::npos;
+      adding += call.find(", true)") != std::string::npos;
+    }
+    return std::pair{overwriting, adding};
+  };
+  EXPECT_GT(flags(written).first, 0) << written.name();
+  EXPECT_EQ(flags(added).first, 0) << added.name();
+  EXPECT_GT(flags(added).second, 0) << added.name();
+  expectSameTraining(added, written, /*records=*/10, /*steps=*/4,
+                     /*dp=*/GetParam() != "shuffle_nodp");
+}
+
+INSTANTIATE_TEST_SUITE_P(ProgramOverwriteGradients, OverwriteGradientsBits,
+                         ::testing::Values("shuffle_momentum", "shuffle_nodp"),
+                         [](const ::testing::TestParamInfo<std::string> &info) {
+                           return caseName("tinylm-f32", info.param);
+                         });
 
 // AdamW with every linear weight materialized; Nesterov momentum with the
 // cost model's methods (norm gains from rows, the others' sums in the

@@ -162,6 +162,13 @@ static cl::opt<std::string> sumInUpdateOpt(
              "gradients as it reads them, instead of a pass that adds them "
              "into the gradient; off: always that pass"),
     cl::value_desc("auto|off"), cl::init("auto"), cl::cat(dpcCategory));
+static cl::opt<std::string> overwriteGradientsOpt(
+    "overwrite-gradients",
+    cl::desc("auto (default): when every step is one micro-step on one rank, "
+             "a weight whose gradient one linear_weight_grad makes has it "
+             "written instead of added into a zeroed gradient; off: always "
+             "added"),
+    cl::value_desc("auto|off"), cl::init("auto"), cl::cat(dpcCategory));
 static cl::opt<std::string> targetGpuOpt(
     "target-gpu",
     cl::desc("The GPU the cuda program will run on, for the default "
@@ -325,6 +332,10 @@ int main(int argc, char **argv) {
   if (sumInUpdateOpt != "auto" && sumInUpdateOpt != "off")
     return fail("--sum-in-update '" + sumInUpdateOpt + "' is not auto or off");
   options.sumInUpdate = sumInUpdateOpt == "auto";
+  if (overwriteGradientsOpt != "auto" && overwriteGradientsOpt != "off")
+    return fail("--overwrite-gradients '" + overwriteGradientsOpt +
+                "' is not auto or off");
+  options.overwriteGradients = overwriteGradientsOpt == "auto";
   // Recomputation and the budget are planned with rematerialized layers
   // (the least memory); auto drops them at the end where they do not pay.
   StringRef rematerialize = rematerializeOpt;

@@ -142,6 +142,10 @@ struct ParamSpec {
   /// from its per-sample gradients of the step's one micro-step, so its
   /// gradient buffer stays zero (and the driver does not check it).
   bool sumFromRows = false;
+  /// describe_gradient_overwritten: the micro-step writes this parameter's
+  /// gradient instead of adding to it (its one linear_weight_grad), and
+  /// dp_apply does not zero it, so a step must be exactly one micro-step.
+  bool gradOverwritten = false;
 };
 
 struct UnitSpec {
@@ -306,6 +310,10 @@ void describe_param(ProgramSpec *spec, const char *name, int32_t unit,
 /// per-sample gradients the micro-step left (one micro-step a step, one
 /// rank). After the parameter's describe_param.
 void describe_update_from_rows(ProgramSpec *spec, const char *param);
+/// The micro-step writes parameter `param`'s gradient instead of adding to
+/// it (one micro-step a step, one rank). After the parameter's
+/// describe_param.
+void describe_gradient_overwritten(ProgramSpec *spec, const char *param);
 /// `run` is dp_microstep compiled for `rows` rows, 1 <= rows <
 /// physicalBatch (a multiple of max_records under user-level DP), each size
 /// once and in increasing order; called last.

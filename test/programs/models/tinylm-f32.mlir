@@ -215,6 +215,20 @@ dp.recipe @shuffle_adamw for @tinylm {
   grid = @ranks
 }
 
+// DP off on the same batches: every step one micro-step, whose weight
+// gradients are written, not added (dpc --overwrite-gradients;
+// OverwriteGradientsBits).
+dp.recipe @shuffle_nodp for @tinylm {
+  clip = #dp.clip<none>,
+  noise = #dp.none,
+  sampling = #dp.shuffle<batch = 4, physical_batch = 4>,
+  optimizer = #dp.adamw<lr = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-8, weight_decay = 0.1>,
+  steps = 5,
+  precision = #dp.precision<compute = f32, master = f32>,
+  shard = #dp.fsdp<unit = block>,
+  grid = @ranks
+}
+
 dp.recipe @shuffle_momentum for @tinylm {
   clip = #dp.clip<flat, max_norm = 6.0>,
   noise = #dp.noise<sigma = 0.0, delta = 1.0e-5>,

@@ -9,6 +9,7 @@
 
 #include "KernelTestSupport.h"
 
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 
@@ -141,25 +142,29 @@ TEST(ClipFactors, UserLevelSlotsTakeTheirUsersFactor) {
 
 /// linear_weight_grad on random data (sample 0 poisoned with NaN: its
 /// clip factor may be 0) against the f64 clipped sum of per-sample
-/// gradients.
+/// gradients, added to what dW held or (accumulate = false) in place of a
+/// dW of NaN.
 void checkLinearWeightGrad(Rng &rng, DType dt, int64_t batch, int64_t tokens,
-                           int64_t in, int64_t out) {
+                           int64_t in, int64_t out, bool accumulate = true) {
   int64_t rows = batch * tokens;
   Buffer x(dt, uniform(rng, rows * in)), dy(dt, uniform(rng, rows * out));
   Vec xv = x.values(), dyv = dy.values();
   poisonSample0(x, tokens * in);
   poisonSample0(dy, tokens * out);
   Vec cv = randomClipFactors(rng, dt, batch);
-  Buffer c(accOf(dt), cv), dw(accOf(dt), uniform(rng, out * in));
+  Buffer c(accOf(dt), cv),
+      dw(accOf(dt),
+         accumulate ? uniform(rng, out * in) : Vec(out * in, std::nan("")));
   Vec init = dw.values();
   std::vector<unsigned char> workspace(
       dprt::weightGradWorkspaceBytes(dt, batch, tokens, out));
   TestRank r;
   cpu::linear_weight_grad(r.get(), dt, x.data(), dy.data(), c.data(), dw.data(),
-                          batch, tokens, in, out, workspace.data());
+                          batch, tokens, in, out, workspace.data(), accumulate);
   Vec want = clippedSum(
       ref::linearWeightGradPerSample(xv, dyv, batch, tokens, in, out), cv);
-  EXPECT_CLOSE(dw.values(), ref::addForward(init, want), accTolerance(dt), dt);
+  EXPECT_CLOSE(dw.values(), accumulate ? ref::addForward(init, want) : want,
+               accTolerance(dt), dt);
 }
 
 TEST(LinearWeightGrad, EqualsClippedSumOfPerSampleGradients) {
@@ -167,6 +172,16 @@ TEST(LinearWeightGrad, EqualsClippedSumOfPerSampleGradients) {
     checkLinearWeightGrad(rng, dt, uniformInt(rng, 1, 6),
                           uniformInt(rng, 1, 10), uniformInt(rng, 1, 40),
                           uniformInt(rng, 1, 40));
+  });
+}
+
+// accumulate = false (a gradient only this call writes, in a program of one
+// micro-step a step): the sum replaces dW, NaN there included.
+TEST(LinearWeightGrad, OverwritesWhatTheGradientHeld) {
+  forEachCaseAndDType(8, [](Rng &rng, DType dt) {
+    checkLinearWeightGrad(rng, dt, uniformInt(rng, 1, 6),
+                          uniformInt(rng, 1, 10), uniformInt(rng, 1, 40),
+                          uniformInt(rng, 1, 40), false);
   });
 }
 
@@ -179,17 +194,22 @@ TEST(LinearWeightGrad, UnweightedIsThePlainSum) {
                   out = uniformInt(rng, 1, 40);
     const int64_t rows = batch * tokens;
     Buffer x(dt, uniform(rng, rows * in)), dy(dt, uniform(rng, rows * out));
-    Buffer dw(accOf(dt), uniform(rng, out * in));
+    // Every other case overwrites a dW of NaN (DP off's gradients in a
+    // program of one micro-step a step).
+    const bool accumulate = rng() % 2 == 0;
+    Buffer dw(accOf(dt), accumulate ? uniform(rng, out * in)
+                                    : Vec(out * in, std::nan("")));
     Vec init = dw.values();
     TestRank r;
     cpu::linear_weight_grad(r.get(), dt, x.data(), dy.data(), nullptr,
-                            dw.data(), batch, tokens, in, out, nullptr);
+                            dw.data(), batch, tokens, in, out, nullptr,
+                            accumulate);
     Vec want =
         ref::weightedSum(ref::linearWeightGradPerSample(x.values(), dy.values(),
                                                         batch, tokens, in, out),
                          Vec(batch, 1.0));
-    EXPECT_CLOSE(dw.values(), ref::addForward(init, want), accTolerance(dt),
-                 dt);
+    EXPECT_CLOSE(dw.values(), accumulate ? ref::addForward(init, want) : want,
+                 accTolerance(dt), dt);
   });
 }
 

@@ -280,7 +280,7 @@ KernelStep tinyLmStep(DType dt, const ref::TinyLmShape &s, KernelParams &p,
                    int64_t inDim, const std::string &dy, int64_t outDim) {
     cpu::linear_weight_grad(r, dt, val(in, R * inDim), val(dy, R * outDim),
                             c.data(), p.grad(param), B, T, inDim, outDim,
-                            ws.data());
+                            ws.data(), true);
   };
   wgrad("head", "f", W, "dlogits", s.vocab);
   cpu::rows_weighted_sum(r, acc, accv("gnorm", B * W), c.data(), p.grad("norm"),
@@ -381,7 +381,8 @@ KernelStep mlpStep(DType dt, int64_t features, int64_t hidden, int64_t classes,
   std::vector<unsigned char> ws(
       dprt::weightGradWorkspaceBytes(dt, B, 1, std::max(H, C)));
   cpu::linear_weight_grad(r, dt, val("a", B * H), val("dlogits", B * C),
-                          c.data(), p.grad("fc2.w"), B, 1, H, C, ws.data());
+                          c.data(), p.grad("fc2.w"), B, 1, H, C, ws.data(),
+                          true);
   cpu::bias_grad(r, dt, val("dlogits", B * C), c.data(), p.grad("fc2.b"), B, 1,
                  C);
   cpu::rows_weighted_sum(r, acc, accv("gg", B * H), c.data(), p.grad("ln.g"), B,
@@ -389,7 +390,7 @@ KernelStep mlpStep(DType dt, int64_t features, int64_t hidden, int64_t classes,
   cpu::rows_weighted_sum(r, acc, accv("gb", B * H), c.data(), p.grad("ln.b"), B,
                          H);
   cpu::linear_weight_grad(r, dt, x.data(), val("dh", B * H), c.data(),
-                          p.grad("fc1.w"), B, 1, F, H, ws.data());
+                          p.grad("fc1.w"), B, 1, F, H, ws.data(), true);
   cpu::bias_grad(r, dt, val("dh", B * H), c.data(), p.grad("fc1.b"), B, 1, H);
   return {v.values("loss"), n2.values()};
 }
