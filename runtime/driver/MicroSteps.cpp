@@ -2,6 +2,8 @@
 
 #include "MicroSteps.h"
 
+#include "MicroStepCount.h"
+
 #include "common/Trace.h"
 #include "dprt/backend.h"
 
@@ -60,24 +62,7 @@ MicroStepSums runMicroSteps(RankSlot &slot, const ProgramSpec &spec,
   const DType acc = accOf(spec.compute);
   const int64_t accBytes = sizeOf(acc);
   MicroStepSums sums;
-  // dp_apply reads the per-sample gradients of the last micro-step only,
-  // and an overwritten gradient holds the last micro-step's alone (or, in a
-  // step of none, the last step's).
-  if (plan.microSteps != 1)
-    for (const ParamSpec &p : spec.params) {
-      if (p.sumFromRows)
-        throw std::runtime_error(
-            "a step of " + std::to_string(plan.microSteps) +
-            " micro-steps, but the program's update forms '" + p.name +
-            "''s clipped sum from one micro-step's per-sample gradients "
-            "(compile with dpc --sum-in-update=off)");
-      if (p.gradOverwritten)
-        throw std::runtime_error(
-            "a step of " + std::to_string(plan.microSteps) +
-            " micro-steps, but the program's micro-step writes '" + p.name +
-            "''s gradient instead of adding to it (its recipe makes every "
-            "step one micro-step)");
-    }
+  requireMicroStepCount(spec, plan.microSteps);
   for (int64_t m = 0; m < plan.microSteps; ++m) {
     const privacy::PhysicalBatchPlan::Slice part = plan.slice(m, rank.rank);
     // The first `rows` rows of the inputs, mask and losses are its own.
