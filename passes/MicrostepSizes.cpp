@@ -131,13 +131,23 @@ SmallVector<std::string> dpc::materializedWeights(ModuleOp planned) {
   return names;
 }
 
-llvm::StringSet<> dpc::paramsSummedInUpdate(ModuleOp planned) {
+/// The parameters dp_describe's calls of `callee` name (their first
+/// argument).
+static llvm::StringSet<> paramsDescribedBy(ModuleOp planned, StringRef callee) {
   llvm::StringSet<> names;
   planned.walk([&](rt::CallOp call) {
-    if (call.getCallee() == "describe_update_from_rows")
+    if (call.getCallee() == callee)
       names.insert(cast<StringAttr>(call.getArgs()[0]).getValue());
   });
   return names;
+}
+
+llvm::StringSet<> dpc::paramsSummedInUpdate(ModuleOp planned) {
+  return paramsDescribedBy(planned, "describe_update_from_rows");
+}
+
+llvm::StringSet<> dpc::paramsWithGradientsWritten(ModuleOp planned) {
+  return paramsDescribedBy(planned, "describe_gradient_overwritten");
 }
 
 bool dpc::sumsInUpdate(ModuleOp planned) {

@@ -110,6 +110,11 @@ llvm::SmallVector<std::string> materializedWeights(mlir::ModuleOp planned);
 /// sum-in-update), as its dp_describe names them.
 llvm::StringSet<> paramsSummedInUpdate(mlir::ModuleOp planned);
 
+/// The parameters whose gradients the micro-step of `planned` writes instead
+/// of adding to them (dp-lower-to-runtime's overwrite-gradients), as its
+/// dp_describe names them.
+llvm::StringSet<> paramsWithGradientsWritten(mlir::ModuleOp planned);
+
 /// Whether there are any: the program's steps need no smaller micro-step,
 /// and cannot take one.
 bool sumsInUpdate(mlir::ModuleOp planned);

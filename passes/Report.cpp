@@ -104,6 +104,9 @@ void ReportPass::runOnOperation() {
   // per-sample gradients (dpc --sum-in-update), as dp_describe names them:
   // their gradients are never written.
   const llvm::StringSet<> sumsInUpdate = paramsSummedInUpdate(module);
+  // Those whose one weight-gradient product writes their gradient instead of
+  // adding to it (dpc --overwrite-gradients).
+  const llvm::StringSet<> written = paramsWithGradientsWritten(module);
   std::map<std::string, ParamRow> rows;
   SmallVector<std::string> order;
   for (ParamOp param : getParams(model)) {
@@ -433,6 +436,7 @@ void ReportPass::runOnOperation() {
                              {"norm_flops", row.normFlops},
                              {"weight_grad_flops", row.gradFlops},
                              {"sum_in_update", sumsInUpdate.contains(row.name)},
+                             {"gradient_written", written.contains(row.name)},
                              {"predicted_seconds", row.seconds}});
     }
     llvm::json::Object memory{{"arena_bytes", arena}, {"peak_bytes", peak}};
@@ -575,6 +579,10 @@ void ReportPass::runOnOperation() {
     os << "  clipped sums formed by the optimizer update from the per-sample "
        << "gradients (one micro-step a step): " << sumsInUpdate.size()
        << " parameters; their gradients are never written\n";
+  if (!written.empty())
+    os << "  weight gradients written by the micro-step instead of added "
+       << "into zeroed ones (one micro-step a step): " << written.size()
+       << " parameters\n";
   os << "  a step's last, partly filled physical batch: ";
   if (lastSizes.empty()) {
     os << "padded to " << physical << " rows\n";

@@ -1,5 +1,7 @@
 // RUN: dp-opt %s --dp-compile | FileCheck %s
 // RUN: dp-opt %s --dp-compile=ranks=2 | FileCheck %s --check-prefix=RANKS
+// RUN: dp-opt %s --dp-compile --dp-report -o /dev/null | FileCheck %s --check-prefix=TABLE
+// RUN: dp-opt %s --dp-compile --dp-report=format=json -o /dev/null | FileCheck %s --check-prefix=JSON
 //
 // Every step one micro-step on one rank (shuffled batches of the physical
 // batch's size): a weight whose one linear_grad_weight makes its gradient
@@ -44,3 +46,12 @@ dp.recipe @r for @tied {
 // RANKS-NOT: "describe_gradient_overwritten"
 // RANKS-NOT: {{"linear_weight_grad".*false\]}}
 // RANKS: "linear_weight_grad"{{.*}}#dprt.null, true]}
+
+// The report counts them and marks each in the JSON.
+// TABLE: weight gradients written by the micro-step instead of added into zeroed ones (one micro-step a step): 1 parameters
+// JSON: "gradient_written": false,
+// JSON-NEXT: "name": "emb",
+// JSON: "gradient_written": false,
+// JSON-NEXT: "name": "n",
+// JSON: "gradient_written": true,
+// JSON-NEXT: "name": "w1",
