@@ -168,6 +168,28 @@ static bool hasTrainable(LoweringContext &context, const UnitInfo &unit) {
   });
 }
 
+namespace {
+
+/// Element ranges of a unit: the parameters added next to each other
+/// (alignment gaps between them included) form one range; one left out
+/// ends it.
+struct UnitRanges {
+  SmallVector<std::pair<int64_t, int64_t>> list;
+  bool open = false;
+
+  /// The parameter at [begin, end) if `in`, else the end of the range.
+  void add(bool in, int64_t begin, int64_t end) {
+    if (in && open &&
+        int64_t(llvm::alignTo(list.back().second, kUnitAlignment)) == begin)
+      list.back().second = end;
+    else if (in)
+      list.push_back({begin, end});
+    open = in;
+  }
+};
+
+} // namespace
+
 void dpc::lowering::buildApply(LoweringContext &context) {
   context.beginFunc("dp_apply");
   ::dprt::DType acc = context.acc;
@@ -186,10 +208,10 @@ void dpc::lowering::buildApply(LoweringContext &context) {
     // between them included) form one range: one call each. A parameter
     // whose sum the update forms from its per-sample gradients has a call
     // of its own.
-    SmallVector<std::pair<int64_t, int64_t>> ranges;
+    UnitRanges ranges;
     // The gradients zeroed for the next step: all but those the update
     // forms from rows (never written) and those the micro-step overwrites.
-    SmallVector<std::pair<int64_t, int64_t>> zeroed;
+    UnitRanges zeroed;
     bool zeroAll = true;
     Value master = context.global(unit.master);
     int64_t accBytes = ::dprt::sizeOf(acc);
@@ -215,36 +237,20 @@ void dpc::lowering::buildApply(LoweringContext &context) {
         update.i64(addNoise ? unit.globalBase + offset : -1);
         context.call(optimizer.rowsUpdateKernel, update);
       }
-      auto extend = [&](SmallVectorImpl<std::pair<int64_t, int64_t>> &list,
-                        int64_t begin, int64_t end) {
-        if (!list.empty() && list.back().first >= 0 &&
-            int64_t(llvm::alignTo(list.back().second, kUnitAlignment)) == begin)
-          list.back().second = end;
-        else
-          list.push_back({begin, end});
-      };
-      int64_t end = offset + param.getNumElements();
-      bool overwritten = context.overwrittenGradients.contains(name);
-      if (param.getTrainable() && fromRows == context.rowsUpdates.end() &&
-          !overwritten)
-        extend(zeroed, offset, end);
-      else
-        zeroed.push_back({-1, -1}); // breaks the range
+      const int64_t end = offset + param.getNumElements();
+      const bool inGradient =
+          param.getTrainable() && fromRows == context.rowsUpdates.end();
+      const bool overwritten = context.overwrittenGradients.contains(name);
+      ranges.add(inGradient, offset, end);
+      zeroed.add(inGradient && !overwritten, offset, end);
       zeroAll &= !overwritten && fromRows == context.rowsUpdates.end();
-      if (!param.getTrainable() || fromRows != context.rowsUpdates.end()) {
-        ranges.push_back({-1, -1});
-        continue;
-      }
-      extend(ranges, offset, end);
     }
-    llvm::erase_if(ranges, [](auto r) { return r.first < 0; });
-    llvm::erase_if(zeroed, [](auto r) { return r.first < 0; });
     Value grad = unit.grad.empty() ? Value() : context.global(unit.grad);
     // noise = #dp.none: the program draws no noise at all. Otherwise the
     // update adds each element's noise (keyed by its global index) as it
     // reads the gradient: the bits of add_noise then the update, without a
     // pass that reads and writes the whole gradient.
-    for (auto [begin, end] : ranges) {
+    for (auto [begin, end] : ranges.list) {
       CallArgs update = context.args();
       update.dtype(acc).buffer(master);
       for (StringRef state : statesOf(unit))
@@ -274,7 +280,7 @@ void dpc::lowering::buildApply(LoweringContext &context) {
           context.checkedBytes(unit.grad, {unit.shard, accBytes}));
       context.call("zero", zero);
     } else {
-      for (auto [begin, end] : zeroed) {
+      for (auto [begin, end] : zeroed.list) {
         CallArgs zero = context.args();
         zero.buffer(context.view(grad, begin * accBytes))
             .i64((end - begin) * accBytes);
