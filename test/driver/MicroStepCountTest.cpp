@@ -45,31 +45,29 @@ TEST(MicroStepCount, AnyForAProgramThatAddsItsGradients) {
     EXPECT_EQ(errorOf(spec, n), "") << n;
 }
 
-TEST(MicroStepCount, OneWhereTheUpdateSumsRows) {
-  const ProgramSpec spec = programWith(true, false);
+/// Steps of 1 micro-step are taken; of 0 and `several`, refused with an
+/// error naming the parameter (`what` of it) and the dpc option.
+void expectOneOnly(const ProgramSpec &spec, int64_t several,
+                   const std::string &what, const std::string &option) {
   EXPECT_EQ(errorOf(spec, 1), "");
-  for (int64_t n : {0, 2}) {
+  for (int64_t n : {int64_t(0), several}) {
     const std::string error = errorOf(spec, n);
     EXPECT_NE(error.find("a step of " + std::to_string(n) + " micro-steps"),
               std::string::npos)
         << error;
-    EXPECT_NE(error.find("'w''s clipped sum"), std::string::npos) << error;
-    EXPECT_NE(error.find("--sum-in-update=off"), std::string::npos) << error;
+    EXPECT_NE(error.find(what), std::string::npos) << error;
+    EXPECT_NE(error.find(option), std::string::npos) << error;
   }
 }
 
+TEST(MicroStepCount, OneWhereTheUpdateSumsRows) {
+  expectOneOnly(programWith(true, false), 2, "'w''s clipped sum",
+                "--sum-in-update=off");
+}
+
 TEST(MicroStepCount, OneWhereTheMicroStepWritesGradients) {
-  const ProgramSpec spec = programWith(false, true);
-  EXPECT_EQ(errorOf(spec, 1), "");
-  for (int64_t n : {0, 3}) {
-    const std::string error = errorOf(spec, n);
-    EXPECT_NE(error.find("a step of " + std::to_string(n) + " micro-steps"),
-              std::string::npos)
-        << error;
-    EXPECT_NE(error.find("writes 'w''s gradient"), std::string::npos) << error;
-    EXPECT_NE(error.find("--overwrite-gradients=off"), std::string::npos)
-        << error;
-  }
+  expectOneOnly(programWith(false, true), 3, "writes 'w''s gradient",
+                "--overwrite-gradients=off");
 }
 
 } // namespace
