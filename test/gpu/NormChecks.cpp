@@ -386,41 +386,24 @@ void weightGradChecks(Context &ctx, DType dt, bool odd) {
       batch = 3, tokens = 1024, in = 64, out = 32768;
     }
     const int64_t rows = batch * tokens;
-    if (ctx.begin(
-            "linear_weight_grad", dn,
-            dims({{"B", batch}, {"T", tokens}, {"in", in}, {"out", out}}, odd) +
-                " masked"))
-      ctx.guarded([&] {
-        Buffer x(dt, rows * in), dy(dt, rows * out), c(F32, batch),
-            dw(F32, out * in),
-            ws(dt, dprt::weightGradWorkspaceBytes(dt, batch, tokens, out) /
-                       int64_t(dprt::sizeOf(dt)));
-        x.randn(ctx.rng);
-        dy.randn(ctx.rng);
-        for (int64_t i = tokens * out; i < 2 * tokens * out; ++i)
-          dy.set(i, nan);
-        dy.upload();
-        clipFactorsWithMaskedSample(c, ctx.rng);
-        dw.randn(ctx.rng);
-        cpu::linear_weight_grad(ctx.cpu, dt, x.h(), dy.h(), c.h(), dw.h(),
-                                batch, tokens, in, out, ws.h(), true);
-        gpu::linear_weight_grad(ctx.gpu, dt, x.d(), dy.d(), c.d(), dw.d(),
-                                batch, tokens, in, out, ws.d(), true);
-        ctx.compare("dw", dw, dt == F32 ? 1e-5 : 2e-2);
-      });
-    // Unweighted (c = nullptr, no workspace: DP off, whose dy is already
-    // zero on padding rows): dW += dy^T x over every row; and overwriting
-    // (accumulate = false, a program of one micro-step a step) a dW of NaN,
-    // weighted and not.
-    for (int form = 0; form < 3; ++form) {
-      const bool weighted = form == 2, accumulate = form == 0;
-      static const char *names[] = {" unweighted", " unweighted overwrite",
-                                    " overwrite"};
+    // Masked: a sample of NaN dy with clip factor 0 adds nothing. Unweighted
+    // (c = nullptr, no workspace: DP off, whose dy is already zero on
+    // padding rows): dW += dy^T x over every row. Overwriting (accumulate =
+    // false, a program of one micro-step a step): the sum replaces a dW of
+    // NaN, weighted and not.
+    struct Form {
+      const char *name;
+      bool weighted, accumulate, nanSample;
+    };
+    for (const Form &form : {Form{" masked", true, true, true},
+                             Form{" unweighted", false, true, false},
+                             Form{" unweighted overwrite", false, false, false},
+                             Form{" overwrite", true, false, false}}) {
       if (!ctx.begin(
               "linear_weight_grad", dn,
               dims({{"B", batch}, {"T", tokens}, {"in", in}, {"out", out}},
                    odd) +
-                  names[form]))
+                  form.name))
         continue;
       ctx.guarded([&] {
         Buffer x(dt, rows * in), dy(dt, rows * out), c(F32, batch),
@@ -429,22 +412,26 @@ void weightGradChecks(Context &ctx, DType dt, bool odd) {
                        int64_t(dprt::sizeOf(dt)));
         x.randn(ctx.rng);
         dy.randn(ctx.rng);
+        if (form.nanSample) {
+          for (int64_t i = tokens * out; i < 2 * tokens * out; ++i)
+            dy.set(i, nan);
+          dy.upload();
+        }
         clipFactorsWithMaskedSample(c, ctx.rng);
-        if (accumulate) {
+        if (form.accumulate) {
           dw.randn(ctx.rng);
         } else {
           for (int64_t i = 0; i < out * in; ++i)
             dw.set(i, nan);
           dw.upload();
         }
-        const void *ch = weighted ? c.h() : nullptr;
-        const void *cd = weighted ? c.d() : nullptr;
-        cpu::linear_weight_grad(ctx.cpu, dt, x.h(), dy.h(), ch, dw.h(), batch,
-                                tokens, in, out, weighted ? ws.h() : nullptr,
-                                accumulate);
-        gpu::linear_weight_grad(ctx.gpu, dt, x.d(), dy.d(), cd, dw.d(), batch,
-                                tokens, in, out, weighted ? ws.d() : nullptr,
-                                accumulate);
+        const bool w = form.weighted;
+        cpu::linear_weight_grad(ctx.cpu, dt, x.h(), dy.h(), w ? c.h() : nullptr,
+                                dw.h(), batch, tokens, in, out,
+                                w ? ws.h() : nullptr, form.accumulate);
+        gpu::linear_weight_grad(ctx.gpu, dt, x.d(), dy.d(), w ? c.d() : nullptr,
+                                dw.d(), batch, tokens, in, out,
+                                w ? ws.d() : nullptr, form.accumulate);
         ctx.compare("dw", dw, dt == F32 ? 1e-5 : 2e-2);
       });
     }
