@@ -48,6 +48,7 @@ public:
   DeviceBuffer(const DeviceBuffer &) = delete;
   DeviceBuffer &operator=(const DeviceBuffer &) = delete;
   void *p() const { return p_; }
+  template <class T> T *p() const { return static_cast<T *>(p_); }
 
 private:
   size_t bytes_;
@@ -584,6 +585,55 @@ void lossAndParameterTimings(Context &ctx) {
                  gpu::adamw_update_rows(ctx.gpu, dt, w.p(), m.p(), v.p(), g.p(),
                                         c.p(), kB, n, 0.9, 0.999, 1e-8, 0);
                });
+    setTimedUpdateState(ctx);
+  }
+  {
+    // The noised updates at the programs' sizes: the 1.1B model's MLP
+    // weights (2^24 elements, so that the rows lie 32 MiB apart) and its
+    // k/v weights (2^20), at the T = 1024 (B8) and 128K-vocabulary (B4)
+    // batches, and one block's seven weights in a row as a program runs
+    // them. The 2^24 + 4096 rows tell a power-of-two row stride's cost.
+    const int64_t q = int64_t(1) << 22, kv = int64_t(1) << 20,
+                  mlp = int64_t(1) << 24;
+    const int64_t block[] = {q, kv, kv, q, mlp, mlp, mlp};
+    const int64_t most = mlp + 4096;
+    DeviceBuffer g(dt, kB * 7 * most, ++seed), c(F32, kB, ++seed, 0.5, 1.0),
+        w(F32, 7 * most, ++seed), m(F32, 7 * most, ++seed, -0.1, 0.1),
+        v(F32, 7 * most, ++seed, 0.0, 0.01);
+    setTimedUpdateState(ctx, 1.0);
+    for (int64_t batch : {kB, int64_t(4)}) {
+      for (int64_t n : {mlp, mlp + 4096, kv}) {
+        const std::string shape =
+            "B" + std::to_string(batch) + " n" + std::to_string(n);
+        timeKernel(ctx, "sgd_update_rows.noise", dt, shape,
+                   2.0 * batch * n + 8.0 * n, false, [&] {
+                     gpu::sgd_update_rows(ctx.gpu, dt, w.p(), g.p(), c.p(),
+                                          batch, n, 0);
+                   });
+        timeKernel(ctx, "adamw_update_rows.noise", dt, shape,
+                   2.0 * batch * n + 24.0 * n, false, [&] {
+                     gpu::adamw_update_rows(ctx.gpu, dt, w.p(), m.p(), v.p(),
+                                            g.p(), c.p(), batch, n, 0.9, 0.999,
+                                            1e-8, 0);
+                   });
+      }
+      // One block's weights, each in its own slice of the buffers.
+      int64_t total = 0;
+      for (int64_t n : block)
+        total += n;
+      const std::string shape = "B" + std::to_string(batch) + " one block";
+      timeKernel(ctx, "adamw_update_rows.noise", dt, shape,
+                 (2.0 * batch + 24.0) * total, false, [&] {
+                   int64_t at = 0;
+                   for (int64_t n : block) {
+                     gpu::adamw_update_rows(
+                         ctx.gpu, dt, w.p<float>() + at, m.p<float>() + at,
+                         v.p<float>() + at, g.p<char>() + 2 * batch * at, c.p(),
+                         batch, n, 0.9, 0.999, 1e-8, at);
+                     at += n;
+                   }
+                 });
+    }
     setTimedUpdateState(ctx);
   }
 }
