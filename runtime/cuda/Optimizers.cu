@@ -6,14 +6,17 @@
 // ulp (gpu-check compares them within 1e-6). f64 here cost nothing measurable
 // in gpu-check, at full clocks, but a training step runs these kernels under
 // the power cap (1.3 to 1.7 GHz on an H200), where its conversions and f64
-// operations showed: the T = 1024 AdamW program's updates took 12.84 ms a
-// step in f64 and 11.97 in f32, the 128K-vocabulary SGD program's 7.37 and
-// 7.04 ms (bench/kernel-times.cpp, one H200). The learning rate, its schedule
-// factor lrScale, the weight decay, gradScale and the step count (and the clip
-// factors' bound C) are read from the StepState in the arena by the kernels
-// themselves, on the device, so that the run sets them without recompiling
-// and a captured graph stays valid when the driver uploads a new state
-// between steps. Each optimizer block reads them once, into shared memory.
+// operations showed. bench/kernel-times.cpp, one H200 a call: the T = 1024
+// AdamW DP program's updates 12.99 ms a step in f64, 11.48 in f32 with the
+// noise's sincospif (rng.h); the 128K-vocabulary SGD DP program's 7.10 and
+// 6.21; DP off's AdamW 8.19 and 7.79. In one call's A/B, f32 alone took
+// 0.87 and 0.33 ms of the DP updates' time off (docs/PERFORMANCE.md). The
+// learning rate, its schedule factor lrScale, the weight decay, gradScale and
+// the step count (and the clip factors' bound C) are read from the StepState in
+// the arena by the kernels themselves, on the device, so that the run sets them
+// without recompiling and a captured graph stays valid when the driver uploads
+// a new state between steps. Each optimizer block reads them once, into shared
+// memory.
 //
 // Each optimizer is one element step (Sgd, Momentum, AdamW) that one kernel
 // runs on a gradient read from a buffer (the plain update) or formed from

@@ -259,10 +259,11 @@ DPRT_HOST_DEVICE inline double uniformClosedOpenF64(uint32_t hi, uint32_t lo) {
 /// standard normal values from one pair of uniforms. On the GPU the sine and
 /// cosine are sincospif(2 v) (2 v is exact): no rounding of the argument
 /// 2 pi v and no range reduction, which the DP updates, drawing a value per
-/// element under the power cap, felt: the T = 1024 AdamW program's updates
-/// 11.97 -> 11.58 ms a step, the 128K-vocabulary SGD program's 7.04 -> 6.25
-/// (one H200). The host's cosf and sinf of the rounded 2 pi v agree with it
-/// to about 1e-7 times r (gpu-check's add_noise against the CPU's).
+/// element under the power cap, felt: in one call's A/B on an H200, the
+/// T = 1024 AdamW program's updates 11.97 -> 11.58 ms a step, the
+/// 128K-vocabulary SGD program's 7.04 -> 6.25. The host's cosf and sinf of the
+/// rounded 2 pi v agree with it to about 1e-7 times r (gpu-check's add_noise
+/// against the CPU's).
 DPRT_HOST_DEVICE inline void boxMullerPairF32(float u, float v, float &c,
                                               float &s) {
   const float r = sqrtf(-2.0f * logf(u));
