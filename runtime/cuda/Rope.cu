@@ -2,7 +2,9 @@
 //
 // rope_forward and rope_backward (the rotation by -angle), with the angles
 // theta^(-2i/headDim) or a table of frequencies such as Llama 3's scaled
-// ones (rope_llama3_frequencies), in f64 and rounded once, as on the CPU.
+// ones (rope_llama3_frequencies): the angles in f64, as on the CPU, the
+// rotation in f32 (the CPU's is f64, rounded once; they agree to an f32 ulp
+// or two).
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,28 +20,35 @@ namespace {
 
 /// One row (token) of every head a block iteration: the row's half angles
 /// t * f_i in f64 (t reaches the thousands, where f32 would lose the angle's
-/// low bits), with f_i = invFreq[i] or, without a table, theta^(-2i/headDim),
-/// their cosines and `sign` * sines into shared memory once; then every
-/// pair (i, i + half) of every head of the row rotated, V consecutive i a
-/// thread (16-byte accesses for V = kVec<T>), in f64 and rounded once. A
-/// thread reads and writes only its own elements, so y may be x.
+/// low bits), with f_i = invFreq[i] or, without a table, theta^(-2i/headDim)
+/// (once per block, before the rows), their cosines and `sign` * sines
+/// rounded once to f32 into shared memory; then every pair (i, i + half) of
+/// every head of the row rotated in f32 fmas, V consecutive i a thread
+/// (16-byte accesses for V = kVec<T>). The rotation was f64, like the CPU's:
+/// its conversions (16 a multiprocessor a clock on Hopper) held q's to
+/// 2 TB/s and k's to 0.7 (gpu-check, full clocks), the more so in a
+/// training step under the power cap. A thread reads and writes only its own
+/// elements, so y may be x.
 template <class T, int V>
 __global__ void ropeKernel(const T *x, T *y, const double *invFreq,
                            int64_t rows, int64_t tokens, int64_t heads,
                            int64_t headDim, double theta, double sign,
                            bool accumulate) {
-  extern __shared__ double trig[]; // [0, half): cos, [half, 2 half): sin
+  // [0, half): f_i; then, as f32, [0, half): cos, [half, 2 half): sin.
+  extern __shared__ double freq[];
   const int64_t half = headDim / 2, perHead = half / V;
+  float *trig = reinterpret_cast<float *>(freq + half);
+  for (int64_t i = threadIdx.x; i < half; i += blockDim.x)
+    freq[i] =
+        invFreq ? invFreq[i] : pow(theta, -2.0 * double(i) / double(headDim));
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const int64_t t = row % tokens;
-    __syncthreads(); // the last row's readers are done with trig
+    __syncthreads(); // f_i written; the last row's readers done with trig
     for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
-      const double freq =
-          invFreq ? invFreq[i] : pow(theta, -2.0 * double(i) / double(headDim));
       double sn, cs;
-      sincos(double(t) * freq, &sn, &cs);
-      trig[i] = cs;
-      trig[half + i] = sn * sign;
+      sincos(double(t) * freq[i], &sn, &cs);
+      trig[i] = float(cs);
+      trig[half + i] = float(sn * sign);
     }
     __syncthreads();
     for (int64_t v = threadIdx.x; v < heads * perHead; v += blockDim.x) {
@@ -52,21 +61,19 @@ __global__ void ropeKernel(const T *x, T *y, const double *invFreq,
         loadVec<V>(y + at, a1);
         loadVec<V>(y + at + half, a2);
       }
-      T o1[V], o2[V];
+      float o1[V], o2[V];
 #pragma unroll
       for (int k = 0; k < V; ++k) {
-        const double cs = trig[i + k], sn = trig[half + i + k];
-        double y1 = double(x1[k]) * cs - double(x2[k]) * sn;
-        double y2 = double(x2[k]) * cs + double(x1[k]) * sn;
+        const float cs = trig[i + k], sn = trig[half + i + k];
+        o1[k] = __fmaf_rn(x1[k], cs, -__fmul_rn(x2[k], sn));
+        o2[k] = __fmaf_rn(x2[k], cs, __fmul_rn(x1[k], sn));
         if (accumulate) {
-          y1 += a1[k];
-          y2 += a2[k];
+          o1[k] = __fadd_rn(o1[k], a1[k]);
+          o2[k] = __fadd_rn(o2[k], a2[k]);
         }
-        o1[k] = fromDouble<T>(y1);
-        o2[k] = fromDouble<T>(y2);
       }
-      storeVecOf<V>(y + at, o1);
-      storeVecOf<V>(y + at + half, o2);
+      storeVec<V>(y + at, o1);
+      storeVec<V>(y + at + half, o2);
     }
   }
 }
@@ -81,7 +88,7 @@ void rope(Rank *rank, const void *x, void *y, const void *invFreq,
     return;
   constexpr int kThreads = 128;
   const unsigned blocks = gridFor(rank, rows * kThreads, kThreads);
-  const size_t shared = size_t(2 * half) * sizeof(double);
+  const size_t shared = size_t(half) * (sizeof(double) + 2 * sizeof(float));
   cudaStream_t s = computeStream(rank);
   const auto *xt = static_cast<const T *>(x);
   auto *yt = static_cast<T *>(y);
