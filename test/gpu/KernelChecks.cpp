@@ -550,6 +550,42 @@ void lossChecks(Context &ctx, DType dt, bool odd) {
         }
       });
   }
+  if (!odd) {
+    // Rows of several vectors a thread (32808 classes over the forward's
+    // 1024 threads), with -inf logits (masked classes) in every row, the
+    // row's maximum late in it and, in row 0, a masked target (an infinite
+    // loss).
+    int64_t batch = 2, tokens = 3, classes = 32808, rows = batch * tokens;
+    std::string shape =
+        dims({{"B", batch}, {"T", tokens}, {"C", classes}}, false) +
+        " mean -inf";
+    if (ctx.begin("cross_entropy_forward", dn, shape))
+      ctx.guarded([&] {
+        Buffer logits(dt, rows * classes), loss(F32, batch), lse(F32, rows);
+        IntBuffer targets(rows);
+        logits.randn(ctx.rng, 3.0);
+        const double inf = std::numeric_limits<double>::infinity();
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t c = r; c < classes; c += 97)
+            logits.set(r * classes + c, -inf);
+          logits.set(r * classes + classes - 3 - r, 12.0);
+          targets[r] = int32_t((r * 7919) % classes);
+        }
+        targets[0] = 0; // a masked class as the target: an infinite loss
+        logits.upload();
+        targets.upload();
+        loss.poison();
+        lse.poison();
+        cpu::cross_entropy_forward(ctx.cpu, dt, logits.h(), targets.h(),
+                                   loss.h(), lse.h(), batch, tokens, classes,
+                                   true, -1, Reduction::Mean);
+        gpu::cross_entropy_forward(ctx.gpu, dt, logits.d(), targets.d(),
+                                   loss.d(), lse.d(), batch, tokens, classes,
+                                   true, -1, Reduction::Mean);
+        ctx.compare("loss", loss, 1e-5);
+        ctx.compare("lse", lse, 1e-5);
+      });
+  }
   {
     int64_t batch = 8, features = odd ? 33 : 64;
     Reduction red = odd ? Reduction::Sum : Reduction::Mean;
