@@ -2,14 +2,21 @@
 //
 // One block per row: the row statistics are block reductions in f32 and the
 // row is read again (from L1/L2) to write the result. The per-sample
-// gamma/beta gradients are column sums over each sample's tokens
-// (Reduce.cuh), deterministic, in f32.
+// gamma/beta gradients are column sums over each sample's tokens,
+// deterministic, in f32: RMSNorm's gamma sums ride on the backward (a block
+// of 8 rows, then a sum over the blocks, chunkSumKernel), which
+// gpu-check's 8192 x 2048 bf16 rms_norm_backward took from 75.6 to 52.8 us
+// and a T = 1024 step's norm backward from 2.40 to 1.75 ms (tokens/s +0.25
+// to +0.58 % over eight programs, one H200); LayerNorm's with beta, and
+// rows wider than a block's vectors, take a pass of their own (Reduce.cuh).
 //
 //===----------------------------------------------------------------------===//
 
 #include "Reduce.cuh"
 
 #include "dprt/kernels.h"
+
+#include <type_traits>
 
 namespace dprt::cuda {
 
@@ -92,51 +99,127 @@ __global__ void layerNormForwardKernel(const T *x, const T *gamma,
   }
 }
 
+/// Rows a block of the backward walks when it also sums the gamma/beta
+/// gradients' columns (kColumns): 1024 blocks for 8192 rows, partials of
+/// 8 MB at 2048 columns.
+constexpr int64_t kNormRows = 8;
+
 /// dx (+)= rstd * (g - centre * mean_j(g) - xhat * mean_j(g * xhat)) with
 /// g = dy * gamma and xhat = (x - mu) * rstd; mu = 0 and no centring for
-/// RMSNorm (mean == nullptr).
+/// RMSNorm (mean == nullptr). Block (b, c) takes the rows of sample b's
+/// tokens [c R, c R + R), R = rowsPerBlock, one at a time. With kColumns
+/// (every thread then holds at most one vector of the row) it also sums,
+/// per column, dy * xhat over those rows into row b * chunks + c of
+/// gammaSums: the per-sample gamma gradients' column sums without a second
+/// pass over x and dy (columnPartialKernel's 0.93 ms a T = 1024 step, 33
+/// calls).
+template <class T, int V, bool kColumns>
+__device__ __forceinline__ void
+normBackwardRows(const T *x, const T *gamma, const float *mean,
+                 const float *rstd, const T *dy, T *dx, int64_t tokens,
+                 int64_t rowsPerBlock, int64_t dim, bool accumulate,
+                 float *gammaSums) {
+  __shared__ float buffer[32];
+  const int64_t chunks = (tokens + rowsPerBlock - 1) / rowsPerBlock;
+  const int64_t b = blockIdx.x / chunks, c = blockIdx.x - b * chunks;
+  const int64_t t0 = c * rowsPerBlock;
+  const int64_t t1 = t0 + rowsPerBlock < tokens ? t0 + rowsPerBlock : tokens;
+  const int64_t step = int64_t(blockDim.x) * V;
+  float colG[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k)
+    colG[k] = 0.0f;
+  for (int64_t row = b * tokens + t0; row < b * tokens + t1; ++row) {
+    const T *xr = x + row * dim;
+    const T *dyr = dy + row * dim;
+    T *dxr = dx + row * dim;
+    const float s = rstd[row];
+    const float mu = mean ? mean[row] : 0.0f;
+    float sumG = 0.0f, sumGX = 0.0f;
+    for (int64_t i = int64_t(threadIdx.x) * V; i < dim; i += step) {
+      float v[V], g[V], d[V];
+      loadVec<V>(xr + i, v);
+      loadVec<V>(gamma + i, g);
+      loadVec<V>(dyr + i, d);
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        float gk = d[k] * g[k];
+        sumG += gk;
+        sumGX += gk * ((v[k] - mu) * s);
+      }
+    }
+    const float meanG = mean ? blockSum(sumG, buffer) / float(dim) : 0.0f;
+    const float meanGX = blockSum(sumGX, buffer) / float(dim);
+    for (int64_t i = int64_t(threadIdx.x) * V; i < dim; i += step) {
+      float v[V], g[V], d[V], out[V];
+      loadVec<V>(xr + i, v);
+      loadVec<V>(gamma + i, g);
+      loadVec<V>(dyr + i, d);
+      if (accumulate)
+        loadVec<V>(dxr + i, out);
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        float xhat = (v[k] - mu) * s;
+        float r = s * (d[k] * g[k] - meanG - xhat * meanGX);
+        out[k] = accumulate ? out[k] + r : r;
+        if constexpr (kColumns)
+          colG[k] += d[k] * xhat;
+      }
+      storeVec<V>(dxr + i, out);
+    }
+  }
+  if constexpr (kColumns) {
+    const int64_t j = int64_t(threadIdx.x) * V;
+    if (j < dim)
+      storeVec<V>(gammaSums + blockIdx.x * dim + j, colG);
+  }
+}
+
 template <class T, int V>
 __global__ void normBackwardKernel(const T *x, const T *gamma,
                                    const float *mean, const float *rstd,
-                                   const T *dy, T *dx, int64_t dim,
-                                   bool accumulate) {
-  __shared__ float buffer[32];
-  const int64_t row = blockIdx.x;
-  const T *xr = x + row * dim;
-  const T *dyr = dy + row * dim;
-  T *dxr = dx + row * dim;
-  const int64_t step = int64_t(blockDim.x) * V;
-  const float s = rstd[row];
-  const float mu = mean ? mean[row] : 0.0f;
-  float sumG = 0.0f, sumGX = 0.0f;
-  for (int64_t i = int64_t(threadIdx.x) * V; i < dim; i += step) {
-    float v[V], g[V], d[V];
-    loadVec<V>(xr + i, v);
-    loadVec<V>(gamma + i, g);
-    loadVec<V>(dyr + i, d);
+                                   const T *dy, T *dx, int64_t tokens,
+                                   int64_t dim, bool accumulate) {
+  normBackwardRows<T, V, false>(x, gamma, mean, rstd, dy, dx, tokens, 1, dim,
+                                accumulate, nullptr);
+}
+
+/// At most 48 registers, as the plain kernel (bf16): with the sums' 8 more,
+/// 5 blocks of 256 a multiprocessor would become 4.
+template <class T, int V>
+__global__ void __maxnreg__(48)
+    normBackwardColumnsKernel(const T *x, const T *gamma, const float *mean,
+                              const float *rstd, const T *dy, T *dx,
+                              int64_t tokens, int64_t dim, bool accumulate,
+                              float *gammaSums) {
+  normBackwardRows<T, V, true>(x, gamma, mean, rstd, dy, dx, tokens, kNormRows,
+                               dim, accumulate, gammaSums);
+}
+
+/// out[b, j] = sum over chunks c of partials[b, c, j]: a block takes 32
+/// columns of one sample, its 8 warps the chunks c = g, g + 8, ... (a warp
+/// reads 32 consecutive floats), then warp 0 adds the 8 sums in order. The
+/// one-thread-a-column loop of columnFinishKernel left most of the GPU idle
+/// over the backward's 128 chunks a sample (18 us a call at 8 x 2048).
+__global__ void chunkSumKernel(const float *partials, int64_t chunks,
+                               int64_t dim, float *out) {
+  __shared__ float sums[8][33];
+  const int64_t tiles = (dim + 31) / 32;
+  const int64_t b = blockIdx.x / tiles;
+  const int64_t j = (blockIdx.x - b * tiles) * 32 + (threadIdx.x & 31);
+  const int g = threadIdx.x >> 5;
+  float acc = 0.0f;
+  if (j < dim)
+    for (int64_t c = g; c < chunks; c += 8)
+      acc += partials[(b * chunks + c) * dim + j];
+  sums[g][threadIdx.x & 31] = acc;
+  __syncthreads();
+  if (g == 0 && j < dim) {
+    float total = 0.0f;
 #pragma unroll
-    for (int k = 0; k < V; ++k) {
-      float gk = d[k] * g[k];
-      sumG += gk;
-      sumGX += gk * ((v[k] - mu) * s);
-    }
-  }
-  const float meanG = mean ? blockSum(sumG, buffer) / float(dim) : 0.0f;
-  const float meanGX = blockSum(sumGX, buffer) / float(dim);
-  for (int64_t i = int64_t(threadIdx.x) * V; i < dim; i += step) {
-    float v[V], g[V], d[V], out[V];
-    loadVec<V>(xr + i, v);
-    loadVec<V>(gamma + i, g);
-    loadVec<V>(dyr + i, d);
-    if (accumulate)
-      loadVec<V>(dxr + i, out);
-#pragma unroll
-    for (int k = 0; k < V; ++k) {
-      float xhat = (v[k] - mu) * s;
-      float r = s * (d[k] * g[k] - meanG - xhat * meanGX);
-      out[k] = accumulate ? out[k] + r : r;
-    }
-    storeVec<V>(dxr + i, out);
+    for (int k = 0; k < 8; ++k)
+      total += sums[k][threadIdx.x];
+    out[b * dim + j] = total;
   }
 }
 
@@ -183,13 +266,44 @@ void normBackward(Rank *rank, const T *x, const T *gamma, const float *mean,
   cudaStream_t stream = computeStream(rank);
   int v = rowVector<T>(dim, {x, gamma, dy, dx});
   int threads = rowThreads(dim / v);
-  if (v > 1)
-    normBackwardKernel<T, kVec<T>><<<unsigned(rows), threads, 0, stream>>>(
-        x, gamma, mean, rstd, dy, dx, dim, accumulate);
-  else
-    normBackwardKernel<T, 1><<<unsigned(rows), threads, 0, stream>>>(
-        x, gamma, mean, rstd, dy, dx, dim, accumulate);
-  checkLaunch(name);
+  auto launch = [&](auto vector, float *gammaSums) {
+    constexpr int V = decltype(vector)::value;
+    if (gammaSums)
+      normBackwardColumnsKernel<T, V>
+          <<<unsigned(batch * ((tokens + kNormRows - 1) / kNormRows)), threads,
+             0, stream>>>(x, gamma, mean, rstd, dy, dx, tokens, dim, accumulate,
+                          gammaSums);
+    else
+      normBackwardKernel<T, V><<<unsigned(rows), threads, 0, stream>>>(
+          x, gamma, mean, rstd, dy, dx, tokens, dim, accumulate);
+    checkLaunch(name);
+  };
+  auto launchFor = [&](float *gammaSums) {
+    if (v > 1)
+      launch(std::integral_constant<int, kVec<T>>{}, gammaSums);
+    else
+      launch(std::integral_constant<int, 1>{}, gammaSums);
+  };
+  // gamma's column sums ride on the backward where a thread holds at most
+  // one vector of a row (dim up to 8192 in bf16, 4096 in f32) and there is
+  // no beta (RMSNorm); else they, and beta's, are a pass of their own
+  // (Reduce.cuh).
+  if (dgamma && !dbeta && dim / v <= threads) {
+    const int64_t chunks = (tokens + kNormRows - 1) / kNormRows;
+    float *sums =
+        chunks > 1 ? static_cast<float *>(
+                         scratch(rank, kComputeStream,
+                                 size_t(batch * chunks * dim) * sizeof(float)))
+                   : dgamma;
+    launchFor(sums);
+    if (chunks > 1) {
+      chunkSumKernel<<<unsigned(batch * ((dim + 31) / 32)), 256, 0, stream>>>(
+          sums, chunks, dim, dgamma);
+      checkLaunch(name);
+    }
+    return;
+  }
+  launchFor(nullptr);
   if (!dgamma && !dbeta)
     return;
   float *partials = static_cast<float *>(

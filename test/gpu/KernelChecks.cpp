@@ -246,16 +246,22 @@ void normalizationChecks(Context &ctx, DType dt, bool odd) {
       });
   }
   {
-    // 64 tokens: two column chunks; 17: one.
+    // 64 tokens: 8 chunks of the backward's 8 rows (2 of the separate
+    // pass's 32); 17: 3, the last of one row (1 of 32).
     int64_t batch = odd ? 3 : 4, tokens = odd ? 17 : 64, rows = batch * tokens;
     bool acc = odd;
     std::string shape = dims({{"B", batch}, {"T", tokens}, {"d", dim}}, odd) +
                         (acc ? " acc" : "");
-    if (ctx.begin("rms_norm_backward", dn, shape))
+    // The column sums of dgamma ride on the backward where a thread holds
+    // at most one vector of a row; 8200 columns (1025 bf16 vectors, 2050
+    // f32 ones) take the separate pass (Normalization.cu).
+    auto rmsBackward = [&](int64_t d, const std::string &label) {
+      if (!ctx.begin("rms_norm_backward", dn, label))
+        return;
       ctx.guarded([&] {
-        Buffer x(dt, rows * dim, mis), g(dt, dim), rstd(F32, rows),
-            dy(dt, rows * dim, mis), dx(dt, rows * dim, mis),
-            dgamma(F32, batch * dim);
+        Buffer x(dt, rows * d, mis), g(dt, d), rstd(F32, rows),
+            dy(dt, rows * d, mis), dx(dt, rows * d, mis),
+            dgamma(F32, batch * d);
         x.randn(ctx.rng);
         g.uniform(ctx.rng, 0.5, 1.5);
         rstd.uniform(ctx.rng, 0.5, 2.0);
@@ -266,12 +272,18 @@ void normalizationChecks(Context &ctx, DType dt, bool odd) {
           dx.poison();
         dgamma.poison();
         cpu::rms_norm_backward(ctx.cpu, dt, x.h(), g.h(), rstd.h(), dy.h(),
-                               dx.h(), dgamma.h(), batch, tokens, dim, acc);
+                               dx.h(), dgamma.h(), batch, tokens, d, acc);
         gpu::rms_norm_backward(ctx.gpu, dt, x.d(), g.d(), rstd.d(), dy.d(),
-                               dx.d(), dgamma.d(), batch, tokens, dim, acc);
+                               dx.d(), dgamma.d(), batch, tokens, d, acc);
         ctx.compare("dx", dx, tol(dt));
         ctx.compare("dgamma", dgamma, 1e-5);
       });
+    };
+    rmsBackward(dim, shape);
+    if (!odd)
+      rmsBackward(8200,
+                  dims({{"B", batch}, {"T", tokens}, {"d", 8200}}, false) +
+                      " separate column pass");
     if (ctx.begin("rms_norm_backward_norm", dn, shape))
       ctx.guarded([&] {
         Buffer x(dt, rows * dim, mis), g(dt, dim), rstd(F32, rows),
