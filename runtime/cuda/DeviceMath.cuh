@@ -52,21 +52,6 @@ template <> __device__ __forceinline__ bf16 fromDouble<bf16>(double v) {
   return __double2bfloat16(v);
 }
 
-/// p[i] = in[i] for i < W, values already rounded to T: one 16-byte store
-/// when W elements of T fill 16 bytes (p then 16-byte aligned).
-template <int W, class T>
-__device__ __forceinline__ void storeVecOf(T *p, const T (&in)[W]) {
-  if constexpr (W * sizeof(T) == 16) {
-    uint4 v;
-    memcpy(&v, in, 16);
-    *reinterpret_cast<uint4 *>(p) = v;
-  } else {
-#pragma unroll
-    for (int i = 0; i < W; ++i)
-      p[i] = in[i];
-  }
-}
-
 /// The two bf16 halves of a 32-bit word as f32 (exact: a bf16 is the upper
 /// half of an f32).
 __device__ __forceinline__ float lowBf16(uint32_t w) {

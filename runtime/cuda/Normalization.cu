@@ -8,7 +8,8 @@
 // gpu-check's 8192 x 2048 bf16 rms_norm_backward took from 75.6 to 52.8 us
 // and a T = 1024 step's norm backward from 2.40 to 1.75 ms (tokens/s +0.25
 // to +0.58 % over eight programs, one H200); LayerNorm's with beta, and
-// rows wider than a block's vectors, take a pass of their own (Reduce.cuh).
+// rows wider than a block's vectors, take a pass of their own (columnSums,
+// Reduce.cuh).
 //
 //===----------------------------------------------------------------------===//
 
@@ -99,9 +100,9 @@ __global__ void layerNormForwardKernel(const T *x, const T *gamma,
   }
 }
 
-/// Rows a block of the backward walks when it also sums the gamma/beta
-/// gradients' columns (kColumns): 1024 blocks for 8192 rows, partials of
-/// 8 MB at 2048 columns.
+/// Rows a block of the backward walks when it also sums gamma's gradient
+/// columns (kColumns): 1024 blocks for 8192 rows, partials of 8 MB at 2048
+/// columns.
 constexpr int64_t kNormRows = 8;
 
 /// dx (+)= rstd * (g - centre * mean_j(g) - xhat * mean_j(g * xhat)) with
@@ -196,33 +197,6 @@ __global__ void __maxnreg__(48)
                                dim, accumulate, gammaSums);
 }
 
-/// out[b, j] = sum over chunks c of partials[b, c, j]: a block takes 32
-/// columns of one sample, its 8 warps the chunks c = g, g + 8, ... (a warp
-/// reads 32 consecutive floats), then warp 0 adds the 8 sums in order. The
-/// one-thread-a-column loop of columnFinishKernel left most of the GPU idle
-/// over the backward's 128 chunks a sample (18 us a call at 8 x 2048).
-__global__ void chunkSumKernel(const float *partials, int64_t chunks,
-                               int64_t dim, float *out) {
-  __shared__ float sums[8][33];
-  const int64_t tiles = (dim + 31) / 32;
-  const int64_t b = blockIdx.x / tiles;
-  const int64_t j = (blockIdx.x - b * tiles) * 32 + (threadIdx.x & 31);
-  const int g = threadIdx.x >> 5;
-  float acc = 0.0f;
-  if (j < dim)
-    for (int64_t c = g; c < chunks; c += 8)
-      acc += partials[(b * chunks + c) * dim + j];
-  sums[g][threadIdx.x & 31] = acc;
-  __syncthreads();
-  if (g == 0 && j < dim) {
-    float total = 0.0f;
-#pragma unroll
-    for (int k = 0; k < 8; ++k)
-      total += sums[k][threadIdx.x];
-    out[b * dim + j] = total;
-  }
-}
-
 /// dy[r, j] * xhat[r, j]; xhat = (x - mean[r]) * rstd[r], mean may be null.
 template <class T> struct DyXhatOp {
   const T *x, *dy;
@@ -266,23 +240,23 @@ void normBackward(Rank *rank, const T *x, const T *gamma, const float *mean,
   cudaStream_t stream = computeStream(rank);
   int v = rowVector<T>(dim, {x, gamma, dy, dx});
   int threads = rowThreads(dim / v);
-  auto launch = [&](auto vector, float *gammaSums) {
+  // With gammaSums: the kernel that also sums gamma's columns, a block of
+  // kNormRows rows; else a block a row.
+  auto launch = [&](auto vector, float *gammaSums, int64_t blocks) {
     constexpr int V = decltype(vector)::value;
     if (gammaSums)
-      normBackwardColumnsKernel<T, V>
-          <<<unsigned(batch * ((tokens + kNormRows - 1) / kNormRows)), threads,
-             0, stream>>>(x, gamma, mean, rstd, dy, dx, tokens, dim, accumulate,
-                          gammaSums);
+      normBackwardColumnsKernel<T, V><<<unsigned(blocks), threads, 0, stream>>>(
+          x, gamma, mean, rstd, dy, dx, tokens, dim, accumulate, gammaSums);
     else
-      normBackwardKernel<T, V><<<unsigned(rows), threads, 0, stream>>>(
+      normBackwardKernel<T, V><<<unsigned(blocks), threads, 0, stream>>>(
           x, gamma, mean, rstd, dy, dx, tokens, dim, accumulate);
     checkLaunch(name);
   };
-  auto launchFor = [&](float *gammaSums) {
+  auto launchFor = [&](float *gammaSums, int64_t blocks) {
     if (v > 1)
-      launch(std::integral_constant<int, kVec<T>>{}, gammaSums);
+      launch(std::integral_constant<int, kVec<T>>{}, gammaSums, blocks);
     else
-      launch(std::integral_constant<int, 1>{}, gammaSums);
+      launch(std::integral_constant<int, 1>{}, gammaSums, blocks);
   };
   // gamma's column sums ride on the backward where a thread holds at most
   // one vector of a row (dim up to 8192 in bf16, 4096 in f32) and there is
@@ -295,15 +269,15 @@ void normBackward(Rank *rank, const T *x, const T *gamma, const float *mean,
                          scratch(rank, kComputeStream,
                                  size_t(batch * chunks * dim) * sizeof(float)))
                    : dgamma;
-    launchFor(sums);
+    launchFor(sums, batch * chunks);
     if (chunks > 1) {
-      chunkSumKernel<<<unsigned(batch * ((dim + 31) / 32)), 256, 0, stream>>>(
+      chunkSumKernel<><<<unsigned(batch * ((dim + 31) / 32)), 256, 0, stream>>>(
           sums, chunks, dim, dgamma);
       checkLaunch(name);
     }
     return;
   }
-  launchFor(nullptr);
+  launchFor(nullptr, rows);
   if (!dgamma && !dbeta)
     return;
   float *partials = static_cast<float *>(
