@@ -442,6 +442,8 @@ void initRank(Rank *rank, int device) {
   st->gemms = std::make_unique<GemmCache>();
   st->tf32 = envFlag("DPRT_CUDA_TF32", false);
   st->graphs = envFlag("DPRT_CUDA_GRAPHS", true);
+  st->gemmTuning = envFlag("DPRT_GEMM_TUNING", true);
+  st->gemmTuningLog = envFlag("DPRT_GEMM_TUNING_LOG", false);
   rank->backend = reinterpret_cast<BackendState *>(st.release());
 }
 

@@ -113,6 +113,12 @@ struct DeviceState {
   bool tf32 = false;
   /// runCaptured builds CUDA graphs (DPRT_CUDA_GRAPHS=0 turns them off).
   bool graphs = true;
+  /// Each product shape's first call times cuBLASLt's first candidates and
+  /// keeps the fastest (Gemm.cpp; DPRT_GEMM_TUNING=0 keeps the heuristic's
+  /// first, as every run then picks the same); DPRT_GEMM_TUNING_LOG=1
+  /// prints each choice.
+  bool gemmTuning = true;
+  bool gemmTuningLog = false;
   /// The fused attention kernels' dynamic shared-memory limits are raised
   /// (once per device, on first use: outside graph capture).
   bool fusedAttentionReady = false;

@@ -2,7 +2,12 @@
 
 #include "Gemm.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <sstream>
+#include <string>
+#include <vector>
 
 namespace dprt::cuda {
 
@@ -67,10 +72,127 @@ void setPreference(cublasLtMatmulPreference_t pref,
       "cublasLtMatmulPreferenceSetAttribute");
 }
 
+/// How many of the heuristic's candidates tuning times.
+constexpr int kCandidates = 8;
+/// A candidate replaces the heuristic's first choice only when it is this
+/// much faster, so that timing noise does not pick between equals.
+constexpr double kTuningMargin = 0.02;
+/// Products under this many FLOPs (about 12 us on an H100) keep the first:
+/// they would gain microseconds, and timing a shape's candidates costs
+/// milliseconds (each candidate's kernel is loaded on its first launch).
+constexpr double kTuningMinFlop = 1e10;
+
+/// Runs `g` with `algo`; false where the library declines it.
+bool runWith(DeviceState &st, const GemmPlan &plan, const Gemm &g,
+             const cublasLtMatmulAlgo_t &algo, cudaStream_t stream) {
+  return cublasLtMatmul(st.lt, plan.op, &g.alpha, g.b, plan.a, g.a, plan.b,
+                        &g.beta, g.c, plan.c, g.c, plan.c, &algo,
+                        st.ltWorkspace, st.ltWorkspaceBytes,
+                        stream) == CUBLAS_STATUS_SUCCESS;
+}
+
+/// The index of the fastest of `candidates` on `g`'s own operands. Each runs
+/// once to load its kernel (one the library declines drops out); then one
+/// burst runs them in turn, round after round, with an event between any
+/// two runs and no wait for the host, so that every candidate meets the
+/// same clock (the power cap lowers it as the burst goes on) and the same
+/// neighbours; a candidate's median run counts. The burst takes about
+/// kBurstMs, at least 3 and at most 50 rounds. The runs overwrite C: where
+/// the product adds into C (beta != 0), C is saved to the host first and
+/// put back after, so tuning costs no device memory and the product then
+/// runs once on the original C.
+int fastestCandidate(DeviceState &st, const GemmPlan &plan, const Gemm &g,
+                     const std::vector<cublasLtMatmulHeuristicResult_t> &found,
+                     cudaStream_t stream) {
+  constexpr double kBurstMs = 20.0;
+  const int64_t es = sizeOf(g.cd);
+  const int64_t cBytes =
+      ((g.batch - 1) * g.strideC + (g.m - 1) * g.ldc + g.n) * es;
+  std::vector<char> saved;
+  if (g.beta != 0.0f) {
+    saved.resize(size_t(cBytes));
+    checkCuda(cudaMemcpyAsync(saved.data(), g.c, size_t(cBytes),
+                              cudaMemcpyDeviceToHost, stream),
+              "cudaMemcpyAsync(tuning: save C)");
+  }
+  std::vector<int> live;
+  for (size_t i = 0; i < found.size(); ++i)
+    if (runWith(st, plan, g, found[i].algo, stream))
+      live.push_back(int(i));
+  // A declined launch may leave an error behind; it did not run.
+  (void)cudaGetLastError();
+  const size_t n = live.size();
+  std::vector<cudaEvent_t> events(2);
+  auto record = [&](size_t e) {
+    checkCuda(cudaEventRecord(events[e], stream), "cudaEventRecord");
+  };
+  auto elapsedMs = [&](size_t a, size_t b) {
+    float ms = 0;
+    checkCuda(cudaEventElapsedTime(&ms, events[a], events[b]),
+              "cudaEventElapsedTime");
+    return double(ms);
+  };
+  for (cudaEvent_t &e : events)
+    checkCuda(cudaEventCreate(&e), "cudaEventCreate");
+  record(0);
+  runWith(st, plan, g, found[size_t(live[0])].algo, stream);
+  record(1);
+  checkCuda(cudaEventSynchronize(events[1]), "cudaEventSynchronize");
+  const int rounds = std::clamp(
+      int(kBurstMs / (double(n) * std::max(elapsedMs(0, 1), 1e-3))), 3, 50);
+  events.resize(size_t(rounds) * n + 1);
+  for (size_t e = 2; e < events.size(); ++e)
+    checkCuda(cudaEventCreate(&events[e]), "cudaEventCreate");
+  record(0);
+  for (int r = 0; r < rounds; ++r)
+    for (size_t j = 0; j < n; ++j) {
+      runWith(st, plan, g, found[size_t(live[j])].algo, stream);
+      record(size_t(r) * n + j + 1);
+    }
+  checkCuda(cudaEventSynchronize(events.back()), "cudaEventSynchronize");
+  std::vector<double> median(n); // ms a run
+  for (size_t j = 0; j < n; ++j) {
+    std::vector<double> runs(static_cast<size_t>(rounds));
+    for (int r = 0; r < rounds; ++r) {
+      size_t end = size_t(r) * n + j + 1;
+      runs[size_t(r)] = elapsedMs(end - 1, end);
+    }
+    std::nth_element(runs.begin(), runs.begin() + rounds / 2, runs.end());
+    median[j] = runs[size_t(rounds / 2)];
+  }
+  for (cudaEvent_t e : events)
+    cudaEventDestroy(e);
+  if (!saved.empty()) {
+    checkCuda(cudaMemcpyAsync(g.c, saved.data(), size_t(cBytes),
+                              cudaMemcpyHostToDevice, stream),
+              "cudaMemcpyAsync(tuning: restore C)");
+    checkCuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  }
+  // The heuristic's first stays unless another beats it by the margin.
+  size_t chosen = 0;
+  for (size_t j = 1; j < n; ++j)
+    if (median[j] < median[chosen] &&
+        (chosen != 0 || live[0] != 0 ||
+         median[j] < (1.0 - kTuningMargin) * median[0]))
+      chosen = j;
+  if (st.gemmTuningLog) {
+    std::string times;
+    for (size_t j = 0; j < n; ++j)
+      times += " " + std::to_string(live[j]) + ":" +
+               std::to_string(int(std::lround(1000.0 * median[j])));
+    std::fprintf(stderr, "dprt: %s: chose %d of %zu in %d rounds (us:%s)\n",
+                 describe(g).c_str(), live[chosen], found.size(), rounds,
+                 times.c_str());
+  }
+  return live[chosen];
+}
+
 /// Descriptors and algorithm for `g` in column-major terms: A' = B, B' = A,
-/// m' = n, n' = m (see Gemm.h).
+/// m' = n, n' = m (see Gemm.h). With tuning on and the stream not being
+/// captured, the heuristic's first `kCandidates` are timed on `g` itself
+/// and the fastest kept (fastestCandidate); else its first.
 GemmPlan makePlan(DeviceState &st, const Gemm &g, int64_t alignA,
-                  int64_t alignB, int64_t alignC) {
+                  int64_t alignB, int64_t alignC, cudaStream_t stream) {
   GemmPlan plan;
   cublasComputeType_t compute = (g.ab == DType::F32 && st.tf32)
                                     ? CUBLAS_COMPUTE_32F_FAST_TF32
@@ -126,13 +248,25 @@ GemmPlan makePlan(DeviceState &st, const Gemm &g, int64_t alignA,
                 uint32_t(alignC));
   setPreference(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
                 uint32_t(alignC));
-  cublasLtMatmulHeuristicResult_t result{};
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  checkCuda(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing");
+  const bool tune =
+      st.gemmTuning && capture == cudaStreamCaptureStatusNone &&
+      2.0 * double(g.m) * double(g.n) * double(g.k) * double(g.batch) >=
+          kTuningMinFlop;
+  std::vector<cublasLtMatmulHeuristicResult_t> results(tune ? kCandidates : 1);
   int found = 0;
   cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-      st.lt, plan.op, plan.a, plan.b, plan.c, plan.c, pref, 1, &result, &found);
+      st.lt, plan.op, plan.a, plan.b, plan.c, plan.c, pref, int(results.size()),
+      results.data(), &found);
   cublasLtMatmulPreferenceDestroy(pref);
-  if (status != CUBLAS_STATUS_SUCCESS || found == 0 ||
-      result.state != CUBLAS_STATUS_SUCCESS) {
+  results.resize(size_t(std::max(found, 0)));
+  results.erase(std::remove_if(results.begin(), results.end(),
+                               [](const cublasLtMatmulHeuristicResult_t &r) {
+                                 return r.state != CUBLAS_STATUS_SUCCESS;
+                               }),
+                results.end());
+  if (status != CUBLAS_STATUS_SUCCESS || results.empty()) {
     cublasLtMatmulDescDestroy(plan.op);
     cublasLtMatrixLayoutDestroy(plan.a);
     cublasLtMatrixLayoutDestroy(plan.b);
@@ -142,11 +276,18 @@ GemmPlan makePlan(DeviceState &st, const Gemm &g, int64_t alignA,
          ", " + std::to_string(alignA) + " and " + std::to_string(alignC) +
          " bytes (" + cublasLtGetStatusString(status) + ")");
   }
-  plan.algo = result.algo;
+  int chosen = 0;
+  if (results.size() > 1) {
+    chosen = fastestCandidate(st, plan, g, results, stream);
+    ++st.gemms->tuned;
+  }
+  plan.algo = results[size_t(chosen)].algo;
   return plan;
 }
 
 } // namespace
+
+int64_t gemmsTuned(Rank *rank) { return deviceState(rank).gemms->tuned; }
 
 GemmCache::~GemmCache() {
   for (auto &entry : plans) {
@@ -213,7 +354,8 @@ void gemm(Rank *rank, const Gemm &g) {
                         st.tf32};
   auto it = st.gemms->plans.find(key);
   if (it == st.gemms->plans.end())
-    it = st.gemms->plans.emplace(key, makePlan(st, g, alignA, alignB, alignC))
+    it = st.gemms->plans
+             .emplace(key, makePlan(st, g, alignA, alignB, alignC, stream))
              .first;
   GemmPlan &plan = it->second;
   if (g.bias)

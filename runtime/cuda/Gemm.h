@@ -8,9 +8,11 @@
 //
 // bf16 operands multiply with f32 accumulation (CUBLAS_COMPUTE_32F) into a
 // bf16 or f32 result; f32 operands use plain f32 arithmetic unless the rank
-// allows TF32 (DeviceState::tf32). Descriptors and the heuristic's algorithm
-// are cached per shape, alignment and type, so a step's second call (and a
-// graph capture) does no planning.
+// allows TF32 (DeviceState::tf32). Descriptors and the algorithm are cached
+// per shape, alignment and type, so a step's second call (and a graph
+// capture) does no planning. The algorithm is the fastest of cuBLASLt's
+// first candidates, timed on a shape's first call outside capture
+// (DPRT_GEMM_TUNING=0: the heuristic's first, the same in every run).
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,6 +51,10 @@ struct Gemm {
 /// that stream).
 void gemm(Rank *rank, const Gemm &g);
 
+/// How many product shapes had cuBLASLt's candidates timed so far (for
+/// dpc-gpu-check).
+int64_t gemmsTuned(Rank *rank);
+
 /// A weight gradient's product: C [out, in] (+)= dy^T x over `rows` rows of
 /// dy [rows, out] and x [rows, in] (row-major, `ab` operands, f32 C); the
 /// caller sets beta, strides and batch for sums and per-sample products.
@@ -79,6 +85,8 @@ struct GemmPlan {
 struct GemmCache {
   using Key = std::array<int64_t, 20>;
   std::map<Key, GemmPlan> plans;
+  /// Plans whose candidates were timed (Gemm.cpp, fastestCandidate).
+  int64_t tuned = 0;
   ~GemmCache();
 };
 

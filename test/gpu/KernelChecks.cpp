@@ -18,6 +18,8 @@
 #include "Cases.h"
 
 #include "AttentionPath.h"
+#include "DeviceState.h"
+#include "Gemm.h"
 
 #include "dprt/backend.h"
 #include "dprt/kernels.h"
@@ -192,6 +194,34 @@ void denseChecks(Context &ctx, DType dt, bool odd) {
         gpu::linear_backward_input(ctx.gpu, dt, dy.d(), w.d(), dx.d(), rows, in,
                                    out, acc);
         ctx.compare("dx", dx, tol(dt));
+      });
+  }
+  // A product large enough that its first call times cuBLASLt's candidates
+  // (Gemm.cpp): each candidate's runs add into dx, so tuning must save dx
+  // and put it back, and the product then run once on the original.
+  if (!odd) {
+    const int64_t rows = 2048, in = 2304, out = 2560;
+    if (ctx.begin("linear_backward_input", dn,
+                  dims({{"rows", rows}, {"in", in}, {"out", out}}, odd) +
+                      " acc tuned"))
+      ctx.guarded([&] {
+        dprt::cuda::DeviceState &st = dprt::cuda::deviceState(ctx.gpu);
+        const bool was = st.gemmTuning;
+        st.gemmTuning = true;
+        const int64_t before = dprt::cuda::gemmsTuned(ctx.gpu);
+        Buffer dy(dt, rows * out), w(dt, out * in), dx(dt, rows * in);
+        dy.randn(ctx.rng);
+        w.randn(ctx.rng, 1.0 / std::sqrt(double(out)));
+        dx.randn(ctx.rng);
+        cpu::linear_backward_input(ctx.cpu, dt, dy.h(), w.h(), dx.h(), rows, in,
+                                   out, true);
+        gpu::linear_backward_input(ctx.gpu, dt, dy.d(), w.d(), dx.d(), rows, in,
+                                   out, true);
+        st.gemmTuning = was;
+        ctx.compare("dx", dx, tol(dt));
+        const int64_t tuned = dprt::cuda::gemmsTuned(ctx.gpu) - before;
+        ctx.result("tuned", tuned == 1,
+                   std::to_string(tuned) + " product shape(s) tuned, 1 wanted");
       });
   }
 }
