@@ -122,6 +122,20 @@ int fastestCandidate(DeviceState &st, const GemmPlan &plan, const Gemm &g,
   // A declined launch may leave an error behind; it did not run.
   (void)cudaGetLastError();
   const size_t n = live.size();
+  auto restore = [&] {
+    if (saved.empty())
+      return;
+    checkCuda(cudaMemcpyAsync(g.c, saved.data(), size_t(cBytes),
+                              cudaMemcpyHostToDevice, stream),
+              "cudaMemcpyAsync(tuning: restore C)");
+    checkCuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  };
+  if (n < 2) {
+    // Nothing to choose between; with none, the product's own call reports
+    // the library's error.
+    restore();
+    return n == 1 ? live[0] : 0;
+  }
   std::vector<cudaEvent_t> events(2);
   auto record = [&](size_t e) {
     checkCuda(cudaEventRecord(events[e], stream), "cudaEventRecord");
@@ -162,12 +176,7 @@ int fastestCandidate(DeviceState &st, const GemmPlan &plan, const Gemm &g,
   }
   for (cudaEvent_t e : events)
     cudaEventDestroy(e);
-  if (!saved.empty()) {
-    checkCuda(cudaMemcpyAsync(g.c, saved.data(), size_t(cBytes),
-                              cudaMemcpyHostToDevice, stream),
-              "cudaMemcpyAsync(tuning: restore C)");
-    checkCuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-  }
+  restore();
   // The heuristic's first stays unless another beats it by the margin.
   size_t chosen = 0;
   for (size_t j = 1; j < n; ++j)
