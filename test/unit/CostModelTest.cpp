@@ -54,6 +54,13 @@ TEST(CostModel, MaterializedNormReadOnlyWhereNotFused) {
   EXPECT_NEAR(
       savedSeconds({1, 8192, 2048, 32000}, dp::NormMethod::materialized, 2),
       at(1.0 * 2048 * 32000 * 2), kRelative * at(1.0 * 2048 * 32000 * 2));
+  // The 128K head: fused up to 1024 tokens, two passes beyond.
+  EXPECT_NEAR(
+      savedSeconds({8, 1024, 2048, 128256}, dp::NormMethod::materialized, 2),
+      at(8.0 * 2048 * 128256 * 2), kRelative * at(8.0 * 2048 * 128256 * 2));
+  EXPECT_DOUBLE_EQ(
+      savedSeconds({4, 2048, 2048, 128256}, dp::NormMethod::materialized, 2),
+      0.0);
   // f32 models have no fused kernels.
   EXPECT_DOUBLE_EQ(savedSeconds(gate, dp::NormMethod::materialized, 4), 0.0);
 }

@@ -34,10 +34,17 @@ namespace dprt {
 /// lose to cuBLASLt's kernels as K grows, except on the tall heads. (At
 /// T = 2048 the kernel timings favour it for every weight of 2048 rows or
 /// more, but the 128K-vocabulary step was 0.8 to 1.0 % slower with it
-/// everywhere than with the head alone, on an H100.)
+/// everywhere than with the head alone, on an H100.) Heads of 64K rows or
+/// more over more than 1024 tokens take the two passes: once cuBLASLt's
+/// kernels were tuned (Gemm.cpp), the 128K-vocabulary DP steps at T = 2048
+/// ran 0.3 to 0.4 % faster with the head's product two-pass than fused (two
+/// rounds each, AdamW and SGD, one H200, in the program).
 inline constexpr bool perSampleGradFusedByDefault(int64_t tokens, int64_t out) {
-  constexpr int64_t kHeadRows = 16384, kMaxTokens = 1024, kMinRows = 2048;
-  return out >= kHeadRows || (tokens <= kMaxTokens && out >= kMinRows);
+  constexpr int64_t kHeadRows = 16384, kWideHeadRows = 65536,
+                    kMaxTokens = 1024, kMinRows = 2048;
+  if (tokens <= kMaxTokens)
+    return out >= kMinRows;
+  return out >= kHeadRows && out < kWideHeadRows;
 }
 
 /// The direct norm against one cuBLASLt product per sample into an f32
