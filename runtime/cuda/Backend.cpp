@@ -643,6 +643,11 @@ bool allFiniteRanges(Rank *rank, DType acc, const int64_t *offsets,
                      [](float s) { return std::isfinite(s); });
 }
 
+KernelTuning kernelTuning(Rank *rank) {
+  const GemmCache &gemms = *deviceState(rank).gemms;
+  return {gemms.tuned, gemms.tunedSeconds};
+}
+
 int64_t peakMemoryBytes(Rank *rank) {
   // The peak of what the backend allocated itself: arena, cuBLASLt workspace
   // and kernel scratch. The CUDA context, cuBLASLt's and NCCL's own buffers

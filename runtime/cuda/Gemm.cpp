@@ -3,6 +3,7 @@
 #include "Gemm.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -287,8 +288,12 @@ GemmPlan makePlan(DeviceState &st, const Gemm &g, int64_t alignA,
   }
   int chosen = 0;
   if (results.size() > 1) {
+    const auto start = std::chrono::steady_clock::now();
     chosen = fastestCandidate(st, plan, g, results, stream);
     ++st.gemms->tuned;
+    st.gemms->tunedSeconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
   }
   plan.algo = results[size_t(chosen)].algo;
   return plan;

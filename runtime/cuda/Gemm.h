@@ -85,8 +85,10 @@ struct GemmPlan {
 struct GemmCache {
   using Key = std::array<int64_t, 20>;
   std::map<Key, GemmPlan> plans;
-  /// Plans whose candidates were timed (Gemm.cpp, fastestCandidate).
+  /// Plans whose candidates were timed (Gemm.cpp, fastestCandidate), and
+  /// the host seconds their timing took.
   int64_t tuned = 0;
+  double tunedSeconds = 0;
   ~GemmCache();
 };
 

@@ -94,6 +94,13 @@ std::string RunReport::text(const ProgramSpec &spec, int world,
     os << line;
   }
   os << "; arena " << formatBytes(spec.arenaBytes) << "\n";
+  if (tunedShapes_ > 0) {
+    std::snprintf(line, sizeof(line),
+                  "  kernel tuning     %lld product shapes timed in %.2f s "
+                  "(in the first steps; DPRT_GEMM_TUNING=0 skips it)\n",
+                  static_cast<long long>(tunedShapes_), tuningSeconds_);
+    os << line;
+  }
   if (exposedMeasured && world > 1) {
     std::snprintf(line, sizeof(line),
                   "  exposed comm      %.3f s (%.1f %% of the training time): "

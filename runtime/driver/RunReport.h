@@ -39,6 +39,12 @@ public:
   void addStep(const StepMetrics &m);
   /// Records an evaluation (--eval-data); the report shows the last one.
   void addEvaluation(const EvalResult &r) { lastEval_ = r; }
+  /// The backend's kernel tuning on the leader's rank (a line when it
+  /// timed any shapes: it is part of the first step's time).
+  void setKernelTuning(int64_t shapes, double seconds) {
+    tunedShapes_ = shapes;
+    tuningSeconds_ = seconds;
+  }
   double lastLoss() const { return lastLoss_; }
 
   /// The report, lines of "  key   value" under "training report".
@@ -67,6 +73,8 @@ private:
   double lastLoss_ = std::nan("");
   std::optional<EvalResult> lastEval_;
   double lastLr_ = std::nan("");
+  int64_t tunedShapes_ = 0;
+  double tuningSeconds_ = 0;
 };
 
 } // namespace dprt::driver

@@ -582,6 +582,8 @@ int Trainer::run() {
   if (leader_) {
     ending.step = step_;
     ending.totalSteps = totalSteps_;
+    const KernelTuning tuning = kernelTuning(&ranks_->slot(0).rank);
+    report_.setKernelTuning(tuning.shapes, tuning.seconds);
     std::fputs(report_
                    .text(spec_, launch.world, dataDescription(), ending,
                          *privacy_, hyper_, !o_.trace.empty())

@@ -205,4 +205,6 @@ bool allFiniteRanges(Rank *rank, DType acc, const int64_t *offsets,
 
 int64_t peakMemoryBytes(Rank *rank) { return rank->arenaBytes; }
 
+KernelTuning kernelTuning(Rank *) { return {}; }
+
 } // namespace dprt::cpu
