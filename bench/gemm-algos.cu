@@ -10,7 +10,10 @@
 // timed while the GPU's power cap lowered the clock is not favoured.
 //
 // Build: nvcc -O2 -std=c++17 -arch=sm_90a bench/gemm-algos.cu -lcublasLt -o gemm-algos
-// Run:   ./gemm-algos [candidates=16] [rounds=3] [reps=20]
+// Run:   ./gemm-algos [candidates=16] [rounds=3] [reps=20] [heatMs=0 [name]]
+// With heatMs, each product (or those whose name contains `name`) runs its
+// first candidate for heatMs, then all candidates interleaved for `rounds`
+// rounds, printing each one's median over the last half of the rounds.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -18,6 +21,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -65,6 +69,11 @@ int main(int argc, char **argv) {
   int candidates = argc > 1 ? std::atoi(argv[1]) : 16;
   int rounds = argc > 2 ? std::atoi(argv[2]) : 3;
   int reps = argc > 3 ? std::atoi(argv[3]) : 20;
+  // heatMs > 0: before each product, its first candidate runs for heatMs
+  // (the GPU reaches its power cap as in a training step), then the
+  // candidates run interleaved, `rounds` rounds, median of the last half.
+  double heatMs = argc > 4 ? std::atof(argv[4]) : 0;
+  const char *only = argc > 5 ? argv[5] : nullptr;
   const long T = 8192, D = 2048, KV = 512, F = 8192;
   std::vector<Product> products = {
       // forward: y[T, out] = x[T, in] W^T
@@ -154,6 +163,56 @@ int main(int argc, char **argv) {
                                             &found));
     float alpha = 1.0f, beta = p.beta;
     std::vector<double> best(found, 1e30);
+    if (only && !std::strstr(p.name, only))
+      continue;
+    if (heatMs > 0) {
+      auto runI = [&](int i) {
+        return cublasLtMatmul(lt, op, &alpha, b, la, a, lb, &beta, c, lc, c, lc,
+                              &results[i].algo, ws, wsBytes, 0);
+      };
+      std::vector<int> live;
+      for (int i = 0; i < found; ++i)
+        if (results[i].state == CUBLAS_STATUS_SUCCESS &&
+            runI(i) == CUBLAS_STATUS_SUCCESS)
+          live.push_back(i);
+      CHECK_CUDA(cudaDeviceSynchronize());
+      CHECK_CUDA(cudaEventRecord(e0));
+      runI(live[0]);
+      CHECK_CUDA(cudaEventRecord(e1));
+      CHECK_CUDA(cudaEventSynchronize(e1));
+      float one;
+      CHECK_CUDA(cudaEventElapsedTime(&one, e0, e1));
+      for (int j = 0; j < int(heatMs / one); ++j)
+        runI(live[0]);
+      size_t n = live.size();
+      std::vector<cudaEvent_t> ev(size_t(rounds) * n + 1);
+      for (auto &event : ev)
+        CHECK_CUDA(cudaEventCreate(&event));
+      CHECK_CUDA(cudaEventRecord(ev[0]));
+      for (int r = 0; r < rounds; ++r)
+        for (size_t j = 0; j < n; ++j) {
+          runI(live[j]);
+          CHECK_CUDA(cudaEventRecord(ev[size_t(r) * n + j + 1]));
+        }
+      CHECK_CUDA(cudaEventSynchronize(ev.back()));
+      std::printf("%s heat %.0f ms:", p.name, heatMs);
+      for (size_t j = 0; j < n; ++j) {
+        std::vector<double> t;
+        for (int r = rounds / 2; r < rounds; ++r) {
+          float ms;
+          size_t end = size_t(r) * n + j + 1;
+          CHECK_CUDA(cudaEventElapsedTime(&ms, ev[end - 1], ev[end]));
+          t.push_back(1000.0 * ms);
+        }
+        std::sort(t.begin(), t.end());
+        std::printf(" %d:%.0f", live[j], t[t.size() / 2]);
+      }
+      std::printf("\n");
+      std::fflush(stdout);
+      for (auto &event : ev)
+        cudaEventDestroy(event);
+      continue;
+    }
     for (int r = 0; r < rounds; ++r)
       for (int i = 0; i < found; ++i) {
         if (results[i].state != CUBLAS_STATUS_SUCCESS)
