@@ -9,10 +9,10 @@
 // candidates repeat, and the best round's mean counts, so that a candidate
 // timed while the GPU's power cap lowered the clock is not favoured.
 //
-// Build: nvcc -O2 -std=c++17 -arch=sm_90a bench/gemm-algos.cu -lcublasLt -o gemm-algos
-// Run:   ./gemm-algos [candidates=16] [rounds=3] [reps=20] [heatMs=0 [name]]
-// With heatMs, each product (or those whose name contains `name`) runs its
-// first candidate for heatMs, then all candidates interleaved for `rounds`
+// Build: nvcc -O2 -std=c++17 -arch=sm_90a bench/gemm-algos.cu -lcublasLt -o
+// gemm-algos Run:   ./gemm-algos [candidates=16] [rounds=3] [reps=20] [heatMs=0
+// [name]] With heatMs, each product (or those whose name contains `name`) runs
+// its first candidate for heatMs, then all candidates interleaved for `rounds`
 // rounds, printing each one's median over the last half of the rounds.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
@@ -128,11 +128,14 @@ int main(int argc, char **argv) {
   CHECK_CUDA(cudaEventCreate(&e0));
   CHECK_CUDA(cudaEventCreate(&e1));
 
-  std::printf("| product | m | n | k | batch | first us | best us | best # "
-              "| gain | first TFLOP/s | best TFLOP/s |\n|---|---|---|---|---|"
-              "---|---|---|---|---|---|\n");
+  if (heatMs <= 0)
+    std::printf("| product | m | n | k | batch | first us | best us | best # "
+                "| gain | first TFLOP/s | best TFLOP/s |\n|---|---|---|---|---|"
+                "---|---|---|---|---|---|\n");
   double totalFirst = 0, totalBest = 0;
   for (auto &p : products) {
+    if (only && !std::strstr(p.name, only))
+      continue;
     cudaDataType_t ab = CUDA_R_16BF, cd = p.f32Out ? CUDA_R_32F : CUDA_R_16BF;
     cublasLtMatmulDesc_t op;
     CHECK_LT(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -144,12 +147,12 @@ int main(int argc, char **argv) {
                                             &opB, sizeof(opB)));
     long lda = p.transA ? p.m : p.k, ldb = p.transB ? p.k : p.n, ldc = p.n;
     long sA = p.m * p.k, sB = p.k * p.n, sC = p.m * p.n;
-    cublasLtMatrixLayout_t la =
-        p.transB ? layout(ab, p.k, p.n, ldb, p.batch, sB)
-                 : layout(ab, p.n, p.k, ldb, p.batch, sB);
-    cublasLtMatrixLayout_t lb =
-        p.transA ? layout(ab, p.m, p.k, lda, p.batch, sA)
-                 : layout(ab, p.k, p.m, lda, p.batch, sA);
+    cublasLtMatrixLayout_t la = p.transB
+                                    ? layout(ab, p.k, p.n, ldb, p.batch, sB)
+                                    : layout(ab, p.n, p.k, ldb, p.batch, sB);
+    cublasLtMatrixLayout_t lb = p.transA
+                                    ? layout(ab, p.m, p.k, lda, p.batch, sA)
+                                    : layout(ab, p.k, p.m, lda, p.batch, sA);
     cublasLtMatrixLayout_t lc = layout(cd, p.n, p.m, ldc, p.batch, sC);
     cublasLtMatmulPreference_t pref;
     CHECK_LT(cublasLtMatmulPreferenceCreate(&pref));
@@ -158,13 +161,9 @@ int main(int argc, char **argv) {
         pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &w, sizeof(w)));
     std::vector<cublasLtMatmulHeuristicResult_t> results(candidates);
     int found = 0;
-    CHECK_LT(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref,
-                                            candidates, results.data(),
-                                            &found));
+    CHECK_LT(cublasLtMatmulAlgoGetHeuristic(
+        lt, op, la, lb, lc, lc, pref, candidates, results.data(), &found));
     float alpha = 1.0f, beta = p.beta;
-    std::vector<double> best(found, 1e30);
-    if (only && !std::strstr(p.name, only))
-      continue;
     if (heatMs > 0) {
       auto runI = [&](int i) {
         return cublasLtMatmul(lt, op, &alpha, b, la, a, lb, &beta, c, lc, c, lc,
@@ -211,46 +210,49 @@ int main(int argc, char **argv) {
       std::fflush(stdout);
       for (auto &event : ev)
         cudaEventDestroy(event);
-      continue;
+    } else {
+      std::vector<double> best(found, 1e30);
+      for (int r = 0; r < rounds; ++r)
+        for (int i = 0; i < found; ++i) {
+          if (results[i].state != CUBLAS_STATUS_SUCCESS)
+            continue;
+          auto run = [&] {
+            return cublasLtMatmul(lt, op, &alpha, b, la, a, lb, &beta, c, lc, c,
+                                  lc, &results[i].algo, ws, wsBytes, 0);
+          };
+          if (run() != CUBLAS_STATUS_SUCCESS)
+            continue;
+          for (int j = 0; j < 2; ++j)
+            run();
+          CHECK_CUDA(cudaEventRecord(e0));
+          for (int j = 0; j < reps; ++j)
+            run();
+          CHECK_CUDA(cudaEventRecord(e1));
+          CHECK_CUDA(cudaEventSynchronize(e1));
+          float ms;
+          CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+          best[i] = std::min(best[i], 1000.0 * ms / reps);
+        }
+      int arg = int(std::min_element(best.begin(), best.end()) - best.begin());
+      double flop = 2.0 * p.m * p.n * p.k * p.batch;
+      std::printf(
+          "| %s | %ld | %ld | %ld | %ld | %.1f | %.1f | %d of %d | %.1f "
+          "%% | %.0f | %.0f |\n",
+          p.name, p.m, p.n, p.k, p.batch, best[0], best[arg], arg, found,
+          100.0 * (best[0] - best[arg]) / best[0], flop / best[0] / 1e6,
+          flop / best[arg] / 1e6);
+      std::fflush(stdout);
+      totalFirst += best[0];
+      totalBest += best[arg];
     }
-    for (int r = 0; r < rounds; ++r)
-      for (int i = 0; i < found; ++i) {
-        if (results[i].state != CUBLAS_STATUS_SUCCESS)
-          continue;
-        auto run = [&] {
-          return cublasLtMatmul(lt, op, &alpha, b, la, a, lb, &beta, c, lc, c,
-                                lc, &results[i].algo, ws, wsBytes, 0);
-        };
-        if (run() != CUBLAS_STATUS_SUCCESS)
-          continue;
-        for (int j = 0; j < 2; ++j)
-          run();
-        CHECK_CUDA(cudaEventRecord(e0));
-        for (int j = 0; j < reps; ++j)
-          run();
-        CHECK_CUDA(cudaEventRecord(e1));
-        CHECK_CUDA(cudaEventSynchronize(e1));
-        float ms;
-        CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-        best[i] = std::min(best[i], 1000.0 * ms / reps);
-      }
-    int arg = int(std::min_element(best.begin(), best.end()) - best.begin());
-    double flop = 2.0 * p.m * p.n * p.k * p.batch;
-    std::printf("| %s | %ld | %ld | %ld | %ld | %.1f | %.1f | %d of %d | %.1f "
-                "%% | %.0f | %.0f |\n",
-                p.name, p.m, p.n, p.k, p.batch, best[0], best[arg], arg, found,
-                100.0 * (best[0] - best[arg]) / best[0], flop / best[0] / 1e6,
-                flop / best[arg] / 1e6);
-    std::fflush(stdout);
-    totalFirst += best[0];
-    totalBest += best[arg];
     cublasLtMatmulPreferenceDestroy(pref);
     cublasLtMatrixLayoutDestroy(la);
     cublasLtMatrixLayoutDestroy(lb);
     cublasLtMatrixLayoutDestroy(lc);
     cublasLtMatmulDescDestroy(op);
   }
-  std::printf("\nall products once: first %.1f us, best %.1f us\n", totalFirst,
-              totalBest);
+  if (heatMs <= 0)
+    std::printf("\nall products once: first %.1f us, best %.1f us\n",
+                totalFirst, totalBest);
   return 0;
 }

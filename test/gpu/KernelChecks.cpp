@@ -205,9 +205,14 @@ void denseChecks(Context &ctx, DType dt, bool odd) {
                   dims({{"rows", rows}, {"in", in}, {"out", out}}, odd) +
                       " acc tuned"))
       ctx.guarded([&] {
-        dprt::cuda::DeviceState &st = dprt::cuda::deviceState(ctx.gpu);
-        const bool was = st.gemmTuning;
-        st.gemmTuning = true;
+        // On, whatever DPRT_GEMM_TUNING says, and back as it was even if
+        // the case throws.
+        struct TuningOn {
+          bool &flag;
+          const bool was;
+          explicit TuningOn(bool &f) : flag(f), was(f) { flag = true; }
+          ~TuningOn() { flag = was; }
+        } tuningOn(dprt::cuda::deviceState(ctx.gpu).gemmTuning);
         const int64_t before = dprt::cuda::gemmsTuned(ctx.gpu);
         Buffer dy(dt, rows * out), w(dt, out * in), dx(dt, rows * in);
         dy.randn(ctx.rng);
@@ -217,7 +222,6 @@ void denseChecks(Context &ctx, DType dt, bool odd) {
                                    out, true);
         gpu::linear_backward_input(ctx.gpu, dt, dy.d(), w.d(), dx.d(), rows, in,
                                    out, true);
-        st.gemmTuning = was;
         ctx.compare("dx", dx, tol(dt));
         const int64_t tuned = dprt::cuda::gemmsTuned(ctx.gpu) - before;
         ctx.result("tuned", tuned == 1,
