@@ -267,11 +267,22 @@ def Shard : Pass<"dp-shard", "mlir::ModuleOp"> {
     backward, 1 gathers again before the backward. (On one rank a unit of
     16-bit trainable parameters is "gathered" by a cast from its f32 master:
     keeping it saves one cast of the unit a step.)
+
+    `cast-units = false` gathers no unsplit unit: each keeps a compute-type
+    copy of its weights for the whole run, which layers read in place and
+    the optimizer update writes as it writes the master
+    (dp-lower-to-runtime). It costs that copy's memory (2 bytes a parameter
+    in bf16) and saves every cast of a unit from its master: one or two a
+    unit and step.
   }];
   let options = [
     Option<"reshard", "reshard", "int64_t", "-1",
            "Gather again before the backward: -1 the recipe's "
            "reshard_after_forward, 0 no (keep the forward's gather), 1 yes">,
+    Option<"castUnits", "cast-units", "bool", "true",
+           "On one rank, gather each unsplit 16-bit trainable unit by a cast "
+           "from its f32 master; false: keep a compute-type copy written by "
+           "the update">,
   ];
   let statistics = [
     Statistic<"numUnits", "units", "FSDP units">,

@@ -40,6 +40,7 @@ void dpc::buildCompilePipeline(OpPassManager &pm,
   pm.addPass(createFuseNorms());
   ShardOptions shard;
   shard.reshard = options.reshard;
+  shard.castUnits = options.castUnits;
   pm.addPass(createShard(shard));
   LowerToRuntimeOptions lower;
   lower.backend = options.backend;
@@ -72,6 +73,7 @@ FailureOr<Trial> compileCopy(ModuleOp module, const CompileOptions &options,
   trial.prefetch = options.prefetch;
   trial.shareGram = options.shareGram;
   trial.rematerialize = options.rematerialize;
+  trial.castUnits = options.castUnits;
   trial.recompute = blocks;
   dpc::buildCompilePipeline(pm, trial);
   if (failed(pm.run(*copy)))

@@ -51,6 +51,13 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("Gather units again before their backward: -1 the "
                      "recipe's reshard_after_forward, 0 no, 1 yes (dp-shard)"),
       llvm::cl::init(-1)};
+  Option<bool> castUnits{
+      *this, "cast-units",
+      llvm::cl::desc("On one rank, cast each unsplit 16-bit trainable unit "
+                     "from its f32 master where layers read it; false keeps "
+                     "a compute-type copy of the weights for the whole run, "
+                     "written by the optimizer update (dp-shard)"),
+      llvm::cl::init(true)};
   Option<bool> shareGram{*this, "share-gram",
                          llvm::cl::desc("Share A A^T between Gram norms"),
                          llvm::cl::init(true)};

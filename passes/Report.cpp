@@ -572,6 +572,12 @@ void ReportPass::runOnOperation() {
     os << "  gathered units kept from the forward for the backward: "
        << keptGathers << " (no second gather, or cast from the master on "
        << "one rank, a step)\n";
+  // One shard: a unit's compute-type parameters beside its master are the
+  // copy dpc --compute-copy keeps, which the update writes.
+  if (shards == 1 && globals.count("master") && globals.count("parameters"))
+    os << "  compute-type copy of the weights kept for the run and written "
+       << "by the optimizer update: " << mib(globals["parameters"])
+       << " MiB (no cast of a unit from its master)\n";
   if (microSteps > 0)
     os << "per logical step: " << microSteps << " physical batch(es) expected, "
        << giga(total * microSteps) << " GFLOP per rank\n";

@@ -111,14 +111,16 @@ struct ShardPass : dpc::impl::ShardBase<ShardPass> {
     // of 16-bit parameters is "gathered" too: cast from its f32 master where
     // layers read it (dp-lower-to-runtime), as FSDP casts every unit it
     // gathers, instead of keeping a second, compute-type copy of every
-    // parameter for the whole step (2 GiB of a 1.1B bf16 model).
+    // parameter for the whole step (2 GiB of a 1.1B bf16 model). Unless
+    // cast-units is off: then the update writes that copy, and no cast is
+    // left (one or two a unit and step, each a pass over its master).
     llvm::StringSet<> gatheredUnits;
     for (const UnitLayout &unit : units) {
       ParamOp first = unit.params.empty() ? ParamOp() : unit.params.front();
       bool narrow =
           first &&
           first.getTensorType().getElementType().getIntOrFloatBitWidth() < 32;
-      if (ranks > 1 || (!unit.frozen && narrow))
+      if (ranks > 1 || (!unit.frozen && narrow && castUnits))
         gatheredUnits.insert(unit.name);
     }
     if (gatheredUnits.empty())

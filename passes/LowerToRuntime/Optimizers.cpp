@@ -215,6 +215,14 @@ void dpc::lowering::buildApply(LoweringContext &context) {
     bool zeroAll = true;
     Value master = context.global(unit.master);
     int64_t accBytes = ::dprt::sizeOf(acc);
+    // The compute-type copy the layers read in place (a split unit's shard,
+    // gathered; an unsplit unit's weights with cast-units off): the update
+    // writes it as it writes the master, instead of a cast that reads the
+    // master again. Frozen parameters and alignment gaps keep dp_init's cast.
+    ::dprt::DType dt = context.dt;
+    Value copy = !unit.castFromMaster && unit.master != unit.paramShard
+                     ? context.global(unit.paramShard)
+                     : Value();
     bool addNoise = !isa<NoNoiseAttr>(context.recipe.getNoise());
     for (auto [ref, offset] :
          llvm::zip(unit.op.getParams(), unit.op.getOffsets())) {
@@ -234,7 +242,10 @@ void dpc::lowering::buildApply(LoweringContext &context) {
             .i64(rows.n);
         for (Attribute hyperparameter : optimizer.updateHyperparameters)
           update.attr(hyperparameter);
-        update.i64(addNoise ? unit.globalBase + offset : -1);
+        update.i64(addNoise ? unit.globalBase + offset : -1)
+            .dtype(dt)
+            .bufferOrNull(copy ? context.view(copy, offset * ::dprt::sizeOf(dt))
+                               : Value());
         context.call(optimizer.rowsUpdateKernel, update);
       }
       const int64_t end = offset + param.getNumElements();
@@ -258,17 +269,10 @@ void dpc::lowering::buildApply(LoweringContext &context) {
       update.buffer(grad).i64(unit.shard).i64(begin).i64(end - begin);
       for (Attribute hyperparameter : optimizer.updateHyperparameters)
         update.attr(hyperparameter);
-      update.i64(addNoise ? unit.globalBase + begin : -1);
+      update.i64(addNoise ? unit.globalBase + begin : -1)
+          .dtype(dt)
+          .bufferOrNull(copy);
       context.call(optimizer.updateKernel, update);
-    }
-    if (!unit.castFromMaster && unit.master != unit.paramShard) {
-      CallArgs cast = context.args();
-      cast.dtype(acc)
-          .buffer(master)
-          .dtype(context.dt)
-          .buffer(context.global(unit.paramShard))
-          .i64(unit.shard);
-      context.call("cast", cast);
     }
     // The gradient of a parameter the update formed from rows was never
     // written (it stays as dp_init zeroed it), and one the micro-step

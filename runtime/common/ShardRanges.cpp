@@ -65,6 +65,11 @@ int64_t noiseAt(int64_t noiseIndex, const OwnedPart &part) {
   return noiseIndex < 0 ? -1 : noiseIndex + part.offset;
 }
 
+/// The compute-type copy at the owned part, or nullptr with none.
+void *copyAt(void *params, const OwnedPart &p, DType dt) {
+  return params ? at(params, p.local, dt) : nullptr;
+}
+
 } // namespace
 
 void init_normal_range(Rank *rank, DType acc, void *shard, int64_t shardElems,
@@ -102,33 +107,34 @@ void add_noise_range(Rank *rank, DType acc, void *gradShard, int64_t shardElems,
 
 void sgd_update_range(Rank *rank, DType acc, void *master, const void *grad,
                       int64_t shardElems, int64_t begin, int64_t count,
-                      int64_t noiseIndex) {
+                      int64_t noiseIndex, DType dt, void *params) {
   OwnedPart p;
   if (ownedPart(rank, "sgd_update_range", shardElems, begin, count, p))
     sgd_update(rank, acc, at(master, p.local, acc), at(grad, p.local, acc),
-               p.count, noiseAt(noiseIndex, p));
+               p.count, noiseAt(noiseIndex, p), dt, copyAt(params, p, dt));
 }
 
 void momentum_update_range(Rank *rank, DType acc, void *master, void *velocity,
                            const void *grad, int64_t shardElems, int64_t begin,
                            int64_t count, double momentum, bool nesterov,
-                           int64_t noiseIndex) {
+                           int64_t noiseIndex, DType dt, void *params) {
   OwnedPart p;
   if (ownedPart(rank, "momentum_update_range", shardElems, begin, count, p))
     momentum_update(rank, acc, at(master, p.local, acc),
                     at(velocity, p.local, acc), at(grad, p.local, acc), p.count,
-                    momentum, nesterov, noiseAt(noiseIndex, p));
+                    momentum, nesterov, noiseAt(noiseIndex, p), dt,
+                    copyAt(params, p, dt));
 }
 
 void adamw_update_range(Rank *rank, DType acc, void *master, void *m, void *v,
                         const void *grad, int64_t shardElems, int64_t begin,
                         int64_t count, double beta1, double beta2, double eps,
-                        int64_t noiseIndex) {
+                        int64_t noiseIndex, DType dt, void *params) {
   OwnedPart p;
   if (ownedPart(rank, "adamw_update_range", shardElems, begin, count, p))
     adamw_update(rank, acc, at(master, p.local, acc), at(m, p.local, acc),
                  at(v, p.local, acc), at(grad, p.local, acc), p.count, beta1,
-                 beta2, eps, noiseAt(noiseIndex, p));
+                 beta2, eps, noiseAt(noiseIndex, p), dt, copyAt(params, p, dt));
 }
 
 } // namespace dprt::DPRT_SHARD_RANGES_BACKEND

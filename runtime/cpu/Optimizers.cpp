@@ -132,67 +132,82 @@ void updateFromRows(Rank *rank, DType rows, const void *g, const void *c,
   });
 }
 
+/// The compute-type copy of the updated master, when the caller keeps one
+/// (params != nullptr): cast's bits, by construction.
+void storeCopy(Rank *rank, DType acc, const void *master, DType dt,
+               void *params, int64_t n) {
+  if (params && n > 0)
+    cast(rank, acc, master, dt, params, n);
+}
+
 } // namespace
 
 void sgd_update(Rank *rank, DType acc, void *master, const void *grad,
-                int64_t n, int64_t noiseIndex) {
+                int64_t n, int64_t noiseIndex, DType dt, void *params) {
   updateFromBuffer(rank, acc, grad, n, noiseIndex, [&](auto tag) {
     using A = decltype(tag);
     return Sgd<A>{static_cast<A *>(master)};
   });
+  storeCopy(rank, acc, master, dt, params, n);
 }
 
 void sgd_update_rows(Rank *rank, DType rows, void *master, const void *g,
                      const void *c, int64_t batch, int64_t n,
-                     int64_t noiseIndex) {
+                     int64_t noiseIndex, DType dt, void *params) {
   updateFromRows(rank, rows, g, c, batch, n, noiseIndex, [&](auto tag) {
     using A = decltype(tag);
     return Sgd<A>{static_cast<A *>(master)};
   });
+  storeCopy(rank, accOf(rows), master, dt, params, n);
 }
 
 void momentum_update(Rank *rank, DType acc, void *master, void *velocity,
                      const void *grad, int64_t n, double momentum,
-                     bool nesterov, int64_t noiseIndex) {
+                     bool nesterov, int64_t noiseIndex, DType dt,
+                     void *params) {
   updateFromBuffer(rank, acc, grad, n, noiseIndex, [&](auto tag) {
     using A = decltype(tag);
     return Momentum<A>{static_cast<A *>(master), static_cast<A *>(velocity),
                        momentum, nesterov};
   });
+  storeCopy(rank, acc, master, dt, params, n);
 }
 
 void momentum_update_rows(Rank *rank, DType rows, void *master, void *velocity,
                           const void *g, const void *c, int64_t batch,
                           int64_t n, double momentum, bool nesterov,
-                          int64_t noiseIndex) {
+                          int64_t noiseIndex, DType dt, void *params) {
   updateFromRows(rank, rows, g, c, batch, n, noiseIndex, [&](auto tag) {
     using A = decltype(tag);
     return Momentum<A>{static_cast<A *>(master), static_cast<A *>(velocity),
                        momentum, nesterov};
   });
+  storeCopy(rank, accOf(rows), master, dt, params, n);
 }
 
 void adamw_update(Rank *rank, DType acc, void *master, void *m, void *v,
                   const void *grad, int64_t n, double beta1, double beta2,
-                  double eps, int64_t noiseIndex) {
+                  double eps, int64_t noiseIndex, DType dt, void *params) {
   updateFromBuffer(rank, acc, grad, n, noiseIndex, [&](auto tag) {
     using A = decltype(tag);
     return AdamW<A>(stepState(rank), static_cast<A *>(master),
                     static_cast<A *>(m), static_cast<A *>(v), beta1, beta2,
                     eps);
   });
+  storeCopy(rank, acc, master, dt, params, n);
 }
 
 void adamw_update_rows(Rank *rank, DType rows, void *master, void *m, void *v,
                        const void *g, const void *c, int64_t batch, int64_t n,
                        double beta1, double beta2, double eps,
-                       int64_t noiseIndex) {
+                       int64_t noiseIndex, DType dt, void *params) {
   updateFromRows(rank, rows, g, c, batch, n, noiseIndex, [&](auto tag) {
     using A = decltype(tag);
     return AdamW<A>(stepState(rank), static_cast<A *>(master),
                     static_cast<A *>(m), static_cast<A *>(v), beta1, beta2,
                     eps);
   });
+  storeCopy(rank, accOf(rows), master, dt, params, n);
 }
 
 } // namespace dprt::cpu

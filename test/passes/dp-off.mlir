@@ -47,7 +47,7 @@ dp.recipe @r for @small {
 // LOWER-DAG: "embedding_grad"
 // LOWER-DAG: "rows_weighted_sum"
 // No noise: the updates' noise index is -1.
-// LOWER-DAG: "sgd_update_range"({{.*}}, -1]}
+// LOWER-DAG: "sgd_update_range"({{.*}}, -1, #dprt.dtype<F32>, #dprt.null]}
 // LOWER: "describe_recipe"() {args = [#dprt.clip_mode<None>, 0.000000e+00, 1.000000e-02, false, 0.000000e+00, 0.000000e+00, 0.000000e+00, #dprt.noise_generator<None>,
 
 // JSON: "norm_flops": 0,

@@ -33,8 +33,8 @@ dp.recipe @r for @m {
 
 // CHECK-LABEL: dprt.func @dp_apply
 // The last argument: the global index of the range's noise.
-// CHECK:      "sgd_update_range"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 192, 0, 144, 0]}
-// CHECK:      "sgd_update_range"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 64, 0, 64, 144]}
+// CHECK:      "sgd_update_range"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 192, 0, 144, 0, #dprt.dtype<F32>, #dprt.null]}
+// CHECK:      "sgd_update_range"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 64, 0, 64, 144, #dprt.dtype<F32>, #dprt.null]}
 
 // CHECK-LABEL: dprt.func @dp_describe attributes {describe}
 // CHECK: "describe_recipe"() {args = [#dprt.clip_mode<PerLayer>, 2.000000e+00, 1.000000e-02, true, 0.000000e+00, 4.000000e+00, 1.000000e-05,

@@ -73,8 +73,8 @@ dp.recipe @r for @m {
 // CHECK-NOT:  "add_noise_range"
 // The learning rate and the weight decay come from the StepState: only
 // the betas and eps are compiled in.
-// CHECK:      "adamw_update_range"({{.*}}192, 0, 144, 9.000000e-01, 0.99899999999999999, 1.000000e-08, 0]}
-// CHECK:      "adamw_update_range"({{.*}}64, 0, 16, 9.000000e-01, 0.99899999999999999, 1.000000e-08, 208]}
+// CHECK:      "adamw_update_range"({{.*}}192, 0, 144, 9.000000e-01, 0.99899999999999999, 1.000000e-08, 0, #dprt.dtype<F32>, #dprt.null]}
+// CHECK:      "adamw_update_range"({{.*}}64, 0, 16, 9.000000e-01, 0.99899999999999999, 1.000000e-08, 208, #dprt.dtype<F32>, #dprt.null]}
 // CHECK-NOT:  144, 9.000000e-01
 
 // CHECK-LABEL: dprt.func @dp_forward

@@ -90,7 +90,8 @@ std::string ProgramId::name() const {
          (rematerialize ? "" : ".keep") +
          (reshard.empty() ? "" : ".reshard-" + reshard) +
          (sumInUpdate ? "" : ".sumoff") + (overwriteGradients ? "" : ".owoff") +
-         (lastBatchSizes.empty() ? "" : ".sizes-" + lastBatchSizes);
+         (lastBatchSizes.empty() ? "" : ".sizes-" + lastBatchSizes) +
+         (computeCopy.empty() ? "" : ".copy-" + computeCopy);
 }
 
 bool ProgramId::isLanguageModel() const {
@@ -140,6 +141,8 @@ std::string programPath(const ProgramId &id) {
     args.push_back("--overwrite-gradients=off");
   if (!id.lastBatchSizes.empty())
     args.push_back("--last-batch-sizes=" + id.lastBatchSizes);
+  if (!id.computeCopy.empty())
+    args.push_back("--compute-copy=" + id.computeCopy);
   dpctest::RunResult r = dpctest::runProgram(DPC_COMPILER, args);
   if (r.status != 0)
     fail("dpc failed for " + id.name() + ":\n" + r.err);

@@ -61,6 +61,9 @@ struct ProgramId {
   bool overwriteGradients = true;
   /// `dpc --last-batch-sizes` ("" for dpc's default, auto).
   std::string lastBatchSizes = "";
+  /// `dpc --compute-copy`: "" for dpc's default (auto: off on the CPU, which
+  /// has no memory budget), "on" or "off".
+  std::string computeCopy = "";
 
   std::string name() const;
   bool isLanguageModel() const;

@@ -178,6 +178,42 @@ TEST_P(OverwriteGradientsBits, SameParametersAndLosses) {
                      /*dp=*/GetParam() != "shuffle_nodp");
 }
 
+// A bf16 copy of the weights that the update writes as it writes the f32
+// master (`dpc --compute-copy=on`, which auto picks on a GPU whose memory
+// budget has room) against every unit cast from its master where layers read
+// it: the copy holds the bits of that cast, so the two train the same bits
+// and losses; a copy the update failed to write would leave the forward on
+// the first step's weights.
+struct ComputeCopyCase {
+  const char *recipe;
+  const char *normMethod;
+  int64_t records;
+};
+
+class ComputeCopyBits : public ::testing::TestWithParam<ComputeCopyCase> {};
+
+TEST_P(ComputeCopyBits, SameParametersAndLosses) {
+  const ComputeCopyCase &c = GetParam();
+  ProgramId kept{"tinylm-bf16", c.recipe, 1}, cast = kept;
+  kept.normMethod = cast.normMethod = c.normMethod;
+  kept.computeCopy = "on";
+  cast.computeCopy = "off";
+  // Otherwise this compares a program with itself.
+  const std::string keptCpp = dpctest::readFile(programPath(kept) + ".cpp");
+  const std::string castCpp = dpctest::readFile(programPath(cast) + ".cpp");
+  EXPECT_EQ(keptCpp.find("gather_master("), std::string::npos);
+  EXPECT_NE(castCpp.find("gather_master("), std::string::npos);
+  expectSameTraining(cast, kept, c.records, /*steps=*/4);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ProgramComputeCopy, ComputeCopyBits,
+    ::testing::Values(ComputeCopyCase{"flat_momentum", "", kRecords},
+                      ComputeCopyCase{"shuffle_adamw", "materialized", 10}),
+    [](const ::testing::TestParamInfo<ComputeCopyCase> &info) {
+      return caseName("tinylm-bf16", info.param.recipe);
+    });
+
 INSTANTIATE_TEST_SUITE_P(ProgramOverwriteGradients, OverwriteGradientsBits,
                          ::testing::Values("shuffle_momentum", "shuffle_nodp"),
                          [](const ::testing::TestParamInfo<std::string> &info) {

@@ -92,6 +92,15 @@ TEST(ResumeSumInUpdate, IsBitIdenticalToAnUninterruptedRun) {
   expectResumeIsUninterrupted(id, 10);
 }
 
+// A bf16 copy of the weights kept by the update (dpc --compute-copy=on):
+// the resumed run must cast the restored masters into it, or its forward
+// would read the initial weights.
+TEST(ResumeComputeCopy, IsBitIdenticalToAnUninterruptedRun) {
+  ProgramId id{"tinylm-bf16", "flat_adamw", 1};
+  id.computeCopy = "on";
+  expectResumeIsUninterrupted(id, kRecords);
+}
+
 INSTANTIATE_TEST_SUITE_P(ProgramResume, Resume, ::testing::Values(1, 2),
                          [](const ::testing::TestParamInfo<int> &info) {
                            return "TinylmF32FlatAdamwOn" +
