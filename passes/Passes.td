@@ -155,9 +155,17 @@ def Rematerialize : Pass<"dp-rematerialize", "mlir::ModuleOp"> {
     step holds their count in `dp.rematerialized`. They run the same kernels
     on the same inputs, so the step's results are bit-identical. Runs after
     dp-recompute (whose clones it leaves alone), before dp-clip-plan.
+
+    A cloned `dp.glu` whose readers (the down projection's weight gradient)
+    can all move after the `dp.glu_grad` of the same gate and up, because
+    nothing before that gradient reads what they make, is folded into it:
+    `dp.glu_grad_remat` makes the gradients and the GLU output in one pass
+    over gate and up, and the readers follow it.
   }];
   let statistics = [
     Statistic<"numCloned", "cloned-ops", "Forward layers cloned into the backward">,
+    Statistic<"numFusedIntoGradient", "fused-into-gradient",
+              "Rematerialized GLU outputs made by their gradient's pass">,
   ];
 }
 

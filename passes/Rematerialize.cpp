@@ -49,6 +49,7 @@ struct RematerializePass : dpc::impl::RematerializeBase<RematerializePass> {
   }
 
   void rematerialize(StepOp step);
+  void fuseIntoGradient(GluOp clone);
 };
 
 void RematerializePass::rematerialize(StepOp step) {
@@ -162,6 +163,59 @@ void RematerializePass::rematerialize(StepOp step) {
       });
   step->setAttr("dp.rematerialized",
                 builder.getI64IntegerAttr(int64_t(chosen.size())));
+  for (Operation *op : chosen)
+    if (auto glu = dyn_cast<GluOp>(op))
+      fuseIntoGradient(
+          cast<GluOp>(mapping.lookup(glu.getOutput()).getDefiningOp()));
+}
+
+/// A rematerialized GLU output is read by the down projection's weight
+/// gradient, which needs nothing the GLU's own gradient makes, while that
+/// gradient reads the same gate and up. Moving those readers after the
+/// gradient lets one pass over gate and up make both (dp.glu_grad_remat):
+/// the clone's reads of gate and up, a sixth of their backward's traffic,
+/// are saved. Only where every reader can move: nothing before the gradient
+/// reads what they make.
+void RematerializePass::fuseIntoGradient(GluOp clone) {
+  Block *body = clone->getBlock();
+  GluGradOp grad;
+  for (Operation *user : clone.getGate().getUsers())
+    if (auto g = dyn_cast<GluGradOp>(user))
+      if (g.getUp() == clone.getUp() && g.getKind() == clone.getKind() &&
+          g->getBlock() == body && clone->isBeforeInBlock(g))
+        grad = g;
+  if (!grad)
+    return;
+  SmallVector<Operation *> readers(clone.getOutput().getUsers().begin(),
+                                   clone.getOutput().getUsers().end());
+  llvm::sort(readers,
+             [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  readers.erase(std::unique(readers.begin(), readers.end()), readers.end());
+  for (Operation *reader : readers) {
+    if (reader->getBlock() != body || reader == grad.getOperation() ||
+        reader->hasTrait<OpTrait::IsTerminator>())
+      return;
+    for (Value result : reader->getResults())
+      for (Operation *user : result.getUsers())
+        if (!grad->isBeforeInBlock(user))
+          return;
+  }
+  OpBuilder builder(grad);
+  auto fused = builder.create<GluGradRematOp>(
+      grad.getLoc(), grad.getDgate().getType(), grad.getDup().getType(),
+      clone.getOutput().getType(), grad.getGate(), grad.getUp(), grad.getDy(),
+      grad.getKind());
+  grad.getDgate().replaceAllUsesWith(fused.getDgate());
+  grad.getDup().replaceAllUsesWith(fused.getDup());
+  clone.getOutput().replaceAllUsesWith(fused.getOutput());
+  Operation *after = fused;
+  for (Operation *reader : readers) {
+    reader->moveAfter(after);
+    after = reader;
+  }
+  grad.erase();
+  clone.erase();
+  ++numFusedIntoGradient;
 }
 
 } // namespace

@@ -220,6 +220,26 @@ def DP_GluGradOp : DP_Op<"glu_grad", [Pure,
   }];
 }
 
+def DP_GluGradRematOp : DP_Op<"glu_grad_remat", [Pure,
+    AllTypesMatch<["gate", "up", "dy", "dgate", "dup", "output"]>]> {
+  let summary = "dp.glu_grad that also recomputes the dp.glu output";
+  let description = [{
+    `%dg, %du, %p = dp.glu_grad_remat silu %g, %u, %dy : T` is
+    `dp.glu_grad silu %g, %u, %dy` with `%p = dp.glu silu %g, %u` from the
+    same pass over `%g` and `%u`: dp-rematerialize makes it where the
+    rematerialized GLU output is read only after its gradient (by the down
+    projection's weight gradient), instead of a `dp.glu` clone before the
+    backward and a `dp.glu_grad`. `%p` holds the bits `dp.glu` computes.
+  }];
+  let arguments = (ins DP_Activation:$gate, DP_Activation:$up,
+                       DP_Activation:$dy, DP_ActivationKind:$kind);
+  let results = (outs DP_Activation:$dgate, DP_Activation:$dup,
+                      DP_Activation:$output);
+  let assemblyFormat = [{
+    $kind $gate `,` $up `,` $dy attr-dict `:` type($gate)
+  }];
+}
+
 def DP_MulGradOp : DP_Op<"mul_grad", [Pure, AttrSizedOperandSegments,
     AllTypesMatch<["lhs", "rhs", "dy", "dlhs", "drhs"]>]> {
   let summary = "gradients of an elementwise product";

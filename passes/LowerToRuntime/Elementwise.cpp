@@ -133,6 +133,29 @@ LogicalResult lowerGluGrad(GluGradOp g, LoweringContext &context) {
       .buffer(context.buf(g.getDy()))
       .bufferOrNull(dgate)
       .bufferOrNull(dup)
+      .bufferOrNull(Value())
+      .i64(numelOf(g.getGate()));
+  context.call("glu_backward", a);
+  return success();
+}
+
+LogicalResult lowerGluGradRemat(GluGradRematOp g, LoweringContext &context) {
+  Value dgate, dup;
+  if (!g.getDgate().use_empty())
+    dgate = context.accTarget(Value(), g, g.getDgate(), "dgate");
+  if (!g.getDup().use_empty())
+    dup = context.accTarget(Value(), g, g.getDup(), "dup");
+  Value y = context.newActivation(g.getOutput(), "glu");
+  CallArgs a = context.args();
+  a.dtype(context.dt)
+      .attr(rt::ActivationAttr::get(context.getContext(),
+                                    runtimeActivation(g.getKind())))
+      .buffer(context.buf(g.getGate()))
+      .buffer(context.buf(g.getUp()))
+      .buffer(context.buf(g.getDy()))
+      .bufferOrNull(dgate)
+      .bufferOrNull(dup)
+      .buffer(y)
       .i64(numelOf(g.getGate()));
   context.call("glu_backward", a);
   return success();
@@ -150,4 +173,5 @@ void dpc::lowering::populateElementwiseLowerings(OpLoweringRegistry &registry) {
   registry.add(lowerMulGrad);
   registry.add(lowerGlu);
   registry.add(lowerGluGrad);
+  registry.add(lowerGluGradRemat);
 }

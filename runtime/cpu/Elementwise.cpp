@@ -128,7 +128,7 @@ void glu_forward(Rank *, DType dt, Activation act, const void *gate,
 
 void glu_backward(Rank *, DType dt, Activation act, const void *gate,
                   const void *up, const void *dy, void *dgate, void *dup,
-                  int64_t n) {
+                  void *y, int64_t n) {
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
     auto *g = static_cast<const T *>(gate);
@@ -136,12 +136,16 @@ void glu_backward(Rank *, DType dt, Activation act, const void *gate,
     auto *d = static_cast<const T *>(dy);
     auto *dg = static_cast<T *>(dgate);
     auto *du = static_cast<T *>(dup);
+    auto *yt = static_cast<T *>(y);
     for (int64_t i = 0; i < n; ++i) {
       double x = load(g, i), grad = load(d, i);
       if (dg)
         store(dg, i, grad * double(load(u, i)) * activationDerivative(act, x));
       if (du)
         store(du, i, grad * activation(act, x));
+      // glu_forward's expression: the same bits.
+      if (yt)
+        store(yt, i, activation(act, x) * double(load(u, i)));
     }
   });
 }

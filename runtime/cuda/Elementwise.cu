@@ -156,12 +156,14 @@ template <class T> struct GluForwardOp {
 };
 
 /// dgate = dy * up * act'(gate), dup = dy * act(gate); either may be null.
+/// y, when not null: act(gate) * up, GluForwardOp's bits (gluActivate and
+/// gluActivationAndDerivative's act(x) are the same expression).
 template <class T> struct GluBackwardOp {
   Activation act;
   const T *gate, *up, *dy;
-  T *dgate, *dup;
+  T *dgate, *dup, *y;
   template <int W> __device__ void apply(int64_t i) const {
-    float g[W], u[W], d[W], dg[W], du[W];
+    float g[W], u[W], d[W], dg[W], du[W], out[W];
     loadVec<W>(gate + i, g);
     loadVec<W>(up + i, u);
     loadVec<W>(dy + i, d);
@@ -171,11 +173,14 @@ template <class T> struct GluBackwardOp {
       gluActivationAndDerivative(act, g[j], a, da);
       dg[j] = d[j] * u[j] * da;
       du[j] = d[j] * a;
+      out[j] = a * u[j];
     }
     if (dgate)
       storeVec<W>(dgate + i, dg);
     if (dup)
       storeVec<W>(dup + i, du);
+    if (y)
+      storeVec<W>(y + i, out);
   }
 };
 
@@ -315,8 +320,8 @@ void glu_forward(Rank *rank, DType dt, Activation act, const void *gate,
 
 void glu_backward(Rank *rank, DType dt, Activation act, const void *gate,
                   const void *up, const void *dy, void *dgate, void *dup,
-                  int64_t n) {
-  if (!dgate && !dup)
+                  void *y, int64_t n) {
+  if (!dgate && !dup && !y)
     return;
   dispatchCompute(dt, "glu_backward", [&](auto tag) {
     using T = decltype(tag);
@@ -325,9 +330,10 @@ void glu_backward(Rank *rank, DType dt, Activation act, const void *gate,
                         static_cast<const T *>(up),
                         static_cast<const T *>(dy),
                         static_cast<T *>(dgate),
-                        static_cast<T *>(dup)};
+                        static_cast<T *>(dup),
+                        static_cast<T *>(y)};
     launchMap<kVec2<T>>(rank, kComputeStream, n,
-                        allAligned({gate, up, dy, dgate, dup}), op,
+                        allAligned({gate, up, dy, dgate, dup, y}), op,
                         "glu_backward");
   });
 }

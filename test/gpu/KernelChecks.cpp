@@ -440,19 +440,32 @@ void elementwiseChecks(Context &ctx, DType dt, bool odd) {
                   shape + (odd ? " no-dup" : "")))
       ctx.guarded([&] {
         Buffer gate(dt, n, mis), up(dt, n, mis), dy(dt, n, mis),
-            dgate(dt, n, mis), dup(dt, n, mis);
+            dgate(dt, n, mis), dup(dt, n, mis), y(dt, n, mis),
+            forward(dt, n, mis);
         gate.randn(ctx.rng, 3.0);
         up.randn(ctx.rng);
         dy.randn(ctx.rng);
         dgate.poison();
         dup.poison();
+        y.poison();
+        // Even shapes also rematerialize the forward's output (y).
+        void *yh = odd ? nullptr : y.h(), *yd = odd ? nullptr : y.d();
         cpu::glu_backward(ctx.cpu, dt, act, gate.h(), up.h(), dy.h(), dgate.h(),
-                          odd ? nullptr : dup.h(), n);
+                          odd ? nullptr : dup.h(), yh, n);
         gpu::glu_backward(ctx.gpu, dt, act, gate.d(), up.d(), dy.d(), dgate.d(),
-                          odd ? nullptr : dup.d(), n);
+                          odd ? nullptr : dup.d(), yd, n);
         ctx.compare("dgate", dgate, tol(dt));
-        if (!odd)
+        if (!odd) {
           ctx.compare("dup", dup, tol(dt));
+          ctx.compare("y", y, tol(dt));
+          // The rematerialized output must be glu_forward's, bit for bit:
+          // the weight gradient that reads it trains the bits it would
+          // train on the forward's.
+          gpu::glu_forward(ctx.gpu, dt, act, gate.d(), up.d(), forward.d(), n);
+          gpu::synchronize(ctx.gpu);
+          Row same = compareValues(y.download(), forward.download(), 0);
+          ctx.result("y = glu_forward", same.pass, same.note);
+        }
       });
   }
   for (bool mul : {true, false})

@@ -438,7 +438,7 @@ void layerTimings(Context &ctx) {
   {
     int64_t n = kRows * kFF;
     DeviceBuffer a(dt, n, ++seed), b(dt, n, ++seed), y(dt, n, ++seed),
-        da(dt, n, ++seed), db(dt, n, ++seed);
+        da(dt, n, ++seed), db(dt, n, ++seed), out(dt, n, ++seed);
     std::string shape = "8192x8192";
     timeKernel(ctx, "activation_forward.silu", dt, shape, 2.0 * 2 * n, false,
                [&] {
@@ -456,8 +456,16 @@ void layerTimings(Context &ctx) {
     });
     timeKernel(ctx, "glu_backward.silu", dt, shape, 5.0 * 2 * n, false, [&] {
       gpu::glu_backward(ctx.gpu, dt, Activation::Silu, a.p(), b.p(), y.p(),
-                        da.p(), db.p(), n);
+                        da.p(), db.p(), nullptr, n);
     });
+    // With the forward's output rematerialized in the same pass (what
+    // replaces glu_forward.silu + glu_backward.silu where the down
+    // projection's weight gradient reads it after the backward).
+    timeKernel(ctx, "glu_backward.silu+output", dt, shape, 6.0 * 2 * n, false,
+               [&] {
+                 gpu::glu_backward(ctx.gpu, dt, Activation::Silu, a.p(), b.p(),
+                                   y.p(), da.p(), db.p(), out.p(), n);
+               });
     timeKernel(ctx, "mul_forward", dt, shape, 3.0 * 2 * n, false,
                [&] { gpu::mul_forward(ctx.gpu, dt, a.p(), b.p(), y.p(), n); });
     timeKernel(ctx, "mul_backward", dt, shape, 5.0 * 2 * n, false, [&] {

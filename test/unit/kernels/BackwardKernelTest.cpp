@@ -422,9 +422,16 @@ TEST(GluBackward, MatchesTheProductAndChainRulesOrEitherGradient) {
       Vec wantGate = ref::activationBackward(act, g, dyUp);
       Vec untouched = dgate.values(), untouchedUp = dup.values();
       TestRank r;
+      // With dup, the forward's output too: glu_forward's bits.
+      Buffer y(dt, normal(rng, n)), forward(dt, normal(rng, n));
       cpu::glu_backward(r.get(), dt, act, gate.data(), up.data(), dy.data(),
                         which == 2 ? nullptr : dgate.data(),
-                        which == 1 ? nullptr : dup.data(), n);
+                        which == 1 ? nullptr : dup.data(),
+                        which == 1 ? nullptr : y.data(), n);
+      cpu::glu_forward(r.get(), dt, act, gate.data(), up.data(), forward.data(),
+                       n);
+      if (which != 1)
+        EXPECT_EQ(y.values(), forward.values());
       Vec scale = activationBackwardScale(act, g, dyUp, nullptr);
       if (which != 2)
         EXPECT_CLOSE_TO_SCALE(dgate.values(), wantGate, scale, tolerance(dt),
