@@ -115,49 +115,43 @@ LogicalResult lowerGlu(GluOp glu, LoweringContext &context) {
   return success();
 }
 
-LogicalResult lowerGluGrad(GluGradOp g, LoweringContext &context) {
-  // A gradient nothing reads is not formed (null to the kernel).
+/// glu_backward for a dp.glu_grad (output null) or a dp.glu_grad_remat
+/// (output: the GLU output it also makes). A gradient nothing reads is not
+/// formed (null to the kernel).
+void callGluBackward(Operation *op, ActivationKind kind, Value gate, Value up,
+                     Value dy, Value dgateResult, Value dupResult, Value output,
+                     LoweringContext &context) {
   Value dgate, dup;
-  if (!g.getDgate().use_empty())
-    dgate = context.accTarget(Value(), g, g.getDgate(), "dgate");
-  if (!g.getDup().use_empty())
-    dup = context.accTarget(Value(), g, g.getDup(), "dup");
-  if (!dgate && !dup)
-    return success();
+  if (!dgateResult.use_empty())
+    dgate = context.accTarget(Value(), op, dgateResult, "dgate");
+  if (!dupResult.use_empty())
+    dup = context.accTarget(Value(), op, dupResult, "dup");
+  Value y = output ? context.newActivation(output, "glu") : Value();
+  if (!dgate && !dup && !y)
+    return;
   CallArgs a = context.args();
   a.dtype(context.dt)
       .attr(rt::ActivationAttr::get(context.getContext(),
-                                    runtimeActivation(g.getKind())))
-      .buffer(context.buf(g.getGate()))
-      .buffer(context.buf(g.getUp()))
-      .buffer(context.buf(g.getDy()))
+                                    runtimeActivation(kind)))
+      .buffer(context.buf(gate))
+      .buffer(context.buf(up))
+      .buffer(context.buf(dy))
       .bufferOrNull(dgate)
       .bufferOrNull(dup)
-      .bufferOrNull(Value())
-      .i64(numelOf(g.getGate()));
+      .bufferOrNull(y)
+      .i64(numelOf(gate));
   context.call("glu_backward", a);
+}
+
+LogicalResult lowerGluGrad(GluGradOp g, LoweringContext &context) {
+  callGluBackward(g, g.getKind(), g.getGate(), g.getUp(), g.getDy(),
+                  g.getDgate(), g.getDup(), Value(), context);
   return success();
 }
 
 LogicalResult lowerGluGradRemat(GluGradRematOp g, LoweringContext &context) {
-  Value dgate, dup;
-  if (!g.getDgate().use_empty())
-    dgate = context.accTarget(Value(), g, g.getDgate(), "dgate");
-  if (!g.getDup().use_empty())
-    dup = context.accTarget(Value(), g, g.getDup(), "dup");
-  Value y = context.newActivation(g.getOutput(), "glu");
-  CallArgs a = context.args();
-  a.dtype(context.dt)
-      .attr(rt::ActivationAttr::get(context.getContext(),
-                                    runtimeActivation(g.getKind())))
-      .buffer(context.buf(g.getGate()))
-      .buffer(context.buf(g.getUp()))
-      .buffer(context.buf(g.getDy()))
-      .bufferOrNull(dgate)
-      .bufferOrNull(dup)
-      .buffer(y)
-      .i64(numelOf(g.getGate()));
-  context.call("glu_backward", a);
+  callGluBackward(g, g.getKind(), g.getGate(), g.getUp(), g.getDy(),
+                  g.getDgate(), g.getDup(), g.getOutput(), context);
   return success();
 }
 
