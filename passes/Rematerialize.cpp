@@ -188,18 +188,23 @@ void RematerializePass::fuseIntoGradient(GluOp clone) {
     return;
   SmallVector<Operation *> readers(clone.getOutput().getUsers().begin(),
                                    clone.getOutput().getUsers().end());
+  if (llvm::any_of(readers, [&](Operation *reader) {
+        return reader->getBlock() != body || reader == grad.getOperation();
+      }))
+    return;
+  // Readers after the gradient read its output where they are; those before
+  // it move after it.
+  llvm::erase_if(readers, [&](Operation *reader) {
+    return grad->isBeforeInBlock(reader);
+  });
   llvm::sort(readers,
              [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
   readers.erase(std::unique(readers.begin(), readers.end()), readers.end());
-  for (Operation *reader : readers) {
-    if (reader->getBlock() != body || reader == grad.getOperation() ||
-        reader->hasTrait<OpTrait::IsTerminator>())
-      return;
+  for (Operation *reader : readers)
     for (Value result : reader->getResults())
       for (Operation *user : result.getUsers())
         if (!grad->isBeforeInBlock(user))
           return;
-  }
   OpBuilder builder(grad);
   auto fused = builder.create<GluGradRematOp>(
       grad.getLoc(), grad.getDgate().getType(), grad.getDup().getType(),
