@@ -14,6 +14,7 @@
 #include "DP/DPOps.h"
 #include "DPRT/DPRTDialect.h"
 #include "MemorySizes.h"
+#include "PlanQueries.h"
 #include "dpc/RuntimeConfig.h"
 #include "passes/Passes.h"
 #include "passes/Pipeline.h"
@@ -418,39 +419,6 @@ int main(int argc, char **argv) {
       return nullptr;
     return copy;
   };
-  auto arenaOf = [](ModuleOp planned) {
-    int64_t arena = 0;
-    for (auto program : planned.getOps<dpc::rt::ProgramOp>())
-      arena = std::max<int64_t>(arena, program.getArenaBytes().value_or(0));
-    return arena;
-  };
-  // Whether a plan gathers some unit a second time, before its backward.
-  auto gathersAgain = [](ModuleOp planned) {
-    bool again = false;
-    planned.walk([&](dpc::dp::AllGatherOp op) {
-      again |= op.getPhase() == dpc::dp::GatherPhase::backward;
-    });
-    return again;
-  };
-  // Whether a plan casts some unit from its master where layers read it.
-  auto hasCastUnits = [](ModuleOp planned) {
-    bool cast = false;
-    planned.walk([&](dpc::rt::CallOp call) {
-      cast |= call.getCallee() == "gather_master";
-    });
-    return cast;
-  };
-  // Bytes of the per-sample weight gradients a plan materializes.
-  auto materializedOf = [](ModuleOp planned) {
-    int64_t bytes = 0;
-    planned.walk([&](dpc::dp::LinearPerSampleGradOp op) {
-      auto type = cast<RankedTensorType>(op.getGrads().getType());
-      bytes +=
-          type.getNumElements() * int64_t(type.getElementTypeBitWidth() / 8);
-    });
-    return bytes;
-  };
-
   // The budget arbitrates the materialized norm method: first the plan
   // without it (the least memory any plan needs), then with the headroom
   // it leaves; a plan whose arena still exceeds the budget (per-sample
@@ -476,7 +444,7 @@ int main(int argc, char **argv) {
     OwningOpRef<ModuleOp> least = compile(0);
     if (!least)
       return 1;
-    int64_t arena = arenaOf(*least);
+    int64_t arena = dpc::arenaOf(*least);
     // The arena is what a rank allocates: it holds the plan's peak.
     if (arena > *budget)
       for (auto program : least->getOps<dpc::rt::ProgramOp>())
@@ -498,9 +466,9 @@ int main(int argc, char **argv) {
       OwningOpRef<ModuleOp> candidate = compile(allowance);
       if (!candidate)
         return 1;
-      int64_t used = materializedOf(*candidate);
-      int64_t excess = arenaOf(*candidate) - *budget;
-      if (used == materializedOf(*least))
+      int64_t used = dpc::materializedOf(*candidate);
+      int64_t excess = dpc::arenaOf(*candidate) - *budget;
+      if (used == dpc::materializedOf(*least))
         break;
       if (excess <= 0) {
         planned = std::move(candidate);
@@ -520,7 +488,7 @@ int main(int argc, char **argv) {
     OwningOpRef<ModuleOp> kept = compile(chosenMaterialize);
     if (!kept)
       return 1;
-    int64_t with = arenaOf(*planned), without = arenaOf(*kept);
+    int64_t with = dpc::arenaOf(*planned), without = dpc::arenaOf(*kept);
     if (without - with < with / 100 && (!budget || without <= *budget))
       planned = std::move(kept);
     else
@@ -532,12 +500,12 @@ int main(int argc, char **argv) {
   // short sequences, the end of the backward, where the units are freed
   // already), auto keeps them: one gather a unit and step less (on one
   // rank, one cast of the unit from its f32 master).
-  if (reshard == "auto" && gathersAgain(*planned)) {
+  if (reshard == "auto" && dpc::gathersAgain(*planned)) {
     options.reshard = 0;
     OwningOpRef<ModuleOp> kept = compile(chosenMaterialize);
     if (!kept)
       return 1;
-    if (arenaOf(*kept) <= arenaOf(*planned))
+    if (dpc::arenaOf(*kept) <= dpc::arenaOf(*planned))
       planned = std::move(kept);
     else
       options.reshard = -1;
@@ -546,12 +514,12 @@ int main(int argc, char **argv) {
   // every cast of a unit from its master (on the 1.1B model, 1.6 ms a cast
   // of all units on an H200; DP off casts twice a step): where the budget
   // has room, auto keeps it.
-  if (computeCopy == "auto" && budget && hasCastUnits(*planned)) {
+  if (computeCopy == "auto" && budget && dpc::hasCastUnits(*planned)) {
     options.castUnits = false;
     OwningOpRef<ModuleOp> kept = compile(chosenMaterialize);
     if (!kept)
       return 1;
-    if (arenaOf(*kept) <= *budget)
+    if (dpc::arenaOf(*kept) <= *budget)
       planned = std::move(kept);
     else
       options.castUnits = true;
