@@ -341,6 +341,10 @@ def main():
     ap.add_argument("--python", default=sys.executable, help="the interpreter with torch")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                     help="cpu: check this script with CPU programs and gloo")
+    ap.add_argument("--dpc-args", default="",
+                    help="more arguments for every DPC program (e.g. "
+                         "--skip-nonfinite-steps, which checks the gradients in "
+                         "a pass of their own before the update)")
     ap.add_argument("--fsdp2-args", default="",
                     help="more arguments for fsdp2-llama.py (e.g. on the CPU: "
                          "--compile-backend aot_eager)")
@@ -512,7 +516,7 @@ def run_dpc(job, rec, cells, manifest, data, env, left, logf, a):
         os.remove(metrics)  # the program appends
     steps = manifest["warmup"] + manifest["steps"]
     cmd = [prog, "--data", data[shape["name"]], "--steps", str(steps),
-           "--metrics", metrics, "--quiet"]
+           "--metrics", metrics, "--quiet", *shlex.split(a.dpc_args)]
     status, seconds, out = run_process(cmd, env, left, logf, job.key)
     res = dpc_result(metrics, manifest["warmup"], out)
     rec.update(command=shlex.join(cmd), exit=status, wall_s=seconds,

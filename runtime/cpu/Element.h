@@ -206,6 +206,12 @@ inline const StepState &stepState(const Rank *rank) {
   return *reinterpret_cast<const StepState *>(rank->arena + rank->stateOffset);
 }
 
+/// The same StepState, for the one field the kernels write: the optimizer
+/// updates' StepState::nonFiniteGradient.
+inline StepState &mutableStepState(Rank *rank) {
+  return *reinterpret_cast<StepState *>(rank->arena + rank->stateOffset);
+}
+
 } // namespace dprt::cpu
 
 #endif // DPRT_CPU_ELEMENT_H

@@ -17,6 +17,7 @@
 #include "GradientNoise.h"
 #include "WeightedRows.h"
 
+#include "dprt/backend.h"
 #include "dprt/kernels.h"
 
 namespace dprt::cpu {
@@ -79,24 +80,31 @@ constexpr int64_t kRowsBlock = 4096;
 
 /// Runs `opt` on elements [0, n) with the gradient values block(begin, end)
 /// points to (element i at [i - begin]), plus the noise at noiseIndex + i.
+/// A gradient value that is not finite sets st.nonFiniteGradient (the
+/// driver's check, backend.inc's updatesMetNonFinite).
 template <class A, class Opt, class Block>
-void applyUpdate(const StepState &st, int64_t n, int64_t noiseIndex,
+void applyUpdate(StepState &st, int64_t n, int64_t noiseIndex,
                  int64_t blockElems, const Opt &opt, const Block &block) {
   const Step s(st);
   const GradientNoise noise(st, noiseIndex >= 0);
+  bool finite = true;
   for (int64_t begin = 0; begin < n; begin += blockElems) {
     const int64_t end = std::min(n, begin + blockElems);
     const A *g = block(begin, end);
-    for (int64_t i = begin; i < end; ++i)
+    for (int64_t i = begin; i < end; ++i) {
+      finite &= std::isfinite(g[i - begin]);
       opt(s, i, double(noise.add(g[i - begin], noiseIndex + i)) * s.gradScale);
+    }
   }
+  if (!finite)
+    st.nonFiniteGradient = 1;
 }
 
 /// The optimizer on the gradient buffer `grad`; makeOpt(A{}) builds it.
 template <class MakeOpt>
 void updateFromBuffer(Rank *rank, DType acc, const void *grad, int64_t n,
                       int64_t noiseIndex, const MakeOpt &makeOpt) {
-  const StepState &st = stepState(rank);
+  StepState &st = mutableStepState(rank);
   dispatchAcc(acc, [&](auto tag) {
     using A = decltype(tag);
     auto *g = static_cast<const A *>(grad);
@@ -111,7 +119,7 @@ template <class MakeOpt>
 void updateFromRows(Rank *rank, DType rows, const void *g, const void *c,
                     int64_t batch, int64_t n, int64_t noiseIndex,
                     const MakeOpt &makeOpt) {
-  const StepState &st = stepState(rank);
+  StepState &st = mutableStepState(rank);
   dispatch(rows, [&](auto tag) {
     using T = decltype(tag);
     using A = AccOf<T>;
@@ -141,6 +149,10 @@ void storeCopy(Rank *rank, DType acc, const void *master, DType dt,
 }
 
 } // namespace
+
+bool updatesMetNonFinite(Rank *rank) {
+  return stepState(rank).nonFiniteGradient != 0;
+}
 
 void sgd_update(Rank *rank, DType acc, void *master, const void *grad,
                 int64_t n, int64_t noiseIndex, DType dt, void *params) {

@@ -151,6 +151,10 @@ const StepState *deviceStepState(Rank *rank) {
   return reinterpret_cast<const StepState *>(rank->arena + rank->stateOffset);
 }
 
+int32_t *deviceNonFiniteFlag(Rank *rank) {
+  return &const_cast<StepState *>(deviceStepState(rank))->nonFiniteGradient;
+}
+
 unsigned gridFor(Rank *rank, int64_t items, int threads, int waves) {
   int64_t blocks = (items + threads - 1) / threads;
   // 2048 resident threads per multiprocessor: `waves` full waves, then the

@@ -184,6 +184,10 @@ void *scratch(Rank *rank, int32_t stream, size_t bytes);
 /// The StepState in the rank's arena (device memory).
 const StepState *deviceStepState(Rank *rank);
 
+/// Its StepState::nonFiniteGradient, the one field kernels write (the
+/// optimizer updates).
+int32_t *deviceNonFiniteFlag(Rank *rank);
+
 /// Blocks for a grid-stride loop over `items` items with `threads` threads a
 /// block: enough to fill the GPU `waves` times (once by default), fewer for
 /// small problems.

@@ -29,6 +29,7 @@
 #include "GradientNoise.cuh"
 #include "WeightedRows.cuh"
 
+#include "dprt/backend.h"
 #include "dprt/kernels.h"
 
 #include <algorithm>
@@ -201,13 +202,20 @@ constexpr int kThreads = 256;
 template <int V, class Opt, class Grad>
 __global__ void __launch_bounds__(kThreads, 4)
     updateKernel(Opt opt, Grad grad, int64_t n, int64_t noiseIndex,
-                 const StepState *state, bf16 *copy) {
+                 const StepState *state, bf16 *copy, int32_t *nonFinite) {
   const StepScalars s = loadScalars(state, opt.beta1, opt.beta2);
   const GradientNoise noise = GradientNoise::of(*state, noiseIndex >= 0);
+  // The driver's finiteness check of the gradient, on the values this
+  // kernel reads anyway (StepState::nonFiniteGradient): an infinity or NaN
+  // has every exponent bit set.
+  bool finite = true;
   forEachVector<V>(n, [&](auto width, int64_t i) {
     constexpr int W = decltype(width)::value;
     float raw[W];
     grad.template load<W>(i, raw);
+#pragma unroll
+    for (int k = 0; k < W; ++k)
+      finite &= (__float_as_uint(raw[k]) & 0x7f800000u) != 0x7f800000u;
     noise.addAll<W>(raw, noiseIndex + i);
     float g[W];
 #pragma unroll
@@ -219,6 +227,8 @@ __global__ void __launch_bounds__(kThreads, 4)
     if (copy)
       storeVec<W>(copy + i, w);
   });
+  if (!finite)
+    atomicOr(nonFinite, 1);
 }
 
 __global__ void clipFactorsKernel(const float *n2, const float *mask, float *c,
@@ -278,7 +288,8 @@ void launchUpdate(Rank *rank, const Opt &opt, const Grad &grad, int64_t n,
   const int64_t wave = int64_t(deviceState(rank).smCount) * resident;
   updateKernel<V><<<unsigned(std::max<int64_t>(1, std::min(blocks, wave))),
                     kThreads, 0, computeStream(rank)>>>(
-      opt, grad, n, noiseIndex, deviceStepState(rank), copy);
+      opt, grad, n, noiseIndex, deviceStepState(rank), copy,
+      deviceNonFiniteFlag(rank));
 }
 
 /// The compute-type copy an update also stores (kernels.inc), or nullptr:
@@ -339,6 +350,15 @@ void updateRows(Rank *rank, DType rows, const char *name, const Opt &opt,
 }
 
 } // namespace
+
+bool updatesMetNonFinite(Rank *rank) {
+  const int32_t *flag = deviceNonFiniteFlag(rank);
+  synchronize(rank);
+  int32_t host = 0;
+  checkCuda(cudaMemcpy(&host, flag, sizeof(host), cudaMemcpyDeviceToHost),
+            "cudaMemcpy(nonFiniteGradient)");
+  return host != 0;
+}
 
 void clip_factors(Rank *rank, DType acc, const void *n2, const void *mask,
                   void *c, int64_t batch, int64_t unitRecords, ClipMode mode,

@@ -1,8 +1,10 @@
 //===- FiniteChecks.h - What the driver checks before dp_apply --*- C++ -*-===//
 //
-// Before dp_apply the driver checks that the step's clipped gradient sum is
-// finite (docs/training-program.md, "Non-finite steps"), so that a NaN
-// never reaches the parameters; this says which arena ranges hold it.
+// With --skip-nonfinite-steps the driver checks before dp_apply that the
+// step's clipped gradient sum is finite (docs/training-program.md,
+// "Non-finite steps"), so that a NaN never reaches the parameters of a run
+// that goes on; this says which arena ranges hold it. (A run that stops at
+// such a step leaves the check to the update kernels.)
 //
 //===----------------------------------------------------------------------===//
 

@@ -122,7 +122,8 @@ private:
   /// Whether the smaller micro-steps have been run once and captured.
   bool sizesWarm_ = false;
   /// The arena ranges of the clipped gradient sums checked for finiteness
-  /// before each dp_apply (FiniteChecks.h): fixed by the program.
+  /// before each dp_apply with --skip-nonfinite-steps (FiniteChecks.h):
+  /// fixed by the program. Without it the update kernels check them.
   std::vector<int64_t> finiteOffsets_, finiteCounts_;
 
   std::unique_ptr<Dataset> data_;
@@ -262,18 +263,25 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
     const MicroStepSums done = runMicroSteps(slot, spec_, *data_, batch, plan);
     // loss, samples, tokens, exposed comm, rows run
     double sums[5] = {done.loss, done.samples, done.tokens, 0, done.rows};
-    // Before the update: a non-finite loss or clipped gradient sum would
-    // spread NaN into every parameter. The verdict is all-reduced, so that
-    // every rank takes (or skips) the update alike.
+    // A non-finite loss or clipped gradient sum would spread NaN into every
+    // parameter. The verdicts are all-reduced, so that every rank takes (or
+    // skips, or stops at) the update alike. The loss is known before the
+    // update. The gradient is checked before it only where the step may be
+    // skipped, by a pass of its own over the gradient shards; a run that
+    // stops instead lets the update kernels test the values they read
+    // (updatesMetNonFinite, below) and stops before anything of the step
+    // is saved.
     double verdict[2] = {sums[0], 0}; // loss sum, ranks with a bad gradient
     // All trainable units in one request: one wait for the device a step.
-    if (!allFiniteRanges(&rank, acc, finiteOffsets_.data(),
+    if (o_.skipNonFiniteSteps &&
+        !allFiniteRanges(&rank, acc, finiteOffsets_.data(),
                          finiteCounts_.data(), int64_t(finiteOffsets_.size())))
       verdict[1] = 1;
     rank.comm->allReduceHost(verdict, 2);
     const bool lossFinite = std::isfinite(verdict[0]);
     const bool gradientFinite = verdict[1] == 0;
-    if (lossFinite && gradientFinite) {
+    const bool update = lossFinite && gradientFinite;
+    if (update) {
       DPRT_TRACE(rank.rank, trace::Track::Compute, "dp_apply");
       runCaptured(&rank, kApplySlot, dp_apply);
     } else if (o_.skipNonFiniteSteps) {
@@ -289,19 +297,26 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
     }
     synchronize(&rank);
     sums[3] = rank.exposedCommSeconds;
+    // loss, samples, tokens, exposed comm, rows run, ranks whose update met
+    // a gradient that is not finite, then the heartbeats
     std::vector<double> all(sums, sums + 5);
+    all.push_back(update && !o_.skipNonFiniteSteps &&
+                          updatesMetNonFinite(&rank)
+                      ? 1.0
+                      : 0.0);
     if (heartbeats) {
-      all.resize(5 + 2 * world, 0.0);
-      all[5 + 2 * rank.rank] = secondsSince(begin);
-      all[6 + 2 * rank.rank] = double(peakMemoryBytes(&rank));
+      all.resize(6 + 2 * world, 0.0);
+      all[6 + 2 * rank.rank] = secondsSince(begin);
+      all[7 + 2 * rank.rank] = double(peakMemoryBytes(&rank));
     }
     rank.comm->allReduceHost(all.data(), int(all.size()));
     if (i == 0) {
       totals = StepTotals{all[0], all[1], all[2], all[3], all[4]};
+      nonFinite.gradient |= all[5] > 0;
       peak = peakMemoryBytes(&rank);
       for (int r = 0; heartbeats && r < world; ++r)
         metrics.ranks.push_back(
-            {r, all[5 + 2 * r], static_cast<int64_t>(all[6 + 2 * r])});
+            {r, all[6 + 2 * r], static_cast<int64_t>(all[7 + 2 * r])});
     }
   });
   const double seconds = secondsSince(begin);
@@ -310,8 +325,10 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
         "step " + std::to_string(step) + ": the " +
         (nonFinite.loss ? "loss" : "clipped gradient sum") +
         " is not finite (NaN or infinity, from the sampled records or the "
-        "parameters); stopped before the update, so nothing of this step "
-        "was saved; pass --skip-nonfinite-steps to skip such steps");
+        "parameters); stopped " +
+        (nonFinite.loss ? "before the update" : "at the update") +
+        ", so nothing of this step was saved; pass --skip-nonfinite-steps "
+        "to skip such steps");
 
   if (nonFinite.loss || nonFinite.gradient)
     warn("step " + std::to_string(step) + ": the " +

@@ -181,6 +181,93 @@ void updateRowsChecks(Context &ctx) {
         }
 }
 
+/// The update kernels' own finiteness check of the gradient they read
+/// (StepState::nonFiniteGradient, which a run that stops at a non-finite
+/// step reads instead of a pass of its own over the gradients): every form
+/// flags a NaN and an infinity at a vectorized element and in the scalar
+/// tail, and flags nothing for a finite gradient or for NaN rows of a
+/// masked sample (c = 0); the CPU's flag says the same.
+void updateFlagChecks(Context &ctx) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(),
+               inf = std::numeric_limits<double>::infinity();
+  const int64_t n = 100003, batch = 4; // odd: vector loads and a tail
+  const char *forms[] = {"sgd_update", "momentum_update", "adamw_update",
+                         "sgd_update_rows", "momentum_update_rows",
+                         "adamw_update_rows"};
+  for (int form = 0; form < 6; ++form) {
+    const bool rows = form >= 3;
+    const DType dt = rows ? DType::BF16 : DType::F32;
+    const int opt = form % 3;
+    if (!ctx.begin(forms[form], dprt::nameOf(dt),
+                   dims({{"B", rows ? batch : 1}, {"n", n}}, true) +
+                       " non-finite flag"))
+      continue;
+    ctx.guarded([&] {
+      Buffer w(DType::F32, n), a(DType::F32, n), b(DType::F32, n),
+          g(dt, rows ? batch * n : n), c(DType::F32, batch);
+      g.randn(ctx.rng);
+      clipFactorsWithMaskedSample(c, ctx.rng); // sample 1 masked
+      auto expect = [&](const std::string &what, bool want) {
+        ctx.setStepState(checkedUpdateState()); // clears both flags
+        for (Buffer *x : {&w, &a, &b})
+          x->randn(ctx.rng, 0.1);
+        b.uniform(ctx.rng, 0, 0.01);
+        for (bool onCpu : {true, false}) {
+          dprt::Rank *r = onCpu ? ctx.cpu : ctx.gpu;
+          auto p = [&](Buffer &x) { return onCpu ? x.h() : x.d(); };
+          if (!rows && opt == 0)
+            (onCpu ? cpu::sgd_update : gpu::sgd_update)(
+                r, DType::F32, p(w), p(g), n, -1, DType::F32, nullptr);
+          else if (!rows && opt == 1)
+            (onCpu ? cpu::momentum_update : gpu::momentum_update)(
+                r, DType::F32, p(w), p(a), p(g), n, 0.9, false, -1,
+                DType::F32, nullptr);
+          else if (!rows)
+            (onCpu ? cpu::adamw_update : gpu::adamw_update)(
+                r, DType::F32, p(w), p(a), p(b), p(g), n, 0.9, 0.999, 1e-8,
+                -1, DType::F32, nullptr);
+          else if (opt == 0)
+            (onCpu ? cpu::sgd_update_rows : gpu::sgd_update_rows)(
+                r, dt, p(w), p(g), p(c), batch, n, -1, DType::BF16, nullptr);
+          else if (opt == 1)
+            (onCpu ? cpu::momentum_update_rows : gpu::momentum_update_rows)(
+                r, dt, p(w), p(a), p(g), p(c), batch, n, 0.9, false, -1,
+                DType::BF16, nullptr);
+          else
+            (onCpu ? cpu::adamw_update_rows : gpu::adamw_update_rows)(
+                r, dt, p(w), p(a), p(b), p(g), p(c), batch, n, 0.9, 0.999,
+                1e-8, -1, DType::BF16, nullptr);
+        }
+        const bool onGpu = gpu::updatesMetNonFinite(ctx.gpu),
+                   onCpu = cpu::updatesMetNonFinite(ctx.cpu);
+        ctx.result("flag, " + what, onGpu == want && onCpu == want,
+                   std::string("gpu ") + (onGpu ? "set" : "clear") + ", cpu " +
+                       (onCpu ? "set" : "clear") + ", want " +
+                       (want ? "set" : "clear"));
+      };
+      expect("finite", false);
+      // Row 0 (c > 0) of the rows forms, the buffer itself otherwise.
+      for (double bad : {nan, -inf})
+        for (int64_t at : {int64_t(12345), n - 1}) {
+          const double kept = g.get(at);
+          g.set(at, bad);
+          g.upload();
+          expect(std::string(std::isnan(bad) ? "nan" : "inf") +
+                     (at == n - 1 ? " in the tail" : " in a vector"),
+                 true);
+          g.set(at, kept);
+          g.upload();
+        }
+      if (rows) {
+        for (int64_t i = n; i < 2 * n; ++i)
+          g.set(i, nan);
+        g.upload();
+        expect("nan rows of a masked sample", false);
+      }
+    });
+  }
+}
+
 } // namespace
 
 /// Kernels on acc (f32) buffers only.
@@ -443,6 +530,7 @@ void accChecks(Context &ctx) {
         ctx.result("z (max |gpu - host| <= 4e-6)", row.maxAbs <= 4e-6, note);
       });
   updateRowsChecks(ctx);
+  updateFlagChecks(ctx);
   {
     // One rank and no communicator: all_gather copies and reduce_scatter
     // copies or adds, on the communication stream.

@@ -66,7 +66,12 @@ struct StepState {
   /// Key of the parameter initializer (Philox, key[0]).
   uint64_t initKey;
   int32_t noiseGenerator; ///< a NoiseGeneratorKind
-  int32_t pad;
+  /// Written by the device, not the driver: an optimizer update sets it to
+  /// 1 when a gradient element it reads (before the noise) is not finite.
+  /// The driver uploads the step's state with 0 and reads it back after
+  /// dp_apply (updatesMetNonFinite), so no pass of its own reads the
+  /// gradients for the check.
+  int32_t nonFiniteGradient;
 };
 
 // The compiler reserves 256 bytes of the arena for the StepState

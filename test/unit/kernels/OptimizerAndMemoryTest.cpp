@@ -10,6 +10,8 @@
 
 #include "KernelTestSupport.h"
 
+#include "dprt/backend.h"
+
 #include <cstring>
 #include <limits>
 
@@ -301,6 +303,46 @@ TEST(UpdateRows, MatchesAnF64SumOfTheWeightedRowsAndTheReferenceStep) {
           EXPECT_CLOSE(k.w.values(), w, accTolerance(acc), acc);
           EXPECT_CLOSE(k.a.values(), a, accTolerance(acc), acc);
           EXPECT_CLOSE(k.b.values(), b, accTolerance(acc), acc);
+        }
+  });
+}
+
+// The driver's check of a run that stops at a non-finite step: every update
+// (the _rows kernels and the plain ones after rows_weighted_sum) flags a
+// gradient element that is NaN or infinite in StepState::nonFiniteGradient,
+// and nothing for the NaN rows of a dropped sample (c = 0), which the sum
+// skips. The flag stays set until the driver uploads the next step's state.
+TEST(UpdateRows, FlagAGradientElementThatIsNotFinite) {
+  forEachCase(3, [](Rng &rng) {
+    for (Optimizer opt : kOptimizers)
+      for (DType rows : {DType::BF16, DType::F32})
+        for (bool fused : {true, false}) {
+          const int64_t batch = 8, n = oddLength(rng);
+          SCOPED_TRACE(std::string(nameOf(opt)) + " " + dprt::nameOf(rows) +
+                       (fused ? " _rows" : " plain") + " n" +
+                       std::to_string(n));
+          TestRank r;
+          randomStepState(rng, r, 2, 0.1, 0.01);
+          RowsCase k(rng, rows, batch, n); // sample 2 dropped, its rows NaN
+          rowsStep(r, opt, fused, k, -1);
+          EXPECT_FALSE(dprt::cpu::updatesMetNonFinite(r.get()));
+          // An element of a sample that is not dropped.
+          int64_t kept = 0;
+          while (kept < batch && k.c.get(kept) == 0)
+            ++kept;
+          ASSERT_LT(kept, batch);
+          const int64_t at = kept * n + uniformInt(rng, 0, n - 1);
+          for (double bad : {std::numeric_limits<double>::infinity(),
+                             std::numeric_limits<double>::quiet_NaN()}) {
+            r.state().nonFiniteGradient = 0; // the driver's next upload
+            k.g.set(at, bad);
+            rowsStep(r, opt, fused, k, -1);
+            EXPECT_TRUE(dprt::cpu::updatesMetNonFinite(r.get())) << bad;
+            k.g.set(at, 0.5);
+            rowsStep(r, opt, fused, k, -1);
+            EXPECT_TRUE(dprt::cpu::updatesMetNonFinite(r.get()))
+                << "cleared by a later update";
+          }
         }
   });
 }
