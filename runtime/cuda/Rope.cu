@@ -18,42 +18,57 @@ namespace dprt::cuda {
 
 namespace {
 
-/// One row (token) of every head a block iteration: the row's half angles
+/// Rows (tokens) a block takes at a time.
+constexpr int kRopeRows = 16;
+
+/// kRopeRows rows of every head a block iteration: the rows' half angles
 /// t * f_i in f64 (t reaches the thousands, where f32 would lose the angle's
 /// low bits), with f_i = invFreq[i] or, without a table, theta^(-2i/headDim)
 /// (once per block, before the rows), their cosines and `sign` * sines
-/// rounded once to f32 into shared memory; then every pair (i, i + half) of
-/// every head of the row rotated in f32 fmas, V consecutive i a thread
-/// (16-byte accesses for V = kVec<T>). The rotation was f64, like the CPU's:
-/// its conversions (16 a multiprocessor a clock on Hopper) held q's to
-/// 2 TB/s and k's to 0.7 (gpu-check, full clocks), the more so in a
-/// training step under the power cap. A thread reads and writes only its own
-/// elements, so y may be x.
+/// rounded once to f32 into shared memory, shared out over all the block's
+/// threads; then every pair (i, i + half) of every head of those rows rotated
+/// in f32 fmas, V consecutive i a thread (16-byte accesses for V = kVec<T>).
+/// The rotation was f64, like the CPU's: its conversions (16 a
+/// multiprocessor a clock on Hopper) held q's to 2 TB/s and k's to 0.7
+/// (gpu-check, full clocks), the more so in a training step under the power
+/// cap. A block of one row at a time (a quarter of its threads computing the
+/// angles, two barriers a row) moved q's rows at about 2.3 TB/s in a T =
+/// 1024 step on one H200. A thread reads and writes only its own elements,
+/// so y may be x.
 template <class T, int V>
 __global__ void ropeKernel(const T *x, T *y, const double *invFreq,
                            int64_t rows, int64_t tokens, int64_t heads,
                            int64_t headDim, double theta, double sign,
                            bool accumulate) {
-  // [0, half): f_i; then, as f32, [0, half): cos, [half, 2 half): sin.
+  // [0, half): f_i; then, as f32, for each of the kRopeRows rows r:
+  // [2 r half, 2 r half + half): cos, [2 r half + half, 2 (r + 1) half): sin.
   extern __shared__ double freq[];
-  const int64_t half = headDim / 2, perHead = half / V;
+  const int half = int(headDim / 2), perHead = half / V;
+  const int perRow = int(heads) * perHead; // vectors of V a row's half
   float *trig = reinterpret_cast<float *>(freq + half);
-  for (int64_t i = threadIdx.x; i < half; i += blockDim.x)
+  for (int i = threadIdx.x; i < half; i += blockDim.x)
     freq[i] =
         invFreq ? invFreq[i] : pow(theta, -2.0 * double(i) / double(headDim));
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const int64_t t = row % tokens;
-    __syncthreads(); // f_i written; the last row's readers done with trig
-    for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
+  const int64_t tiles = (rows + kRopeRows - 1) / kRopeRows;
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int64_t r0 = tile * kRopeRows;
+    const int n = int(rows - r0 < kRopeRows ? rows - r0 : kRopeRows);
+    __syncthreads(); // f_i written; the last tile's readers done with trig
+    for (int e = threadIdx.x; e < n * half; e += blockDim.x) {
+      const int r = e / half, i = e - r * half;
+      const int64_t t = (r0 + r) % tokens;
       double sn, cs;
       sincos(double(t) * freq[i], &sn, &cs);
-      trig[i] = float(cs);
-      trig[half + i] = float(sn * sign);
+      trig[2 * r * half + i] = float(cs);
+      trig[2 * r * half + half + i] = float(sn * sign);
     }
     __syncthreads();
-    for (int64_t v = threadIdx.x; v < heads * perHead; v += blockDim.x) {
-      const int64_t h = v / perHead, i = (v - h * perHead) * V;
-      const int64_t at = (row * heads + h) * headDim + i;
+#pragma unroll 4
+    for (int e = threadIdx.x; e < n * perRow; e += blockDim.x) {
+      const int r = e / perRow, v = e - r * perRow;
+      const int h = v / perHead, i = (v - h * perHead) * V;
+      const int64_t at = ((r0 + r) * heads + h) * headDim + i;
+      const float *cosines = trig + 2 * r * half, *sines = cosines + half;
       float x1[V], x2[V], a1[V], a2[V];
       loadVec<V>(x + at, x1);
       loadVec<V>(x + at + half, x2);
@@ -64,7 +79,7 @@ __global__ void ropeKernel(const T *x, T *y, const double *invFreq,
       float o1[V], o2[V];
 #pragma unroll
       for (int k = 0; k < V; ++k) {
-        const float cs = trig[i + k], sn = trig[half + i + k];
+        const float cs = cosines[i + k], sn = sines[i + k];
         o1[k] = __fmaf_rn(x1[k], cs, -__fmul_rn(x2[k], sn));
         o2[k] = __fmaf_rn(x2[k], cs, __fmul_rn(x1[k], sn));
         if (accumulate) {
@@ -86,9 +101,11 @@ void rope(Rank *rank, const void *x, void *y, const void *invFreq,
   const int64_t half = headDim / 2;
   if (rows <= 0 || half <= 0 || heads <= 0)
     return;
-  constexpr int kThreads = 128;
-  const unsigned blocks = gridFor(rank, rows * kThreads, kThreads);
-  const size_t shared = size_t(half) * (sizeof(double) + 2 * sizeof(float));
+  constexpr int kThreads = 256;
+  const int64_t tiles = (rows + kRopeRows - 1) / kRopeRows;
+  const unsigned blocks = gridFor(rank, tiles * kThreads, kThreads);
+  const size_t shared =
+      size_t(half) * (sizeof(double) + 2 * kRopeRows * sizeof(float));
   cudaStream_t s = computeStream(rank);
   const auto *xt = static_cast<const T *>(x);
   auto *yt = static_cast<T *>(y);

@@ -252,6 +252,26 @@ void normalizationChecks(Context &ctx, DType dt, bool odd) {
         ctx.compare("y", y, tol(dt));
         ctx.compare("rstd", rstd, 1e-5);
       });
+    // Rows of 8 vectors a lane (2048 bf16, 1024 f32: the warp-a-row
+    // kernel's largest), 37 of them: the last block of 8 warps has 5.
+    const int64_t wide = dt == DType::BF16 ? 2048 : 1024;
+    if (!odd && ctx.begin("rms_norm_forward", dn,
+                          dims({{"rows", 37}, {"d", wide}}, false) +
+                              " warp rows"))
+      ctx.guarded([&] {
+        Buffer x(dt, 37 * wide), g(dt, wide), y(dt, 37 * wide),
+            rstd(F32, 37);
+        x.randn(ctx.rng, 2.0);
+        g.uniform(ctx.rng, 0.5, 1.5);
+        y.poison();
+        rstd.poison();
+        cpu::rms_norm_forward(ctx.cpu, dt, x.h(), g.h(), y.h(), rstd.h(), 37,
+                              wide, 1e-5);
+        gpu::rms_norm_forward(ctx.gpu, dt, x.d(), g.d(), y.d(), rstd.d(), 37,
+                              wide, 1e-5);
+        ctx.compare("y", y, tol(dt));
+        ctx.compare("rstd", rstd, 1e-5);
+      });
     if (ctx.begin("layer_norm_forward", dn,
                   dims({{"rows", rows}, {"d", dim}}, odd) +
                       (odd ? " no-beta" : "")))
@@ -289,31 +309,58 @@ void normalizationChecks(Context &ctx, DType dt, bool odd) {
     // The column sums of dgamma ride on the backward where a thread holds
     // at most one vector of a row; 8200 columns (1025 bf16 vectors, 2050
     // f32 ones) take the separate pass (Normalization.cu).
-    auto rmsBackward = [&](int64_t d, const std::string &label) {
+    auto rmsBackward = [&, batch, tokens, acc](
+                           int64_t d, const std::string &label,
+                           int64_t samples = 0, int64_t length = 0,
+                           bool accumulate = false, bool frozen = false) {
+      const int64_t b = samples ? samples : batch;
+      const int64_t t = samples ? length : tokens;
+      const bool a = samples ? accumulate : acc;
+      const int64_t n = b * t;
       if (!ctx.begin("rms_norm_backward", dn, label))
         return;
       ctx.guarded([&] {
-        Buffer x(dt, rows * d, mis), g(dt, d), rstd(F32, rows),
-            dy(dt, rows * d, mis), dx(dt, rows * d, mis),
-            dgamma(F32, batch * d);
+        Buffer x(dt, n * d, mis), g(dt, d), rstd(F32, n),
+            dy(dt, n * d, mis), dx(dt, n * d, mis), dgamma(F32, b * d);
         x.randn(ctx.rng);
         g.uniform(ctx.rng, 0.5, 1.5);
         rstd.uniform(ctx.rng, 0.5, 2.0);
         dy.randn(ctx.rng);
-        if (acc)
+        if (a)
           dx.randn(ctx.rng);
         else
           dx.poison();
         dgamma.poison();
         cpu::rms_norm_backward(ctx.cpu, dt, x.h(), g.h(), rstd.h(), dy.h(),
-                               dx.h(), dgamma.h(), batch, tokens, d, acc);
+                               dx.h(), frozen ? nullptr : dgamma.h(), b, t, d,
+                               a);
         gpu::rms_norm_backward(ctx.gpu, dt, x.d(), g.d(), rstd.d(), dy.d(),
-                               dx.d(), dgamma.d(), batch, tokens, d, acc);
+                               dx.d(), frozen ? nullptr : dgamma.d(), b, t, d,
+                               a);
         ctx.compare("dx", dx, tol(dt));
-        ctx.compare("dgamma", dgamma, 1e-5);
+        if (!frozen)
+          ctx.compare("dgamma", dgamma, 1e-5);
       });
     };
     rmsBackward(dim, shape);
+    // The warp-a-row kernel (aligned rows of 1 to 8 vectors a lane) in
+    // chunks of 16 tokens a sample: 17 tokens leave a chunk of one row; 40,
+    // one of 8; with and without gamma's gradient, accumulating or not.
+    if (!odd) {
+      const int64_t wide = dt == DType::BF16 ? 2048 : 1024;
+      rmsBackward(wide,
+                  dims({{"B", 3}, {"T", 17}, {"d", wide}}, false) +
+                      " acc warp rows",
+                  3, 17, true);
+      rmsBackward(wide / 4,
+                  dims({{"B", 2}, {"T", 40}, {"d", wide / 4}}, false) +
+                      " warp rows",
+                  2, 40, false);
+      rmsBackward(wide / 8,
+                  dims({{"B", 2}, {"T", 40}, {"d", wide / 8}}, false) +
+                      " acc frozen gamma warp rows",
+                  2, 40, true, true);
+    }
     if (!odd)
       rmsBackward(8200,
                   dims({{"B", batch}, {"T", tokens}, {"d", 8200}}, false) +
