@@ -54,49 +54,6 @@ __global__ void rmsNormForwardKernel(const T *x, const T *gamma, T *y,
   }
 }
 
-/// RMSNorm with a warp a row, for rows of NV vectors of V a lane (dim = 32 NV
-/// V): the row stays in registers between its sum of squares (a warp
-/// reduction, no barrier) and its scaling, and each lane has NV loads in
-/// flight. The block-a-row kernel above holds one vector a thread and waits
-/// at two barriers a row: on one H200 it read and wrote 8192 x 2048 bf16 at
-/// 2.75 TB/s in a training step.
-template <class T, int V, int NV>
-__global__ void rmsNormForwardWarpKernel(const T *x, const T *gamma, T *y,
-                                         float *rstd, int64_t rows,
-                                         float eps) {
-  constexpr int64_t dim = int64_t(32) * NV * V;
-  const int lane = threadIdx.x & 31;
-  const int64_t row = int64_t(blockIdx.x) * (blockDim.x >> 5) +
-                      (threadIdx.x >> 5);
-  if (row >= rows)
-    return;
-  const T *xr = x + row * dim;
-  T *yr = y + row * dim;
-  float v[NV][V];
-  float ss = 0.0f;
-#pragma unroll
-  for (int j = 0; j < NV; ++j)
-    loadVec<V>(xr + (j * 32 + lane) * V, v[j]);
-#pragma unroll
-  for (int j = 0; j < NV; ++j)
-#pragma unroll
-    for (int k = 0; k < V; ++k)
-      ss += v[j][k] * v[j][k];
-  ss = warpSum(ss);
-  const float s = 1.0f / sqrtf(ss / float(dim) + eps);
-  if (lane == 0)
-    rstd[row] = s;
-#pragma unroll
-  for (int j = 0; j < NV; ++j) {
-    float g[V];
-    loadVec<V>(gamma + (j * 32 + lane) * V, g);
-#pragma unroll
-    for (int k = 0; k < V; ++k)
-      v[j][k] = v[j][k] * s * g[k];
-    storeVec<V>(yr + (j * 32 + lane) * V, v[j]);
-  }
-}
-
 template <class T, int V>
 __global__ void layerNormForwardKernel(const T *x, const T *gamma,
                                        const T *beta, T *y, float *mean,
@@ -240,91 +197,6 @@ __global__ void __maxnreg__(48)
                                dim, accumulate, gammaSums);
 }
 
-/// RMSNorm's backward with a warp a row, for rows of NV vectors of V a lane
-/// (dim = 32 NV V): dx (+)= rstd * (g - xhat * mean_j(g * xhat)), g = dy *
-/// gamma, as normBackwardRows computes it, with the row's sum a warp
-/// reduction instead of two block barriers a row, and, with gammaSums, the
-/// column sums of dy * xhat. Block (b, c) takes sample b's tokens [c R,
-/// c R + R), R = kWarps * kRowsPerWarp, warp w its rows w, w + kWarps, ...;
-/// the warps' column sums are added in warp order in shared memory (the same
-/// bits every run) into row b * chunks + c of gammaSums. The second pass
-/// reads the row again from L1. normBackwardRows, one vector a thread and a
-/// block of 8 rows, moved the T = 1024 step's 8192 x 2048 bf16 rows at
-/// about 2.5 TB/s on one H200.
-template <class T, int V, int NV, int kWarps, int kRowsPerWarp>
-__global__ void __launch_bounds__(32 * kWarps)
-    rmsNormBackwardWarpKernel(const T *x, const T *gamma, const float *rstd,
-                              const T *dy, T *dx, int64_t tokens,
-                              bool accumulate, float *gammaSums) {
-  constexpr int64_t dim = int64_t(32) * NV * V;
-  constexpr int64_t rowsPerBlock = int64_t(kWarps) * kRowsPerWarp;
-  __shared__ float sums[dim];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t chunks = (tokens + rowsPerBlock - 1) / rowsPerBlock;
-  const int64_t b = blockIdx.x / chunks, c = blockIdx.x - b * chunks;
-  const int64_t t0 = c * rowsPerBlock;
-  const int64_t t1 = t0 + rowsPerBlock < tokens ? t0 + rowsPerBlock : tokens;
-  float colG[NV][V];
-#pragma unroll
-  for (int j = 0; j < NV; ++j)
-#pragma unroll
-    for (int k = 0; k < V; ++k)
-      colG[j][k] = 0.0f;
-  for (int64_t t = t0 + warp; t < t1; t += kWarps) {
-    const int64_t row = b * tokens + t;
-    const T *xr = x + row * dim;
-    const T *dyr = dy + row * dim;
-    T *dxr = dx + row * dim;
-    const float s = rstd[row];
-    float sumGX = 0.0f;
-#pragma unroll
-    for (int j = 0; j < NV; ++j) {
-      const int64_t i = (j * 32 + lane) * V;
-      float v[V], g[V], d[V];
-      loadVec<V>(xr + i, v);
-      loadVec<V>(gamma + i, g);
-      loadVec<V>(dyr + i, d);
-#pragma unroll
-      for (int k = 0; k < V; ++k)
-        sumGX += (d[k] * g[k]) * (v[k] * s);
-    }
-    const float meanGX = warpSum(sumGX) / float(dim);
-#pragma unroll
-    for (int j = 0; j < NV; ++j) {
-      const int64_t i = (j * 32 + lane) * V;
-      float v[V], g[V], d[V], out[V];
-      loadVec<V>(xr + i, v);
-      loadVec<V>(gamma + i, g);
-      loadVec<V>(dyr + i, d);
-      if (accumulate)
-        loadVec<V>(dxr + i, out);
-#pragma unroll
-      for (int k = 0; k < V; ++k) {
-        const float xhat = v[k] * s;
-        const float r = s * (d[k] * g[k] - xhat * meanGX);
-        out[k] = accumulate ? out[k] + r : r;
-        colG[j][k] += d[k] * xhat;
-      }
-      storeVec<V>(dxr + i, out);
-    }
-  }
-  if (!gammaSums)
-    return;
-  for (int w = 0; w < kWarps; ++w) {
-    if (warp == w)
-#pragma unroll
-      for (int j = 0; j < NV; ++j)
-#pragma unroll
-        for (int k = 0; k < V; ++k) {
-          const int64_t i = (j * 32 + lane) * V + k;
-          sums[i] = (w == 0 ? 0.0f : sums[i]) + colG[j][k];
-        }
-    __syncthreads();
-  }
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
-    gammaSums[blockIdx.x * dim + i] = sums[i];
-}
-
 /// dy[r, j] * xhat[r, j]; xhat = (x - mean[r]) * rstd[r], mean may be null.
 template <class T> struct DyXhatOp {
   const T *x, *dy;
@@ -386,44 +258,6 @@ void normBackward(Rank *rank, const T *x, const T *gamma, const float *mean,
     else
       launch(std::integral_constant<int, 1>{}, gammaSums, blocks);
   };
-  // RMSNorm with rows of 1, 2, 4 or 8 vectors a lane: a warp a row, gamma's
-  // column sums (if any) riding on it, summed over a sample's chunks of 16
-  // rows by chunkSumKernel.
-  const int64_t lanes = v > 1 && dim % (32 * kVec<T>) == 0
-                            ? dim / (32 * kVec<T>)
-                            : 0;
-  if (!mean && !dbeta && (lanes == 1 || lanes == 2 || lanes == 4 || lanes == 8)) {
-    constexpr int kWarps = 4, kRowsPerWarp = 4;
-    constexpr int64_t rowsPerBlock = kWarps * kRowsPerWarp;
-    const int64_t chunks = (tokens + rowsPerBlock - 1) / rowsPerBlock;
-    float *sums =
-        dgamma && chunks > 1
-            ? static_cast<float *>(scratch(
-                  rank, kComputeStream,
-                  size_t(batch * chunks * dim) * sizeof(float)))
-            : dgamma;
-    auto warpRows = [&](auto nv) {
-      constexpr int NV = decltype(nv)::value;
-      rmsNormBackwardWarpKernel<T, kVec<T>, NV, kWarps, kRowsPerWarp>
-          <<<unsigned(batch * chunks), 32 * kWarps, 0, stream>>>(
-              x, gamma, rstd, dy, dx, tokens, accumulate, sums);
-      checkLaunch(name);
-    };
-    if (lanes == 8)
-      warpRows(std::integral_constant<int, 8>{});
-    else if (lanes == 4)
-      warpRows(std::integral_constant<int, 4>{});
-    else if (lanes == 2)
-      warpRows(std::integral_constant<int, 2>{});
-    else
-      warpRows(std::integral_constant<int, 1>{});
-    if (dgamma && chunks > 1) {
-      chunkSumKernel<><<<unsigned(batch * ((dim + 31) / 32)), 256, 0, stream>>>(
-          sums, chunks, dim, dgamma);
-      checkLaunch(name);
-    }
-    return;
-  }
   // gamma's column sums ride on the backward where a thread holds at most
   // one vector of a row (dim up to 8192 in bf16, 4096 in f32) and there is
   // no beta (RMSNorm); else they, and beta's, are a pass of their own
@@ -478,24 +312,7 @@ void rms_norm_forward(Rank *rank, DType dt, const void *x, const void *gamma,
     cudaStream_t stream = computeStream(rank);
     int v = rowVector<T>(dim, {x, gamma, y});
     int threads = rowThreads(dim / v);
-    // A warp a row where the row is 1, 2, 4 or 8 vectors a lane.
-    const int64_t lanes = v > 1 ? dim / (32 * kVec<T>) : 0;
-    auto warpRows = [&](auto nv) {
-      constexpr int NV = decltype(nv)::value;
-      constexpr int kWarps = 8;
-      rmsNormForwardWarpKernel<T, kVec<T>, NV>
-          <<<unsigned((rows + kWarps - 1) / kWarps), 32 * kWarps, 0, stream>>>(
-              xt, gt, yt, rt, rows, float(eps));
-    };
-    if (v > 1 && dim % (32 * kVec<T>) == 0 && lanes == 8)
-      warpRows(std::integral_constant<int, 8>{});
-    else if (v > 1 && dim % (32 * kVec<T>) == 0 && lanes == 4)
-      warpRows(std::integral_constant<int, 4>{});
-    else if (v > 1 && dim % (32 * kVec<T>) == 0 && lanes == 2)
-      warpRows(std::integral_constant<int, 2>{});
-    else if (v > 1 && dim % (32 * kVec<T>) == 0 && lanes == 1)
-      warpRows(std::integral_constant<int, 1>{});
-    else if (v > 1)
+    if (v > 1)
       rmsNormForwardKernel<T, kVec<T>><<<unsigned(rows), threads, 0, stream>>>(
           xt, gt, yt, rt, dim, float(eps));
     else

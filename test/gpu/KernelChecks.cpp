@@ -252,12 +252,11 @@ void normalizationChecks(Context &ctx, DType dt, bool odd) {
         ctx.compare("y", y, tol(dt));
         ctx.compare("rstd", rstd, 1e-5);
       });
-    // Rows of 8 vectors a lane (2048 bf16, 1024 f32: the warp-a-row
-    // kernel's largest), 37 of them: the last block of 8 warps has 5.
+    // Aligned rows of 256 vectors (2048 bf16, 1024 f32), 37 of them.
     const int64_t wide = dt == DType::BF16 ? 2048 : 1024;
     if (!odd && ctx.begin("rms_norm_forward", dn,
                           dims({{"rows", 37}, {"d", wide}}, false) +
-                              " warp rows"))
+                              " aligned"))
       ctx.guarded([&] {
         Buffer x(dt, 37 * wide), g(dt, wide), y(dt, 37 * wide),
             rstd(F32, 37);
@@ -343,22 +342,22 @@ void normalizationChecks(Context &ctx, DType dt, bool odd) {
       });
     };
     rmsBackward(dim, shape);
-    // The warp-a-row kernel (aligned rows of 1 to 8 vectors a lane) in
-    // chunks of 16 tokens a sample: 17 tokens leave a chunk of one row; 40,
-    // one of 8; with and without gamma's gradient, accumulating or not.
+    // Aligned rows of 256, 64 and 32 vectors: 17 tokens leave the
+    // backward's last chunk of 8 rows with one; with and without gamma's
+    // gradient, accumulating or not.
     if (!odd) {
       const int64_t wide = dt == DType::BF16 ? 2048 : 1024;
       rmsBackward(wide,
                   dims({{"B", 3}, {"T", 17}, {"d", wide}}, false) +
-                      " acc warp rows",
+                      " acc aligned",
                   3, 17, true);
       rmsBackward(wide / 4,
                   dims({{"B", 2}, {"T", 40}, {"d", wide / 4}}, false) +
-                      " warp rows",
+                      " aligned",
                   2, 40, false);
       rmsBackward(wide / 8,
                   dims({{"B", 2}, {"T", 40}, {"d", wide / 8}}, false) +
-                      " acc frozen gamma warp rows",
+                      " acc frozen gamma",
                   2, 40, true, true);
     }
     if (!odd)
