@@ -53,11 +53,15 @@ inline size_t segmentScratchBytes(int64_t segments, int64_t segmentLength) {
 }
 
 /// Block (p, s): partials[s * parts + p] = sum of op(s, i) over i in chunk p
-/// of segment s.
+/// of segment s. With one part a segment (gridDim.x == 1) the block's sum is
+/// the segment's: it goes to out[s] (+)= directly, the bits
+/// segmentFinishKernel would store (its other lanes add +0), and no second
+/// launch is needed (81 of them a T = 1024 DP step, one a fused per-sample
+/// product).
 template <class Op>
 __global__ void __launch_bounds__(kSegmentThreads)
     segmentPartialKernel(int64_t length, int64_t chunk, Op op,
-                         float *partials) {
+                         float *partials, float *out, bool accumulate) {
   __shared__ float buffer[32];
   const int64_t s = blockIdx.y;
   const int64_t begin = int64_t(blockIdx.x) * chunk;
@@ -75,7 +79,11 @@ __global__ void __launch_bounds__(kSegmentThreads)
   for (; i < end; i += step)
     acc0 += op(s, i);
   float total = blockSum((acc0 + acc1) + (acc2 + acc3), buffer);
-  if (threadIdx.x == 0)
+  if (threadIdx.x != 0)
+    return;
+  if (gridDim.x == 1)
+    out[s] = accumulate ? out[s] + total : total;
+  else
     partials[s * gridDim.x + blockIdx.x] = total;
 }
 
@@ -118,8 +126,11 @@ void segmentedSum(Rank *rank, int64_t segments, int64_t length, const Op &op,
   int64_t chunk = (length + parts - 1) / parts;
   segmentPartialKernel<<<dim3(unsigned(parts), unsigned(segments)),
                          kSegmentThreads, 0, stream>>>(length, chunk, op,
-                                                       partials);
+                                                       partials, out,
+                                                       accumulate);
   checkLaunch(name);
+  if (parts == 1)
+    return;
   segmentFinishKernel<>
       <<<unsigned(segments), 32, 0, stream>>>(partials, parts, out, accumulate);
   checkLaunch(name);
