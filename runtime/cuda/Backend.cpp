@@ -448,8 +448,6 @@ void initRank(Rank *rank, int device) {
   st->graphs = envFlag("DPRT_CUDA_GRAPHS", true);
   st->gemmTuning = envFlag("DPRT_GEMM_TUNING", true);
   st->gemmTuningLog = envFlag("DPRT_GEMM_TUNING_LOG", false);
-  st->attentionTuning = envFlag("DPRT_ATTENTION_TUNING", true);
-  st->attentionTuningLog = envFlag("DPRT_ATTENTION_TUNING_LOG", false);
   rank->backend = reinterpret_cast<BackendState *>(st.release());
 }
 

@@ -10,14 +10,7 @@
 //             algorithm only with DPRT_CUDNN_DETERMINISTIC=1.
 // I/O bf16, intermediates and compute f32. Each graph is built with
 // heuristics mode A (falling back to the fallback list) on first use and
-// cached per rank, keyed by every shape parameter and the direction. With
-// DPRT_ATTENTION_TUNING (the default) every plan the heuristics offer with
-// a workspace of at most kTuningWorkspace is built, and the graph's first
-// run (un-captured, runCaptured's first) times them on the step's own
-// tensors (cuDNN frontend's autotune: a warm-up, then runs until one is
-// not 5 % faster than the best) and keeps the fastest, as Gemm.cpp does
-// for cuBLASLt. Every plan computes the same attention; their bits may
-// differ, so a run that must repeat its bits sets DPRT_ATTENTION_TUNING=0.
+// cached per rank, keyed by every shape parameter and the direction.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,9 +24,7 @@
 
 #include "CudnnLibrary.h"
 
-#include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -55,13 +46,7 @@ struct CudnnGraph {
   std::shared_ptr<fe::graph::Graph> graph;
   int64_t workspaceBytes = 0;
   std::string declined;
-  /// Built with every plan, to be timed on the first run.
-  bool untuned = false;
 };
-
-/// The largest workspace a plan may ask for to be timed: the scratch that
-/// timing leaves behind counts in the rank's peak memory.
-constexpr int64_t kTuningWorkspace = int64_t(64) << 20;
 
 using GraphKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool,
                             bool, bool, int>;
@@ -173,38 +158,16 @@ std::shared_ptr<fe::graph::Graph> makeGraph(const CudnnAttentionShape &s,
   return g;
 }
 
-/// Every plan of `g` whose workspace is at most kTuningWorkspace, for
-/// timing; false where none builds.
-bool buildAllPlans(cudnnHandle_t handle, fe::graph::Graph &g) {
-  const std::vector<fe::HeurMode_t> modes = {fe::HeurMode_t::A,
-                                             fe::HeurMode_t::FALLBACK};
-  return g.validate().is_good() && g.build_operation_graph(handle).is_good() &&
-         g.create_execution_plans(modes).is_good() &&
-         g.deselect_workspace_greater_than(kTuningWorkspace)
-             .check_support()
-             .is_good() &&
-         g.build_plans(fe::BuildPlanPolicy_t::ALL).is_good() &&
-         g.get_execution_plan_count() > 1;
-}
-
 /// Builds the graph of `s`: "" and the graph, or the frontend's message.
-/// `tune`: every plan (buildAllPlans), where more than one builds; else the
-/// heuristics' first.
 CudnnGraph buildGraph(cudnnHandle_t handle, const CudnnAttentionShape &s,
-                      bool deterministic, bool tune) {
+                      bool deterministic) {
   CudnnGraph built;
   try {
     std::shared_ptr<fe::graph::Graph> g = makeGraph(s, deterministic);
-    fe::error_t status;
-    if (tune && buildAllPlans(handle, *g)) {
-      built.untuned = true;
-      built.workspaceBytes = g->get_autotune_workspace_size();
-    } else {
-      g = makeGraph(s, deterministic);
-      status = g->build(handle, {fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK});
-      if (status.is_good())
-        status = g->get_workspace_size(built.workspaceBytes);
-    }
+    fe::error_t status =
+        g->build(handle, {fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK});
+    if (status.is_good())
+      status = g->get_workspace_size(built.workspaceBytes);
     if (!status.is_good()) {
       built.declined =
           "the cuDNN graph does not build: " + status.get_message();
@@ -276,8 +239,7 @@ const CudnnGraph &graphFor(Rank *rank, const CudnnAttentionShape &s) {
            "un-captured first run, so the step launched different work in "
            "its second run");
     setStream(rank, state, s);
-    built = buildGraph(state.handle, s, deterministic,
-                       deviceState(rank).attentionTuning && !deterministic);
+    built = buildGraph(state.handle, s, deterministic);
     // The frontend probes the device through this runtime; an error it
     // left behind (a declined shape) must not surface at the next
     // checkLaunch of another kernel. Every launch of ours is checked at
@@ -287,52 +249,13 @@ const CudnnGraph &graphFor(Rank *rank, const CudnnAttentionShape &s) {
   return state.graphs.emplace(key, std::move(built)).first->second;
 }
 
-/// Times the plans of `g` on this run's tensors and keeps the fastest
-/// (graphFor builds graphs outside capture, and this is their first run).
-void tune(Rank *rank, CudnnAttentionState &state, const CudnnAttentionShape &s,
-          CudnnGraph &g, std::unordered_map<int64_t, void *> &pack) {
-  const auto begin = std::chrono::steady_clock::now();
-  void *workspace = g.workspaceBytes > 0
-                        ? scratch(rank, kComputeStream, size_t(g.workspaceBytes))
-                        : nullptr;
-  const int64_t plans = g.graph->get_execution_plan_count();
-  fe::error_t status = g.graph->autotune(state.handle, pack, workspace);
-  if (!status.is_good())
-    fail(std::string(kernelName(s)) +
-         " (cudnn): timing its plans failed: " + status.get_message());
-  g.untuned = false;
-  if (!g.graph->get_workspace_size(g.workspaceBytes).is_good())
-    fail(std::string(kernelName(s)) +
-         " (cudnn): no workspace size for the plan its timing chose");
-  if (deviceState(rank).attentionTuningLog)
-    std::fprintf(
-        stderr, "dprt: %s B%lld T%lld H%lld/%lld hd%lld: timed %lld plans in %.2f s\n",
-        kernelName(s), (long long)s.batch, (long long)s.tokens,
-        (long long)s.heads, (long long)s.kvHeads, (long long)s.headDim,
-        (long long)plans,
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
-            .count());
-}
-
 void execute(Rank *rank, const CudnnAttentionShape &s,
              std::unordered_map<int64_t, void *> &pack) {
-  CudnnGraph &g = const_cast<CudnnGraph &>(graphFor(rank, s));
+  const CudnnGraph &g = graphFor(rank, s);
   if (!g.graph)
     fail(std::string(kernelName(s)) + " (cudnn): " + g.declined);
   CudnnAttentionState &state = stateOf(rank);
   setStream(rank, state, s);
-  if (g.untuned) {
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    checkCuda(cudaStreamIsCapturing(computeStream(rank), &capture),
-              "cudaStreamIsCapturing");
-    if (capture == cudaStreamCaptureStatusNone)
-      tune(rank, state, s, g, pack);
-    else
-      fail(std::string(kernelName(s)) +
-           " (cudnn): its graph's first run is captured into a CUDA graph, "
-           "where its plans cannot be timed; runCaptured runs it un-captured "
-           "first");
-  }
   void *workspace = g.workspaceBytes > 0 ? scratch(rank, kComputeStream,
                                                    size_t(g.workspaceBytes))
                                          : nullptr;

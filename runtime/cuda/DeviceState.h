@@ -119,12 +119,6 @@ struct DeviceState {
   /// prints each choice.
   bool gemmTuning = true;
   bool gemmTuningLog = false;
-  /// cuDNN attention: time the plans cuDNN's heuristics offer for a graph
-  /// on its first (un-captured) run and keep the fastest
-  /// (DPRT_ATTENTION_TUNING, default on; DPRT_ATTENTION_TUNING_LOG prints
-  /// the choice).
-  bool attentionTuning = true;
-  bool attentionTuningLog = false;
   /// The fused attention kernels' dynamic shared-memory limits are raised
   /// (once per device, on first use: outside graph capture).
   bool fusedAttentionReady = false;
