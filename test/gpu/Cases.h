@@ -80,6 +80,9 @@ void randomTokens(IntBuffer &t, int64_t n, int32_t vocab, std::mt19937_64 &rng);
 /// Clip factors with one masked sample (index 1), whose gradient rows are
 /// NaN: the kernels must skip it.
 void clipFactorsWithMaskedSample(Buffer &c, std::mt19937_64 &rng);
+/// RMSNorm and LayerNorm (NormalizationChecks.cpp), for each dtype and
+/// shape kind.
+void normalizationChecks(Context &ctx, DType dt, bool odd);
 /// rope and attention (AttentionChecks.cpp), for each dtype and shape kind.
 void attentionChecks(Context &ctx, DType dt, bool odd);
 void capturedStepCheck(Context &ctx);
