@@ -276,7 +276,10 @@ ClipPlanPass::chooseMaterialized(ArrayRef<LinearGradWeightOp> linears,
         cast<RankedTensorType>(grad.getX().getType()).getElementType();
     int64_t computeBytes = element.isF64() ? 8 : element.isF32() ? 4 : 2;
     int64_t accBytes = element.isF64() ? 8 : 4;
-    int64_t bytes = materializedBytes(shape, computeBytes);
+    // The bytes plan() will have the lowering allocate: for MXFP8 rows
+    // 1 + 1/32 an element, about half of bf16 rows' 2.
+    PerSampleRows rows = rowsFormatFor(shape, element, perSampleRows);
+    int64_t bytes = materializedBytes(shape, computeBytes, rows);
     StringAttr param = grad.getWeightAttr().getAttr();
     std::optional<NormMethod> method = forcedMethod(param.getValue());
     if (method == NormMethod::materialized) {
@@ -293,7 +296,9 @@ ClipPlanPass::chooseMaterialized(ArrayRef<LinearGradWeightOp> linears,
     double saved = linearParamSeconds(shape, usual, computeBytes, accBytes,
                                       rates, gramShare) -
                    linearParamSeconds(shape, NormMethod::materialized,
-                                      computeBytes, accBytes, rates);
+                                      computeBytes, accBytes, rates,
+                                      /*gramInputShare=*/1.0,
+                                      /*sumInUpdate=*/false, rows);
     if (saved > 0)
       candidates.push_back({param, saved, bytes});
   }
@@ -416,12 +421,20 @@ LogicalResult ClipPlanPass::plan(StepOp step, ClipAttr clip, Type computeType,
       // weight-gradient product.
       auto grad = cast<LinearGradWeightOp>(op);
       LinearNormShape shape = linearNormShape(grad.getX(), grad.getDy());
-      // In the compute type: bf16 slices are half the memory of f32 ones,
-      // and the norm is taken of the stored values the clipped sum adds.
+      // In the compute type (bf16 slices are half the memory of f32 ones)
+      // or, with per-sample-rows=mxfp8, as MXFP8 (about half of bf16
+      // again); either way the norm is taken of the stored values the
+      // clipped sum adds.
       Type compute =
           cast<RankedTensorType>(grad.getX().getType()).getElementType();
+      Type stored = compute;
+      if (rowsFormatFor(shape, compute, perSampleRows) ==
+          PerSampleRows::MXFP8) {
+        stored = Float8E4M3FNType::get(compute.getContext());
+        ++numMXFP8Rows;
+      }
       auto gradsType =
-          RankedTensorType::get({shape.batch, shape.out * shape.in}, compute);
+          RankedTensorType::get({shape.batch, shape.out * shape.in}, stored);
       Value perSampleGrads = LinearPerSampleGradOp::create(
           builder, loc, gradsType, grad.getX(), grad.getDy());
       Value norm = NormRowsOp::create(

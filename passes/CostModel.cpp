@@ -5,6 +5,7 @@
 #include "passes/Shapes.h"
 
 #include "dprt/fused_norms.h"
+#include "dprt/types.h"
 
 #include <cmath>
 
@@ -56,8 +57,28 @@ double dpc::materializedGradFlops(const LinearNormShape &s) {
   return double(s.batch) * (2.0 * double(s.tokens) * dp + 2.0 * dp);
 }
 
-int64_t dpc::materializedBytes(const LinearNormShape &s, int64_t computeBytes) {
-  return s.batch * s.in * s.out * computeBytes;
+PerSampleRows dpc::rowsFormatFor(const LinearNormShape &s, mlir::Type compute,
+                                 PerSampleRows asked) {
+  bool fits =
+      s.in % ::dprt::kMxBlock == 0 && (compute.isBF16() || compute.isF32());
+  return asked == PerSampleRows::MXFP8 && fits ? PerSampleRows::MXFP8
+                                               : PerSampleRows::Compute;
+}
+
+double dpc::rowElementBytes(PerSampleRows rows, int64_t computeBytes) {
+  if (rows == PerSampleRows::MXFP8)
+    return double(
+               ::dprt::storageBytes(::dprt::DType::MXFP8, ::dprt::kMxBlock)) /
+           double(::dprt::kMxBlock);
+  return double(computeBytes);
+}
+
+int64_t dpc::materializedBytes(const LinearNormShape &s, int64_t computeBytes,
+                               PerSampleRows rows) {
+  int64_t elements = s.batch * s.in * s.out;
+  if (rows == PerSampleRows::MXFP8)
+    return ::dprt::storageBytes(::dprt::DType::MXFP8, elements);
+  return elements * computeBytes;
 }
 
 DeviceRates dpc::deviceRates(Backend backend) {
@@ -74,7 +95,7 @@ DeviceRates dpc::deviceRates(Backend backend) {
 double dpc::linearParamSeconds(const LinearNormShape &s, dp::NormMethod method,
                                int64_t computeBytes, int64_t accBytes,
                                const DeviceRates &rates, double gramInputShare,
-                               bool sumInUpdate) {
+                               bool sumInUpdate, PerSampleRows rows) {
   double b = double(s.batch), t = double(s.tokens);
   double dp = double(s.in) * double(s.out);
   double acc = double(accBytes);
@@ -84,12 +105,13 @@ double dpc::linearParamSeconds(const LinearNormShape &s, dp::NormMethod method,
   const bool fusable = rates.fusedNorms && computeBytes == 2;
   if (method == dp::NormMethod::materialized) {
     flops = materializedNormFlops(s) + materializedGradFlops(s);
-    // The slices (compute type) written once and read by the clipped sum,
-    // and by the norm unless it is summed in the product's epilogue; the
-    // gradient (acc) read and written, unless the update forms the sum.
+    // The slices (compute type or MXFP8) written once and read by the
+    // clipped sum, and by the norm unless it is summed in the product's
+    // epilogue; the gradient (acc) read and written, unless the update forms
+    // the sum.
     bool fused =
         fusable && ::dprt::perSampleGradFusedByDefault(s.tokens, s.out);
-    bytes = (fused ? 2.0 : 3.0) * b * dp * double(computeBytes) +
+    bytes = (fused ? 2.0 : 3.0) * b * dp * rowElementBytes(rows, computeBytes) +
             (sumInUpdate ? 0.0 : 2.0 * dp * acc);
   } else {
     flops = linearWeightGradFlops(s);

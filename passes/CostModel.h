@@ -51,8 +51,21 @@ double linearWeightGradFlops(const LinearNormShape &s);
 /// sum_b c_b g_b formed from the B slices (2 B d p).
 double materializedNormFlops(const LinearNormShape &s);
 double materializedGradFlops(const LinearNormShape &s);
-/// Bytes of the B per-sample gradients, stored in the compute type.
-int64_t materializedBytes(const LinearNormShape &s, int64_t computeBytes);
+/// The format of a materialized weight's per-sample gradients when
+/// `asked` (dp-clip-plan's per-sample-rows) for a `compute`-type model:
+/// MXFP8 where asked, the input width is a multiple of the 32 elements of a
+/// scale block and the model is bf16 or f32 (dp.linear_per_sample_grad's
+/// verifier holds the same), else the compute type.
+PerSampleRows rowsFormatFor(const LinearNormShape &s, mlir::Type compute,
+                            PerSampleRows asked);
+/// Bytes an element of the per-sample gradients takes, on average:
+/// `computeBytes`, or for MXFP8 its e4m3 byte and 1/32 of a scale byte.
+double rowElementBytes(PerSampleRows rows, int64_t computeBytes);
+/// Bytes of the B per-sample gradients, stored in the compute type or as
+/// MXFP8 (dprt::storageBytes: B d p + B d p / 32): what the lowering
+/// allocates for them.
+int64_t materializedBytes(const LinearNormShape &s, int64_t computeBytes,
+                          PerSampleRows rows = PerSampleRows::Compute);
 
 /// Sustained matrix-product rate and memory bandwidth of one rank's device:
 /// the time model that ranks norm methods. Not a benchmark: an H100-class
@@ -79,14 +92,18 @@ DeviceRates deviceRates(Backend backend);
 /// (A A^T read by the epilogue), direct 2 B d p acc (each sample's gradient
 /// written and read back; nothing where fused), the book-keeping weight
 /// gradient 2 B T p c (diag(c) G written and read), materialized
-/// 3 B d p c + 2 d p acc (the slices written, read by the norm and by the
-/// weighted sum, the gradient read and written; 2 B d p c for the slices
+/// 3 B d p r + 2 d p acc (the slices written, read by the norm and by the
+/// weighted sum, the gradient read and written; 2 B d p r for the slices
 /// where the norm is fused; no gradient with `sumInUpdate`, where the
-/// optimizer update reads the slices instead: dpc --sum-in-update).
+/// optimizer update reads the slices instead: dpc --sum-in-update), with r
+/// the bytes of a slice element in the `rows` format (rowElementBytes: c,
+/// or 1 + 1/32 for MXFP8; whether the norm is fused follows the bf16 rule
+/// of dprt/fused_norms.h either way).
 double linearParamSeconds(const LinearNormShape &s, dp::NormMethod method,
                           int64_t computeBytes, int64_t accBytes,
                           const DeviceRates &rates, double gramInputShare = 1.0,
-                          bool sumInUpdate = false);
+                          bool sumInUpdate = false,
+                          PerSampleRows rows = PerSampleRows::Compute);
 
 /// Bias: per sample, T p additions and p squares: B (T p + 2 p).
 double biasNormFlops(int64_t batch, int64_t tokens, int64_t out);

@@ -68,6 +68,21 @@ inline OptionValues<ReportFormat, 2> reportFormatValues() {
   return {kReportFormats};
 }
 
+/// How the materialized norm method stores its per-sample weight gradients
+/// (dp-clip-plan, dpc --per-sample-rows).
+enum class PerSampleRows { Compute, MXFP8 };
+
+inline constexpr OptionValue<PerSampleRows> kPerSampleRows[] = {
+    {PerSampleRows::Compute, "compute",
+     "in the compute type (bf16 for bf16 models)"},
+    {PerSampleRows::MXFP8, "mxfp8",
+     "OCP MXFP8: e4m3 elements, one power-of-two scale per 32 (about 0.52x "
+     "the bytes of bf16 rows)"},
+};
+inline OptionValues<PerSampleRows, 2> perSampleRowsValues() {
+  return {kPerSampleRows};
+}
+
 /// The most ranks a program runs on: dp_describe records the number as an
 /// int32_t.
 inline constexpr int64_t kMaxRanks = std::numeric_limits<int32_t>::max();

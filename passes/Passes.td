@@ -191,6 +191,19 @@ def ClipPlan : Pass<"dp-clip-plan", "mlir::ModuleOp"> {
     greedily by predicted time saved per byte (the `backend`'s time model)
     within `materialize-bytes`.
 
+    `per-sample-rows` chooses how those per-sample gradients are stored:
+    `compute` (the default) in the compute type; `mxfp8` as OCP MXFP8
+    (`f8E4M3FN` rows: e4m3 elements with one power-of-two scale per 32,
+    stored after them; dprt/types.h) for every materialized weight whose
+    input width is a multiple of 32 in a bf16 or f32 model (others keep
+    compute-type rows). MXFP8 rows take 1 + 1/32 bytes an element, about
+    0.52x the bytes of bf16 rows: `materialize-bytes` counts them so, and
+    the time model charges their traffic so. Each element is rounded to 3
+    mantissa bits (a relative error of at most 2^-4, but for elements 2^13
+    below the largest of their block) before the clipped sum; the norms,
+    and so the clip bound, are those of the stored values, so the privacy
+    guarantee is unchanged.
+
     Flat and automatic clipping (book-keeping): all norms are summed,
     `dp.clip_factor` computes one factor per sample, and every weight
     gradient op is moved after it and scaled by it, so each clipped weight
@@ -214,10 +227,19 @@ def ClipPlan : Pass<"dp-clip-plan", "mlir::ModuleOp"> {
     ListOption<"normMethods", "norm-methods", "std::string",
                "PARAM=METHOD (or *=METHOD for every linear weight): force "
                "gram, direct or materialized">,
+    Option<"perSampleRows", "per-sample-rows", "::dpc::PerSampleRows",
+           /*default=*/"::dpc::PerSampleRows::Compute",
+           "How materialized per-sample weight gradients are stored: compute "
+           "(the compute type) or mxfp8 (e4m3 and a scale per 32 elements, "
+           "about 0.52x the bytes of bf16; for weights whose input width is "
+           "a multiple of 32, in bf16 and f32 models)",
+           "::dpc::perSampleRowsValues()">,
   ];
   let statistics = [
     Statistic<"numMaterialized", "materialized-norms",
               "Parameters with materialized per-sample gradients">,
+    Statistic<"numMXFP8Rows", "mxfp8-rows",
+              "Materialized parameters whose per-sample gradients are MXFP8">,
     Statistic<"numRank1", "rank1-norms", "Parameters with rank-1 norms">,
     Statistic<"numGram", "gram-norms", "Parameters with Gram norms">,
     Statistic<"numDirect", "direct-norms", "Parameters with direct norms">,

@@ -36,6 +36,7 @@ void dpc::buildCompilePipeline(OpPassManager &pm,
   clip.backend = options.backend;
   clip.normMethods.assign(options.normMethods.begin(),
                           options.normMethods.end());
+  clip.perSampleRows = options.perSampleRows;
   pm.addPass(createClipPlan(clip));
   pm.addPass(createFuseNorms());
   ShardOptions shard;
@@ -74,6 +75,7 @@ FailureOr<Trial> compileCopy(ModuleOp module, const CompileOptions &options,
   trial.shareGram = options.shareGram;
   trial.rematerialize = options.rematerialize;
   trial.castUnits = options.castUnits;
+  trial.perSampleRows = options.perSampleRows;
   trial.recompute = blocks;
   dpc::buildCompilePipeline(pm, trial);
   if (failed(pm.run(*copy)))

@@ -82,6 +82,11 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
       *this, "norm-methods",
       llvm::cl::desc("PARAM=METHOD or *=METHOD: force gram, direct or "
                      "materialized for linear weights")};
+  Option<PerSampleRows> perSampleRows{
+      *this, "per-sample-rows",
+      llvm::cl::desc("How materialized per-sample weight gradients are "
+                     "stored: compute or mxfp8 (dp-clip-plan)"),
+      llvm::cl::init(PerSampleRows::Compute), perSampleRowsValues()};
 };
 
 /// dp-specialize ... dprt-plan-memory: a model and recipe to a planned dprt

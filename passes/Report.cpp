@@ -3,6 +3,7 @@
 #include "passes/Passes.h"
 
 #include "DP/DPModel.h"
+#include "DP/DPSizes.h"
 #include "passes/CompiledRecipe.h"
 #include "passes/CostModel.h"
 #include "passes/Pipeline.h"
@@ -33,6 +34,9 @@ namespace {
 
 struct ParamRow {
   std::string name, shape, method;
+  /// How a materialized weight's per-sample gradients are stored: the
+  /// compute type's name or "mxfp8"; empty for the other methods.
+  std::string rows;
   double normFlops = 0, gradFlops = 0;
   /// Predicted seconds of its norm and clipped weight gradient
   /// (linearParamSeconds for linear weights, FLOPs at the device's rate
@@ -157,12 +161,12 @@ void ReportPass::runOnOperation() {
   // A linear weight's norm and clipped weight gradient by its method (a
   // layer sharing another's A A^T pays no A side).
   auto timeLinear = [&](ParamRow &row, const LinearNormShape &s,
-                        NormMethod method, Value x,
-                        double gramInputShare = 1.0) {
+                        NormMethod method, Value x, double gramInputShare = 1.0,
+                        PerSampleRows perSampleRows = PerSampleRows::Compute) {
     Type element = tensorOf(x).getElementType();
-    row.seconds +=
-        linearParamSeconds(s, method, bytesOf(element), bytesOf(accType), rates,
-                           gramInputShare, sumsInUpdate.contains(row.name));
+    row.seconds += linearParamSeconds(
+        s, method, bytesOf(element), bytesOf(accType), rates, gramInputShare,
+        sumsInUpdate.contains(row.name), perSampleRows);
     row.timed = true;
   };
   for (Operation &op : step.getBodyBlock()) {
@@ -264,7 +268,11 @@ void ReportPass::runOnOperation() {
           if (auto grad = n.getGrads().getDefiningOp<LinearPerSampleGradOp>()) {
             LinearNormShape s = linearNormShape(grad.getX(), grad.getDy());
             addMethod(row, "materialized");
-            timeLinear(row, s, NormMethod::materialized, grad.getX());
+            Type stored = tensorOf(grad.getGrads()).getElementType();
+            bool mxfp8 = isMXFP8Rows(stored);
+            row.rows = mxfp8 ? "mxfp8" : llvm::formatv("{0}", stored).str();
+            timeLinear(row, s, NormMethod::materialized, grad.getX(), 1.0,
+                       mxfp8 ? PerSampleRows::MXFP8 : PerSampleRows::Compute);
             row.normFlops += materializedNormFlops(s);
             return;
           }
@@ -429,15 +437,19 @@ void ReportPass::runOnOperation() {
     llvm::json::Array params;
     for (const std::string &name : order) {
       const ParamRow &row = rows[name];
-      params.push_back(
-          llvm::json::Object{{"name", row.name},
-                             {"shape", row.shape},
-                             {"norm_method", row.method},
-                             {"norm_flops", row.normFlops},
-                             {"weight_grad_flops", row.gradFlops},
-                             {"sum_in_update", sumsInUpdate.contains(row.name)},
-                             {"gradient_written", written.contains(row.name)},
-                             {"predicted_seconds", row.seconds}});
+      llvm::json::Object param{
+          {"name", row.name},
+          {"shape", row.shape},
+          {"norm_method", row.method},
+          {"norm_flops", row.normFlops},
+          {"weight_grad_flops", row.gradFlops},
+          {"sum_in_update", sumsInUpdate.contains(row.name)},
+          {"gradient_written", written.contains(row.name)},
+          {"predicted_seconds", row.seconds}};
+      // Materialized weights only: "mxfp8" or the compute type.
+      if (!row.rows.empty())
+        param["rows"] = row.rows;
+      params.push_back(std::move(param));
     }
     llvm::json::Object memory{{"arena_bytes", arena}, {"peak_bytes", peak}};
     for (auto &[kind, bytes] : globals) {
@@ -532,11 +544,16 @@ void ReportPass::runOnOperation() {
      << frozenElems << " frozen ("
      << mib(double(frozenElems) * double(bytesOf(compute))) << " MiB) in "
      << compute << "\n\n";
+  // MXFP8 rows are named beside the method; compute-type rows, the
+  // default, are not.
+  auto methodText = [](const ParamRow &row) {
+    return row.rows == "mxfp8" ? row.method + " (mxfp8 rows)" : row.method;
+  };
   size_t nameWidth = 9, shapeWidth = 5, methodWidth = 11;
   for (const std::string &name : order) {
     nameWidth = std::max(nameWidth, rows[name].name.size());
     shapeWidth = std::max(shapeWidth, rows[name].shape.size());
-    methodWidth = std::max(methodWidth, rows[name].method.size());
+    methodWidth = std::max(methodWidth, methodText(rows[name]).size());
   }
   auto pad = [&](StringRef text, size_t width) {
     os << text;
@@ -551,7 +568,7 @@ void ReportPass::runOnOperation() {
     const ParamRow &row = rows[name];
     pad(row.name, nameWidth);
     pad(row.shape, shapeWidth);
-    pad(row.method, methodWidth);
+    pad(methodText(row), methodWidth);
     os << llvm::format("%10.3f  %17.3f  %12.3f\n", row.normFlops / 1e9,
                        row.gradFlops / 1e9, row.seconds * 1e6);
   }

@@ -2,6 +2,8 @@
 
 #include "DP/DPSizes.h"
 
+#include "dprt/types.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/raw_ostream.h"
@@ -26,13 +28,22 @@ int64_t dpc::dp::getElementBytes(Type type) {
   return (type.getIntOrFloatBitWidth() + 7) / 8;
 }
 
+bool dpc::dp::isMXFP8Rows(Type type) { return isa<Float8E4M3FNType>(type); }
+
 std::optional<int64_t> dpc::dp::getNumBytes(ShapedType type,
                                             int64_t dynamicSize) {
   std::optional<int64_t> elements =
       getNumElements(type.getShape(), dynamicSize);
   if (!elements)
     return std::nullopt;
-  return llvm::checkedMul(*elements, getElementBytes(type.getElementType()));
+  Type element = type.getElementType();
+  if (isMXFP8Rows(element)) {
+    // The elements' bytes and their scales', fewer than the elements again.
+    if (!llvm::checkedMul<int64_t>(*elements, 2))
+      return std::nullopt;
+    return ::dprt::storageBytes(::dprt::DType::MXFP8, *elements);
+  }
+  return llvm::checkedMul(*elements, getElementBytes(element));
 }
 
 std::string dpc::dp::formatBytes(int64_t bytes) {

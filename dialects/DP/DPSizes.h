@@ -31,11 +31,18 @@ constexpr int64_t kMaxExactCount = int64_t(1) << 53;
 std::optional<int64_t> getNumElements(llvm::ArrayRef<int64_t> shape,
                                       int64_t dynamicSize = 1);
 
-/// Bytes of one element of `type` (an int or float type).
+/// Bytes of one element of `type` (an int or float type; for f8E4M3FN the
+/// e4m3 byte alone, without its share of a scale).
 int64_t getElementBytes(mlir::Type type);
 
-/// Bytes of a tensor of `type` with dynamic dimensions of `dynamicSize`;
-/// nullopt when the count overflows int64.
+/// Whether tensors of element type `type` are MXFP8 per-sample gradient rows
+/// (dp.linear_per_sample_grad): f8E4M3FN, whose buffer holds the e4m3
+/// elements followed by one e8m0 scale byte per 32 of them
+/// (dprt::DType::MXFP8, runtime/include/dprt/types.h).
+bool isMXFP8Rows(mlir::Type type);
+
+/// Bytes of a tensor of `type` with dynamic dimensions of `dynamicSize`,
+/// MXFP8 scales included; nullopt when the count overflows int64.
 std::optional<int64_t> getNumBytes(mlir::ShapedType type,
                                    int64_t dynamicSize = 1);
 

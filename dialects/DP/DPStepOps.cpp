@@ -3,6 +3,8 @@
 #include "DP/DPOps.h"
 #include "DP/DPSizes.h"
 
+#include "dprt/types.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/CheckedArithmetic.h"
 
@@ -191,13 +193,29 @@ LogicalResult LinearPerSampleGradOp::verify() {
            << batch << ", " << dy.getShape().back() << " * "
            << x.getShape().back() << "], one weight gradient per sample; got "
            << getGrads().getType();
-  // Stored in the compute type: the norm and the clipped sum read the same
-  // rounded values.
-  if (grads.getElementType() != x.getElementType() ||
-      dy.getElementType() != x.getElementType())
+  // Stored in the compute type or as MXFP8: the norm and the clipped sum
+  // read the same rounded values.
+  Type compute = x.getElementType();
+  if (dy.getElementType() != compute || (grads.getElementType() != compute &&
+                                         !isMXFP8Rows(grads.getElementType())))
     return emitOpError("result must be in the operands' type ")
-           << x.getElementType() << "; got " << dy.getElementType() << " and "
-           << grads.getElementType();
+           << compute << " or f8E4M3FN (MXFP8); got " << dy.getElementType()
+           << " and " << grads.getElementType();
+  if (isMXFP8Rows(grads.getElementType())) {
+    // A scale covers 32 consecutive elements of a row: within one row of
+    // the weight only when d is a multiple of 32.
+    if (x.getShape().back() % ::dprt::kMxBlock != 0)
+      return emitOpError("MXFP8 (f8E4M3FN) rows need an input width that is "
+                         "a multiple of ")
+             << ::dprt::kMxBlock << " (one scale per " << ::dprt::kMxBlock
+             << " elements of a weight row); got " << x.getShape().back();
+    // The runtime sums their norms and clip-weighted rows in f32, the
+    // accumulation type of bf16 and f32 models only.
+    if (!compute.isBF16() && !compute.isF32())
+      return emitOpError("MXFP8 (f8E4M3FN) rows need a bf16 or f32 model, "
+                         "whose accumulation type is f32; got ")
+             << compute;
+  }
   return success();
 }
 

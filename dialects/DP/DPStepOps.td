@@ -311,7 +311,8 @@ def DP_VectorGradOp : DP_WeightGradOp<"vector_grad"> {
   let summary = "adds sum_b c_b g_b of materialized per-sample gradients";
   let description = [{
     For normalization scales and biases, whose per-sample gradients are
-    small (one vector per sample) and materialized by the backward op.
+    small (one vector per sample) and materialized by the backward op, and
+    for the rows of `dp.linear_per_sample_grad` (compute type or MXFP8).
   }];
   let arguments = (ins FlatSymbolRefAttr:$param, DP_Activation:$grads,
                        Optional<DP_PerSample>:$scale);
@@ -447,6 +448,21 @@ def DP_LinearPerSampleGradOp : DP_Op<"linear_per_sample_grad", [Pure]> {
     sum_b c_b g_b of the same values, so the clip bound holds for what is
     summed, and the weight-gradient product is computed once, as B products
     with K = T.
+
+    With the `f8E4M3FN` element type (dp-clip-plan's `per-sample-rows=mxfp8`)
+    the rows are OCP MXFP8 instead: each run of 32 consecutive elements of a
+    row shares one power-of-two (e8m0) scale, and the buffer holds the B p d
+    e4m3 elements followed by their B p d / 32 scale bytes
+    (`dprt::DType::MXFP8`, runtime/include/dprt/types.h), about half the
+    memory of bf16 rows. d must be a multiple of 32, so that no block spans
+    two rows of the weight, and the model bf16 or f32 (the norms and clipped
+    sums of MXFP8 rows are f32). The norm and the clipped sum read the same
+    stored (rounded) values, so the clip bound still holds for what is summed.
+
+    ```mlir
+    %g = dp.linear_per_sample_grad %x, %dy : tensor<8x128x64xbf16>,
+        tensor<8x128x256xbf16> -> tensor<8x16384xf8E4M3FN>
+    ```
   }];
   let arguments = (ins DP_Activation:$x, DP_Activation:$dy);
   let results = (outs DP_Activation:$grads);
@@ -461,8 +477,8 @@ def DP_NormRowsOp : DP_NormOp<"norm_rows"> {
     forms `grads` also adds their norms, in the same pass: this op then only
     names the result.
   }];
-  // Acc rows (normalization gradients) or compute-type rows (materialized
-  // weight gradients).
+  // Acc rows (normalization gradients), or compute-type or MXFP8
+  // (f8E4M3FN) rows (materialized weight gradients).
   let arguments = (ins DP_Activation:$grads, SymbolRefArrayAttr:$params,
                        UnitAttr:$fused);
   let assemblyFormat = "$grads $params attr-dict `:` type($grads) `->` type($norms)";

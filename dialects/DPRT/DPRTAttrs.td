@@ -49,7 +49,8 @@ class DPRT_RuntimeEnumAttr<DPRT_RuntimeEnum enum, string mnemonic>
 def DPRT_DType : DPRT_RuntimeEnum<"DType", "element type of a buffer", [
     I32EnumAttrCase<"F64", 0>,
     I32EnumAttrCase<"F32", 1>,
-    I32EnumAttrCase<"BF16", 2>]>;
+    I32EnumAttrCase<"BF16", 2>,
+    I32EnumAttrCase<"MXFP8", 3>]>;
 def DPRT_DTypeAttr : DPRT_RuntimeEnumAttr<DPRT_DType, "dtype">;
 
 def DPRT_Activation : DPRT_RuntimeEnum<"Activation", "elementwise activation", [

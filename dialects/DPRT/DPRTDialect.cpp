@@ -43,7 +43,8 @@ using namespace dpc::rt;
                 "dprt::" #Enum " has cases the runtime does not");
 DPRT_SAME_ENUMERATOR(DType, F64)
 DPRT_SAME_ENUMERATOR(DType, F32)
-DPRT_LAST_ENUMERATOR(DType, BF16)
+DPRT_SAME_ENUMERATOR(DType, BF16)
+DPRT_LAST_ENUMERATOR(DType, MXFP8)
 DPRT_SAME_ENUMERATOR(Activation, Relu)
 DPRT_SAME_ENUMERATOR(Activation, Silu)
 DPRT_SAME_ENUMERATOR(Activation, GeluErf)

@@ -13,6 +13,7 @@
 #include "passes/Passes.h"
 
 #include "DP/DPModel.h"
+#include "DP/DPSizes.h"
 #include "passes/CompiledRecipe.h"
 #include "passes/LowerToRuntime/Lowerings.h"
 #include "passes/Shapes.h"
@@ -249,14 +250,12 @@ void ProgramLowering::declareGlobals() {
   }
 }
 
-/// Bytes of a tensor of `type`, or nullopt when they do not fit in int64_t.
+/// Bytes of a tensor of `type` (MXFP8 rows with their scales), or nullopt
+/// when they do not fit in int64_t.
 std::optional<int64_t> bytesOf(RankedTensorType type) {
-  std::optional<int64_t> bytes =
-      (type.getElementType().getIntOrFloatBitWidth() + 7) / 8;
-  for (int64_t dim : type.getShape())
-    bytes = bytes && dim >= 0 ? llvm::checkedMul<int64_t>(*bytes, dim)
-                              : std::nullopt;
-  return bytes;
+  if (llvm::any_of(type.getShape(), [](int64_t dim) { return dim < 0; }))
+    return std::nullopt;
+  return getNumBytes(type);
 }
 
 /// Every tensor the program holds in a buffer has a byte size that fits in

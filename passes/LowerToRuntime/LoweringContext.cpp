@@ -3,6 +3,7 @@
 #include "passes/LowerToRuntime/LoweringContext.h"
 
 #include "DP/DPModel.h"
+#include "DP/DPSizes.h"
 #include "passes/LowerToRuntime/Lowerings.h"
 #include "passes/Shapes.h"
 #include "passes/Units.h"
@@ -27,6 +28,8 @@ rt::DType dpc::lowering::toRuntime(::dprt::DType type) {
     return ::dprt::DType::F64;
   if (type.isBF16())
     return ::dprt::DType::BF16;
+  if (isMXFP8Rows(type))
+    return ::dprt::DType::MXFP8;
   return ::dprt::DType::F32;
 }
 
@@ -88,9 +91,7 @@ LoweringContext::LoweringContext(const CompiledRecipe &compiled,
 
 std::string LoweringContext::addGlobal(StringRef name, ::dprt::DType type,
                                        ArrayRef<int64_t> count) {
-  SmallVector<int64_t> factors(count);
-  factors.push_back(::dprt::sizeOf(type));
-  return addGlobalBytes(name, checkedBytes(name, factors));
+  return addGlobalBytes(name, storageBytes(name, type, count));
 }
 
 std::string LoweringContext::addGlobalBytes(StringRef name, int64_t bytes) {
@@ -151,6 +152,19 @@ int64_t LoweringContext::checkedBytes(StringRef buffer,
   return 0;
 }
 
+int64_t LoweringContext::storageBytes(StringRef buffer, ::dprt::DType type,
+                                      ArrayRef<int64_t> count) {
+  SmallVector<int64_t> factors(count);
+  if (type != ::dprt::DType::MXFP8) {
+    factors.push_back(::dprt::sizeOf(type));
+    return checkedBytes(buffer, factors);
+  }
+  // An e4m3 byte an element and a scale byte per 32 of them after the
+  // elements: checked against two bytes an element, which bound both.
+  factors.push_back(2);
+  return ::dprt::storageBytes(type, checkedBytes(buffer, factors) / 2);
+}
+
 Value LoweringContext::allocBytes(StringRef name, int64_t bytes) {
   return rt::AllocOp::create(builder, loc, rt::BufferType::get(context),
                              builder.getI64IntegerAttr(bytes), IntegerAttr(),
@@ -162,9 +176,7 @@ Value LoweringContext::allocBytes(StringRef name, int64_t bytes) {
 
 Value LoweringContext::alloc(StringRef name, ::dprt::DType type,
                              ArrayRef<int64_t> count) {
-  SmallVector<int64_t> factors(count);
-  factors.push_back(::dprt::sizeOf(type));
-  return allocBytes(name, checkedBytes(name, factors));
+  return allocBytes(name, storageBytes(name, type, count));
 }
 
 Value LoweringContext::allocWorkspace(StringRef name, ArrayRef<int64_t> bound,

@@ -31,8 +31,9 @@ namespace dpc::lowering {
 /// static assertions in DPRTDialect.cpp).
 rt::DType toRuntime(::dprt::DType type);
 
-/// The runtime element type of an element type (f64, bf16, else f32), or of
-/// a tensor's elements.
+/// The runtime element type of an element type (f64, bf16, f8E4M3FN: the
+/// MXFP8 rows of dp.linear_per_sample_grad, else f32), or of a tensor's
+/// elements.
 ::dprt::DType toDType(mlir::Type type);
 
 /// The arguments of one dprt.call, in the order of the runtime function's
@@ -200,7 +201,12 @@ public:
   /// The product of `factors`, or 0 after reporting that `buffer` does not
   /// fit.
   int64_t checkedBytes(llvm::StringRef buffer, llvm::ArrayRef<int64_t> factors);
-  /// A temporary of `count` elements of `type`.
+  /// Bytes of `count` (the product) elements of `type`, MXFP8 scales
+  /// included (dprt::storageBytes), or 0 after reporting that `buffer` does
+  /// not fit.
+  int64_t storageBytes(llvm::StringRef buffer, ::dprt::DType type,
+                       llvm::ArrayRef<int64_t> count);
+  /// A temporary of `count` elements of `type` (storageBytes).
   mlir::Value alloc(llvm::StringRef name, ::dprt::DType type,
                     llvm::ArrayRef<int64_t> count);
   /// A temporary the runtime computes the size of (a kernel's workspace):

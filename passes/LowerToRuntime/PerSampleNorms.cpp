@@ -247,9 +247,15 @@ LogicalResult lowerRows(NormRowsOp n, LoweringContext &context) {
     return success();
   }
   Value n2 = context.normTarget(n);
-  // Acc rows, or compute-type rows of materialized weight gradients.
+  // Acc rows, or compute-type or MXFP8 rows of materialized weight
+  // gradients.
   ::dprt::DType rows = toDType(n.getGrads().getType());
   if (int64_t k = unitRecords(context); k > 1) {
+    // A user's norm sums its records' rows first: bias_norm reads no MXFP8
+    // (and dp-clip-plan materializes nothing under user-level DP).
+    if (rows == ::dprt::DType::MXFP8)
+      return n.emitOpError("reads MXFP8 per-record rows, which user-level "
+                           "DP cannot sum into a user's gradient");
     callBiasNorm(context, rows, context.buf(n.getGrads()), n2,
                  unitCount(context), k, lastDim(n.getGrads()));
     return success();
@@ -265,18 +271,21 @@ LogicalResult lowerRows(NormRowsOp n, LoweringContext &context) {
 }
 
 /// The materialized method: each sample's weight gradient dy_b^T x_b in a
-/// [batch, out * in] buffer of the compute type (read later by the clipped
-/// sum, rows_weighted_sum); with its dp.norm_rows fused, the same kernel
-/// adds the norms.
+/// [batch, out * in] buffer of the compute type or of MXFP8 (its batch *
+/// out * in e4m3 bytes, then their scales: dprt::storageBytes), read later
+/// by the clipped sum (rows_weighted_sum or the update); with its
+/// dp.norm_rows fused, the same kernel adds the norms.
 LogicalResult lowerLinearPerSampleGrad(LinearPerSampleGradOp g,
                                        LoweringContext &context) {
   int64_t in = lastDim(g.getX()), out = lastDim(g.getDy());
+  ::dprt::DType rows = toDType(g.getGrads().getType());
   Value grads =
-      context.alloc("per_sample_grads", context.dt, {context.batch, out, in});
+      context.alloc("per_sample_grads", rows, {context.batch, out, in});
   context.setBuffer(g.getGrads(), grads);
   Value n2 = context.fusedNormTarget({g.getGrads()});
   CallArgs a = context.args();
   a.dtype(context.dt)
+      .dtype(rows)
       .buffer(context.buf(g.getX()))
       .buffer(context.buf(g.getDy()))
       .buffer(grads)

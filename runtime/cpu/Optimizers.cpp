@@ -120,10 +120,8 @@ void updateFromRows(Rank *rank, DType rows, const void *g, const void *c,
                     int64_t batch, int64_t n, int64_t noiseIndex,
                     const MakeOpt &makeOpt) {
   StepState &st = mutableStepState(rank);
-  dispatch(rows, [&](auto tag) {
-    using T = decltype(tag);
-    using A = AccOf<T>;
-    auto *gt = static_cast<const T *>(g);
+  dispatchRows(rows, g, batch * n, [&](const auto &gt, auto accTag) {
+    using A = decltype(accTag);
     auto *ca = static_cast<const A *>(c);
     double *sum = scratch<double>(0, kRowsBlock);
     A *grad = scratch<A>(1, kRowsBlock);

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Element.h"
+#include "WeightedRows.h"
 
 #include "dprt/kernels.h"
 
@@ -264,37 +265,58 @@ void norm_tied_direct(Rank *, DType dt, const int32_t *tok, const void *dyEmb,
 
 void norm_rows(Rank *, DType rows, const void *g, void *n2, int64_t batch,
                int64_t dim) {
-  dispatch(rows, [&](auto tag) {
-    using T = decltype(tag);
-    using A = AccOf<T>;
-    auto *gt = static_cast<const T *>(g);
+  dispatchRows(rows, g, batch * dim, [&](const auto &gt, auto accTag) {
+    using A = decltype(accTag);
     auto *n = static_cast<A *>(n2);
-    for (int64_t b = 0; b < batch; ++b)
-      n[b] = A(double(n[b]) + sumSquares(gt + b * dim, dim));
+    for (int64_t b = 0; b < batch; ++b) {
+      double squares = 0;
+      for (int64_t j = 0; j < dim; ++j) {
+        const double v = load(gt, b * dim + j);
+        squares += v * v;
+      }
+      n[b] = A(double(n[b]) + squares);
+    }
   });
 }
 
-void linear_per_sample_grad(Rank *, DType dt, const void *x, const void *dy,
-                            void *g, void *n2, int64_t batch, int64_t tokens,
-                            int64_t in, int64_t out) {
+void linear_per_sample_grad(Rank *, DType dt, DType rows, const void *x,
+                            const void *dy, void *g, void *n2, int64_t batch,
+                            int64_t tokens, int64_t in, int64_t out) {
+  if (rows != dt && !(rows == DType::MXFP8 && dt != DType::F64 &&
+                      in % kMxBlock == 0))
+    throw std::invalid_argument(
+        "linear_per_sample_grad: rows are of the compute type, or MXFP8 for "
+        "f32 or bf16 operands with in a multiple of 32");
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
     using A = AccOf<T>;
     auto *xc = asCompute(static_cast<const T *>(x), batch * tokens * in, 0);
     auto *dyc = asCompute(static_cast<const T *>(dy), batch * tokens * out, 1);
-    auto *gt = static_cast<T *>(g);
     auto *n = static_cast<A *>(n2);
     // g_b = dy_b^T x_b [out, in], one GEMM per sample (K = tokens), rounded
-    // once to the compute type; its squared Frobenius norm is that of the
+    // once to the rows' type; its squared Frobenius norm is that of the
     // rounded values, the ones rows_weighted_sum adds.
     for (int64_t b = 0; b < batch; ++b) {
-      T *gb = gt + b * out * in;
-      A *acc = asComputeOutput(gb, out * in, 2, false);
-      gemm(true, false, out, in, tokens, 1.0, dyc + b * tokens * out, out,
-           xc + b * tokens * in, in, 0.0, acc, in);
-      finishOutput(gb, acc, out * in);
+      double squares;
+      if (rows == DType::MXFP8) {
+        if constexpr (std::is_same_v<A, float>) {
+          float *acc = scratch<float>(2, out * in);
+          gemm(true, false, out, in, tokens, 1.0, dyc + b * tokens * out, out,
+               xc + b * tokens * in, in, 0.0, acc, in);
+          auto *elems = static_cast<uint8_t *>(g);
+          squares = quantizeMx(acc, out * in, elems + b * out * in,
+                               elems + batch * out * in + b * out * in / kMxBlock);
+        }
+      } else {
+        T *gb = static_cast<T *>(g) + b * out * in;
+        A *acc = asComputeOutput(gb, out * in, 2, false);
+        gemm(true, false, out, in, tokens, 1.0, dyc + b * tokens * out, out,
+             xc + b * tokens * in, in, 0.0, acc, in);
+        finishOutput(gb, acc, out * in);
+        squares = sumSquares(gb, out * in);
+      }
       if (n)
-        n[b] = A(double(n[b]) + sumSquares(gb, out * in));
+        n[b] = A(double(n[b]) + squares);
     }
   });
 }

@@ -93,6 +93,25 @@ bool fusedPerSampleGrad(Rank *rank, DType dt, const void *x, const void *dy,
                       });
 }
 
+bool fusedMxPerSampleGrad(Rank *rank, DType dt, const void *x, const void *dy,
+                          void *g, float *n2, int64_t batch, int64_t tokens,
+                          int64_t in, int64_t out) {
+  if (!n2 || !fusedHardware(rank, dt) ||
+      !sm90::takesMxLinear(batch, tokens, in, out) || !aligned16(x) ||
+      !aligned16(dy) || !aligned16(g))
+    return false;
+  const sm90::LinearProblem p{dy, x, batch, tokens, in, out};
+  const int sms = deviceState(rank).smCount;
+  return runFusedNorm(rank, batch, sm90::mxLinearPartials(p),
+                      sm90::mxPerSampleGradWorkspace(p, sms), n2,
+                      "linear_per_sample_grad",
+                      [&](float *partials, void *workspace) {
+                        return sm90::runMxPerSampleGrad(
+                            p, g, partials, workspace, sms,
+                            computeStream(rank));
+                      });
+}
+
 /// n2[b] += ||dy_b^T x_b||^2 with the squares summed in the product's
 /// epilogue and the product not stored. False as fusedPerSampleGrad.
 bool fusedDirectNorm(Rank *rank, DType dt, const void *x, const void *dy,
@@ -156,6 +175,10 @@ bool fusedGramNormRuns(Rank *rank, DType dt, int64_t batch, int64_t tokens,
 
 bool fusedPerSampleGrad(Rank *, DType, const void *, const void *, void *,
                         float *, int64_t, int64_t, int64_t, int64_t) {
+  return false;
+}
+bool fusedMxPerSampleGrad(Rank *, DType, const void *, const void *, void *,
+                          float *, int64_t, int64_t, int64_t, int64_t) {
   return false;
 }
 bool fusedDirectNorm(Rank *, DType, const void *, const void *, float *,

@@ -65,6 +65,17 @@ size_t perSampleGradWorkspace(const LinearProblem &p, int smCount);
 RunStatus runPerSampleGrad(const LinearProblem &p, void *g, float *partials,
                            void *workspace, int smCount, cudaStream_t stream);
 
+/// Materialized into MXFP8 rows (types.h): g[b] = dy_b^T x_b quantized
+/// per block of 32 columns ([batch, out, in] e4m3 bytes, then the scales
+/// [batch, out, in / 32]) and the partial sums of squares of the values
+/// stored (mxLinearPartials a sample). takesMxLinear: takesLinear and in a
+/// multiple of 32.
+bool takesMxLinear(int64_t batch, int64_t tokens, int64_t in, int64_t out);
+int64_t mxLinearPartials(const LinearProblem &p);
+size_t mxPerSampleGradWorkspace(const LinearProblem &p, int smCount);
+RunStatus runMxPerSampleGrad(const LinearProblem &p, void *g, float *partials,
+                             void *workspace, int smCount,
+                             cudaStream_t stream);
 /// Direct: the partial sums of squares of dy_b^T x_b in f32 (never rounded),
 /// the product itself not stored.
 size_t directNormWorkspace(const LinearProblem &p, int smCount);
@@ -127,6 +138,13 @@ bool fusedNormProductsBuilt();
 bool fusedPerSampleGrad(Rank *rank, DType dt, const void *x, const void *dy,
                         void *g, float *n2, int64_t batch, int64_t tokens,
                         int64_t in, int64_t out);
+/// linear_per_sample_grad into MXFP8 rows: g[b] and ||g[b]||^2 (n2 not
+/// null) from one product, on an sm_90 GPU with bf16 operands wherever
+/// takesMxLinear, whatever DPRT_PER_SAMPLE_GRAD says (the two-pass form
+/// would write an f32 product to quantize it). False as fusedPerSampleGrad.
+bool fusedMxPerSampleGrad(Rank *rank, DType dt, const void *x, const void *dy,
+                          void *g, float *n2, int64_t batch, int64_t tokens,
+                          int64_t in, int64_t out);
 /// norm_direct: ||dy_b^T x_b||^2.
 bool fusedDirectNorm(Rank *rank, DType dt, const void *x, const void *dy,
                      float *n2, int64_t batch, int64_t tokens, int64_t in,

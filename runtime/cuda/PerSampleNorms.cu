@@ -12,10 +12,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "Gemm.h"
+#include "Mxfp8.cuh"
 #include "NormGemms.h"
 #include "Reduce.cuh"
 
 #include "dprt/kernels.h"
+
+#include <stdexcept>
+#include <string>
 
 namespace dprt::cuda {
 
@@ -222,6 +226,42 @@ __global__ void runSquaresKernel(const T *dy, const int32_t *order,
     run += toFloat(dyb[int64_t(ob[p]) * dim]);
   }
   out[b * dim + j] = total + run * run;
+}
+
+/// n2[s] += ||g_s||^2 of `segments` MXFP8 rows of `length` elements (a
+/// multiple of 32; g 16-byte aligned): one summand a block.
+void mxRowSquares(Rank *rank, const void *g, float *n2, int64_t segments,
+                  int64_t length, const char *name) {
+  if (!aligned16(g) || length % kMxBlock != 0)
+    throw std::invalid_argument(std::string(name) +
+                                ": MXFP8 rows must be 16-byte aligned, of a "
+                                "multiple of 32 elements");
+  const int64_t blocks = length / kMxBlock;
+  const MxRowsView rows(g, segments, length);
+  auto *partials = static_cast<float *>(
+      scratch(rank, kComputeStream, segmentScratchBytes(segments, blocks)));
+  segmentedSum(rank, segments, blocks,
+               SquareMxOp{rows.elems, rows.scales, blocks}, n2, true, partials,
+               name);
+}
+
+/// Block k of v [blocks * 32] (f32) into MXFP8 elements elems[32 k, + 32)
+/// and scales[k], one block a thread.
+__global__ void quantizeMxKernel(const float *v, uint8_t *elems,
+                                 uint8_t *scales, int64_t blocks) {
+  for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < blocks;
+       k += int64_t(gridDim.x) * blockDim.x) {
+    float in[kMxBlock];
+#pragma unroll
+    for (int q = 0; q < kMxBlock; q += 4)
+      loadVec<4>(v + k * kMxBlock + q, *reinterpret_cast<float(*)[4]>(in + q));
+    uint8_t out[kMxBlock];
+    quantizeMxBlock(in, out, scales + k);
+#pragma unroll
+    for (int q = 0; q < kMxBlock; q += 16)
+      *reinterpret_cast<uint4 *>(elems + k * kMxBlock + q) =
+          *reinterpret_cast<const uint4 *>(out + q);
+  }
 }
 
 } // namespace
@@ -461,6 +501,11 @@ void norm_tied_direct(Rank *rank, DType dt, const int32_t *tok,
 
 void norm_rows(Rank *rank, DType rows, const void *g, void *n2, int64_t batch,
                int64_t dim) {
+  if (rows == DType::MXFP8) {
+    if (batch > 0 && dim > 0)
+      mxRowSquares(rank, g, static_cast<float *>(n2), batch, dim, "norm_rows");
+    return;
+  }
   dispatchCompute(rows, "norm_rows", [&](auto tag) {
     using T = decltype(tag);
     rowSquares(rank, static_cast<const T *>(g), static_cast<float *>(n2), batch,
@@ -468,18 +513,72 @@ void norm_rows(Rank *rank, DType rows, const void *g, void *n2, int64_t batch,
   });
 }
 
-void linear_per_sample_grad(Rank *rank, DType dt, const void *x, const void *dy,
-                            void *g, void *n2, int64_t batch, int64_t tokens,
-                            int64_t in, int64_t out) {
+namespace {
+
+/// linear_per_sample_grad into MXFP8 rows without the fused product: each
+/// sample's product in f32 (cuBLASLt) into scratch, quantized block by block
+/// from the same f32 values the fused epilogue quantizes, then the norms of
+/// what was stored.
+void mxPerSampleGradTwoPass(Rank *rank, DType dt, const void *x,
+                            const void *dy, void *g, float *n2, int64_t batch,
+                            int64_t tokens, int64_t in, int64_t out) {
+  const char *name = "linear_per_sample_grad";
+  if (!aligned16(g))
+    throw std::invalid_argument(std::string(name) +
+                                ": MXFP8 rows must be 16-byte aligned");
+  const int64_t dim = out * in, blocks = dim / kMxBlock;
+  auto *elems = static_cast<uint8_t *>(g);
+  const size_t es = size_t(sizeOf(dt));
+  for (int64_t b = 0; b < batch; ++b) {
+    auto *product =
+        static_cast<float *>(scratch(rank, kComputeStream, dim * sizeof(float)));
+    Gemm p = weightGradProduct(
+        dt, static_cast<const char *>(dy) + b * tokens * out * es,
+        static_cast<const char *>(x) + b * tokens * in * es, product, tokens,
+        in, out);
+    gemm(rank, p);
+    quantizeMxKernel<<<gridFor(rank, blocks, 256), 256, 0,
+                       computeStream(rank)>>>(product, elems + b * dim,
+                                              elems + batch * dim + b * blocks,
+                                              blocks);
+    checkLaunch(name);
+  }
+  if (n2)
+    mxRowSquares(rank, g, n2, batch, dim, name);
+}
+
+} // namespace
+
+void linear_per_sample_grad(Rank *rank, DType dt, DType rows, const void *x,
+                            const void *dy, void *g, void *n2, int64_t batch,
+                            int64_t tokens, int64_t in, int64_t out) {
+  const bool mx = rows == DType::MXFP8;
+  if (rows != dt && !(mx && in % kMxBlock == 0))
+    throw std::invalid_argument(
+        "linear_per_sample_grad: rows are of the compute type, or MXFP8 with "
+        "in a multiple of 32");
   dispatchCompute(dt, "linear_per_sample_grad", [&](auto tag) {
     using T = decltype(tag);
     if (batch <= 0 || in <= 0 || out <= 0)
       return;
     if (tokens <= 0) {
-      // No rows: every per-sample gradient is zero and adds nothing to n2.
-      checkCuda(cudaMemsetAsync(g, 0, size_t(batch * out * in) * sizeof(T),
+      // No rows: every per-sample gradient is zero and adds nothing to n2
+      // (MXFP8: zero elements under the scale 2^-126 that zero blocks get).
+      checkCuda(cudaMemsetAsync(g, 0, size_t(storageBytes(rows, batch * out * in)),
                                 computeStream(rank)),
                 "linear_per_sample_grad");
+      if (mx)
+        checkCuda(cudaMemsetAsync(static_cast<uint8_t *>(g) + batch * out * in,
+                                  1, size_t(batch * out * in / kMxBlock),
+                                  computeStream(rank)),
+                  "linear_per_sample_grad");
+      return;
+    }
+    if (mx) {
+      if (!fusedMxPerSampleGrad(rank, dt, x, dy, g, static_cast<float *>(n2),
+                                batch, tokens, in, out))
+        mxPerSampleGradTwoPass(rank, dt, x, dy, g, static_cast<float *>(n2),
+                               batch, tokens, in, out);
       return;
     }
     if (n2 && fusedPerSampleGrad(rank, dt, x, dy, g, static_cast<float *>(n2),

@@ -85,13 +85,14 @@ struct PartialColumnSums
 
 /// The kernel: bf16 A and B in the given layouts, f32 accumulators, the
 /// epilogue tree `Tree` with source C (void: none) and destination D (void:
-/// nothing stored).
+/// nothing stored), over epilogue subtiles of `EpilogueTile`.
 template <class LayoutA, class LayoutB, class ElementC, class LayoutC,
-          class ElementD, class LayoutD, class Tree>
+          class ElementD, class LayoutD, class Tree,
+          class EpilogueTile = cutlass::epilogue::collective::EpilogueTileAuto>
 struct NormGemm {
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape,
-      ClusterShape, cutlass::epilogue::collective::EpilogueTileAuto, float,
+      ClusterShape, EpilogueTile, float,
       float, ElementC, LayoutC, kAlignment<ElementC>, ElementD, LayoutD,
       kAlignment<ElementD>, cutlass::epilogue::TmaWarpSpecialized,
       Tree>::CollectiveOp;

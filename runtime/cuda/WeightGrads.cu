@@ -16,6 +16,9 @@
 
 #include "dprt/kernels.h"
 
+#include <stdexcept>
+#include <string>
+
 namespace dprt::cuda {
 
 namespace {
@@ -41,15 +44,15 @@ template <class T> struct ScaleRowsOp {
 /// out[j] += sum over b, in order, of c[b] g[b, j] (samples with c[b] = 0
 /// skipped), V consecutive j a thread: with V > 1 every row and `out` are
 /// 16-byte aligned and dim % V == 0 (the sums, in the same order, are the
-/// same bits as with V = 1).
-template <class T, int V>
-__global__ void weightedRowsKernel(const T *g, const float *c, float *out,
+/// same bits as with V = 1). Rows: PlainRowsView or MxRowsView.
+template <int V, class Rows>
+__global__ void weightedRowsKernel(Rows g, const float *c, float *out,
                                    int64_t batch, int64_t dim) {
   const int64_t vectors = dim / V;
   for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < vectors;
        j += int64_t(gridDim.x) * blockDim.x) {
     float sum[V];
-    weightedRowSums<V>(g, c, batch, dim, j * V, sum);
+    weightedRowSums<V>(g, c, batch, j * V, sum);
     // out is f32: 4 values a 16-byte access.
 #pragma unroll
     for (int k = 0; k < V; k += (V >= 4 ? 4 : 1)) {
@@ -64,20 +67,21 @@ __global__ void weightedRowsKernel(const T *g, const float *c, float *out,
   }
 }
 
-template <class T>
-void weightedRows(Rank *rank, const T *g, const float *c, float *out,
-                  int64_t batch, int64_t dim, const char *name) {
+/// weightedRowsKernel with V elements a thread where g (16-byte aligned
+/// when `rowsAligned`), out and dim allow it, else one.
+template <int V, class Rows>
+void weightedRows(Rank *rank, const Rows &g, bool rowsAligned, const float *c,
+                  float *out, int64_t batch, int64_t dim, const char *name) {
   if (dim <= 0)
     return;
-  constexpr int V = 16 / sizeof(T);
   // Rows of the materialized slices start every dim elements: all aligned
   // when g and dim are.
-  if (aligned16(g) && aligned16(out) && dim % V == 0)
-    weightedRowsKernel<T, V>
+  if (rowsAligned && aligned16(out) && dim % V == 0)
+    weightedRowsKernel<V>
         <<<gridFor(rank, dim / V, 256), 256, 0, computeStream(rank)>>>(
             g, c, out, batch, dim);
   else
-    weightedRowsKernel<T, 1>
+    weightedRowsKernel<1>
         <<<gridFor(rank, dim, 256), 256, 0, computeStream(rank)>>>(g, c, out,
                                                                    batch, dim);
   checkLaunch(name);
@@ -169,8 +173,9 @@ void bias_grad(Rank *rank, DType dt, const void *dy, const void *c, void *db,
     columnSums(rank, batch, tokens, out,
                DyColumnOp<T>{static_cast<const T *>(dy), out}, sums,
                reinterpret_cast<float *>(base + partialsAt), "bias_grad");
-    weightedRows(rank, sums, static_cast<const float *>(c),
-                 static_cast<float *>(db), batch, out, "bias_grad");
+    weightedRows<4>(rank, PlainRowsView<float>{sums, out}, aligned16(sums),
+                    static_cast<const float *>(c), static_cast<float *>(db),
+                    batch, out, "bias_grad");
   });
 }
 
@@ -193,10 +198,23 @@ void embedding_grad(Rank *rank, DType dt, const int32_t *tok, const void *dy,
 
 void rows_weighted_sum(Rank *rank, DType rows, const void *g, const void *c,
                        void *out, int64_t batch, int64_t dim) {
-  dispatchCompute(rows, "rows_weighted_sum", [&](auto tag) {
+  const char *name = "rows_weighted_sum";
+  const auto *cf = static_cast<const float *>(c);
+  auto *o = static_cast<float *>(out);
+  if (rows == DType::MXFP8) {
+    if (dim % kMxBlock != 0)
+      throw std::invalid_argument(std::string(name) + ": MXFP8 rows of " +
+                                  std::to_string(dim) +
+                                  " elements, not a multiple of 32");
+    weightedRows<16>(rank, MxRowsView(g, batch, dim), aligned16(g), cf, o,
+                     batch, dim, name);
+    return;
+  }
+  dispatchCompute(rows, name, [&](auto tag) {
     using T = decltype(tag);
-    weightedRows(rank, static_cast<const T *>(g), static_cast<const float *>(c),
-                 static_cast<float *>(out), batch, dim, "rows_weighted_sum");
+    weightedRows<kVec<T>>(rank,
+                          PlainRowsView<T>{static_cast<const T *>(g), dim},
+                          aligned16(g), cf, o, batch, dim, name);
   });
 }
 

@@ -11,17 +11,19 @@
 #define DPRT_CUDA_WEIGHTEDROWS_CUH
 
 #include "DeviceMath.cuh"
+#include "Mxfp8.cuh"
 
 namespace dprt::cuda {
 
 /// sum[k] = the sum over b, in order, of c[b] g[b, j + k] for k < W, in f32;
 /// a sample with c[b] = 0 (masked or dropped) is skipped, so that whatever
-/// its row holds (NaN too) it adds nothing. With W > 1 every row g + b * dim
-/// + j is 16-byte aligned (loadVec).
-template <int W, class T>
-__device__ __forceinline__ void weightedRowSums(const T *g, const float *c,
-                                                int64_t batch, int64_t dim,
-                                                int64_t j, float (&sum)[W]) {
+/// its row holds (NaN too) it adds nothing. Rows is PlainRowsView or
+/// MxRowsView (Mxfp8.cuh); with W > 1 every row's W elements at j are
+/// aligned for one vector load.
+template <int W, class Rows>
+__device__ __forceinline__ void weightedRowSums(const Rows &g, const float *c,
+                                                int64_t batch, int64_t j,
+                                                float (&sum)[W]) {
 #pragma unroll
   for (int k = 0; k < W; ++k)
     sum[k] = 0.0f;
@@ -43,14 +45,14 @@ __device__ __forceinline__ void weightedRowSums(const T *g, const float *c,
     float row[kAhead][W];
 #pragma unroll
     for (int q = 0; q < kAhead; ++q)
-      loadVec<W>(g + (b + q) * dim + j, row[q]);
+      g.template load<W>(b + q, j, row[q]);
 #pragma unroll
     for (int q = 0; q < kAhead; ++q)
       add(c[b + q], row[q]);
   }
   for (; b < batch; ++b) {
     float row[W];
-    loadVec<W>(g + b * dim + j, row);
+    g.template load<W>(b, j, row);
     add(c[b], row);
   }
 }

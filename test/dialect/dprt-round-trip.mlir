@@ -51,6 +51,11 @@ dprt.program @m.program attributes {prefetch = 1 : i64, arena_bytes = 8192 : i64
     %c = dprt.alloc {bytes = 8}
 // CHECK-NEXT: dprt.call "clip_factors"(%{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2 : index, 2, 1, #dprt.clip_mode<PerLayer>, 1.000000e+00, 1.000000e-02, 2.000000e-06]}
     dprt.call "clip_factors"(%l, %l, %c) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2 : index, 2, 1, #dprt.clip_mode<PerLayer>, 1.0, 0.01, 2.0e-06]}
+// MXFP8 per-sample gradient rows: 2 x 512 e4m3 bytes and 32 scale bytes.
+// CHECK-NEXT: %[[R:.*]] = dprt.alloc {bytes = 1056 : i64}
+    %rows = dprt.alloc {bytes = 1056}
+// CHECK-NEXT: dprt.call "linear_per_sample_grad"(%[[G]], %[[Y]], %[[R]]) {args = [#dprt.dtype<BF16>, #dprt.dtype<MXFP8>, 0 : index, 1 : index, 2 : index, #dprt.null, 2, 4, 32, 16]}
+    dprt.call "linear_per_sample_grad"(%g, %y, %rows) {args = [#dprt.dtype<BF16>, #dprt.dtype<MXFP8>, 0 : index, 1 : index, 2 : index, #dprt.null, 2, 4, 32, 16]}
 // CHECK-NEXT: dprt.return %[[Y]]
     dprt.return %y
   }

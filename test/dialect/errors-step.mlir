@@ -373,7 +373,8 @@ dp.model @m {
 // -----
 
 // Materialized per-sample weight gradients are stored in the operands'
-// (compute) type, which the norm and the clipped sum both read.
+// (compute) type or as MXFP8 (f8E4M3FN), which the norm and the clipped sum
+// both read.
 dp.model @m {
   dp.param @w : tensor<4x8xbf16>
   dp.forward(%x: tensor<2x8xbf16>, %y: tensor<2xi32>) -> tensor<2xf32> {
@@ -382,8 +383,43 @@ dp.model @m {
     dp.return %l : tensor<2xf32>
   }
   dp.step(%x: tensor<2x3x8xbf16>, %dy: tensor<2x3x4xbf16>, %mask: tensor<2xf32>) -> tensor<2xf32> {
-    // expected-error @+1 {{result must be in the operands' type 'bf16'; got 'bf16' and 'f32'}}
+    // expected-error @+1 {{result must be in the operands' type 'bf16' or f8E4M3FN (MXFP8); got 'bf16' and 'f32'}}
     %g = dp.linear_per_sample_grad %x, %dy : tensor<2x3x8xbf16>, tensor<2x3x4xbf16> -> tensor<2x32xf32>
     dp.yield %mask : tensor<2xf32>
+  }
+}
+
+// -----
+
+// An MXFP8 scale covers 32 consecutive elements of a row: they lie in one
+// row of the weight only when the input width is a multiple of 32.
+dp.model @m {
+  dp.param @w : tensor<4x48xbf16>
+  dp.forward(%x: tensor<2x48xbf16>, %y: tensor<2xi32>) -> tensor<2xf32> {
+    %h = dp.linear @w(%x) : tensor<2x48xbf16> -> tensor<2x4xbf16>
+    %l = dp.cross_entropy %h, %y : tensor<2x4xbf16>, tensor<2xi32> -> tensor<2xf32>
+    dp.return %l : tensor<2xf32>
+  }
+  dp.step(%x: tensor<2x3x48xbf16>, %dy: tensor<2x3x4xbf16>, %mask: tensor<2xf32>) -> tensor<2xf32> {
+    // expected-error @+1 {{MXFP8 (f8E4M3FN) rows need an input width that is a multiple of 32 (one scale per 32 elements of a weight row); got 48}}
+    %g = dp.linear_per_sample_grad %x, %dy : tensor<2x3x48xbf16>, tensor<2x3x4xbf16> -> tensor<2x192xf8E4M3FN>
+    dp.yield %mask : tensor<2xf32>
+  }
+}
+
+// -----
+
+// The runtime sums MXFP8 rows in f32: not in an f64 model.
+dp.model @m {
+  dp.param @w : tensor<4x32xf64>
+  dp.forward(%x: tensor<2x32xf64>, %y: tensor<2xi32>) -> tensor<2xf64> {
+    %h = dp.linear @w(%x) : tensor<2x32xf64> -> tensor<2x4xf64>
+    %l = dp.cross_entropy %h, %y : tensor<2x4xf64>, tensor<2xi32> -> tensor<2xf64>
+    dp.return %l : tensor<2xf64>
+  }
+  dp.step(%x: tensor<2x3x32xf64>, %dy: tensor<2x3x4xf64>, %mask: tensor<2xf64>) -> tensor<2xf64> {
+    // expected-error @+1 {{MXFP8 (f8E4M3FN) rows need a bf16 or f32 model, whose accumulation type is f32; got 'f64'}}
+    %g = dp.linear_per_sample_grad %x, %dy : tensor<2x3x32xf64>, tensor<2x3x4xf64> -> tensor<2x128xf8E4M3FN>
+    dp.yield %mask : tensor<2xf64>
   }
 }

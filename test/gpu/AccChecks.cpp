@@ -77,11 +77,13 @@ void updateRowsChecks(Context &ctx) {
   const char *names[] = {"sgd_update_rows", "momentum_update_rows",
                          "momentum_update_rows", "adamw_update_rows"};
   const int64_t batch = 8;
-  for (DType dt : {F32, BF16})
+  for (DType dt : {F32, BF16, DType::MXFP8})
     for (int shape = 0; shape < 3; ++shape)
       for (bool noise : {false, true})
         for (int opt = 0; opt < 4; ++opt) {
-          const int64_t n = shape == 1 ? 100003 : 65536;
+          // MXFP8 rows hold whole blocks of 32: 100000 for the odd length.
+          const int64_t n =
+              shape == 1 ? (dt == DType::MXFP8 ? 100000 : 100003) : 65536;
           const int64_t mis = shape == 2 ? 1 : 0;
           const bool nesterov = opt == 2;
           if (!ctx.begin(names[opt], nameOf(dt),
@@ -291,8 +293,12 @@ void accChecks(Context &ctx) {
   // Rows in f32 (the acc type of normalization gradients) and in bf16
   // (materialized weight gradients of a bf16 model).
   // dim 1000: 16-byte loads; 1001: one element a load.
-  for (DType dt : {F32, BF16})
-    for (int64_t dim : {int64_t(1000), int64_t(1001)}) {
+  // MXFP8 rows (materialized weight gradients with --per-sample-rows=mxfp8)
+  // hold whole blocks of 32: dim 1024.
+  for (DType dt : {F32, BF16, DType::MXFP8})
+    for (int64_t dim : {int64_t(1000), int64_t(1001), int64_t(1024)}) {
+      if ((dt == DType::MXFP8) != (dim == 1024))
+        continue;
       const std::string dn = nameOf(dt);
       const bool odd = dim % 2 != 0;
       int64_t batch = 5;

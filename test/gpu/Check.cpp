@@ -2,6 +2,8 @@
 
 #include "Check.h"
 
+#include "cpu/Mxfp8.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -15,9 +17,31 @@ void cudaCheck(cudaError_t status, const char *call) {
                              cudaGetErrorString(status));
 }
 
+namespace {
+
+/// Value i of `n` elements of type dt at `bytes` (MXFP8: the elements, then
+/// their scales, types.h).
+double valueAt(DType dt, const uint8_t *bytes, int64_t n, int64_t i) {
+  switch (dt) {
+  case DType::F64:
+    return reinterpret_cast<const double *>(bytes)[i];
+  case DType::F32:
+    return reinterpret_cast<const float *>(bytes)[i];
+  case DType::BF16:
+    return bf16ToFloat(reinterpret_cast<const uint16_t *>(bytes)[i]);
+  case DType::MXFP8:
+    return dprt::cpu::load(dprt::cpu::MxRows(bytes, n), i);
+  }
+  return 0;
+}
+
+} // namespace
+
 Buffer::Buffer(DType dt, int64_t n, int64_t misalign)
-    : dt_(dt), n_(n), host_(size_t(n) * size_t(dprt::sizeOf(dt))) {
-  size_t bytes = size_t(n + misalign) * size_t(dprt::sizeOf(dt)) + 256;
+    : dt_(dt), n_(n), host_(size_t(dprt::storageBytes(dt, n))) {
+  if (dt == DType::MXFP8 && n % dprt::kMxBlock != 0)
+    throw std::invalid_argument("an MXFP8 buffer holds whole blocks of 32");
+  size_t bytes = host_.size() + size_t(misalign * dprt::sizeOf(dt)) + 256;
   cudaCheck(cudaMalloc(&base_, bytes), "cudaMalloc(Buffer)");
   dev_ = static_cast<char *>(base_) + misalign * dprt::sizeOf(dt);
 }
@@ -25,16 +49,7 @@ Buffer::Buffer(DType dt, int64_t n, int64_t misalign)
 Buffer::~Buffer() { cudaFree(base_); }
 
 double Buffer::get(int64_t i) const {
-  const uint8_t *p = host_.data();
-  switch (dt_) {
-  case DType::F64:
-    return reinterpret_cast<const double *>(p)[i];
-  case DType::F32:
-    return reinterpret_cast<const float *>(p)[i];
-  case DType::BF16:
-    return bf16ToFloat(reinterpret_cast<const uint16_t *>(p)[i]);
-  }
-  return 0;
+  return valueAt(dt_, host_.data(), n_, i);
 }
 
 void Buffer::set(int64_t i, double v) {
@@ -49,26 +64,45 @@ void Buffer::set(int64_t i, double v) {
   case DType::BF16:
     reinterpret_cast<uint16_t *>(p)[i] = floatToBf16(float(v));
     return;
+  case DType::MXFP8: {
+    // Under the block's scale (fill sets the scales); a value that is not
+    // finite makes the block NaN.
+    uint8_t &scale = p[n_ + i / dprt::kMxBlock];
+    if (!std::isfinite(v) || scale == 0xFF) {
+      scale = 0xFF;
+      std::fill_n(p + i / dprt::kMxBlock * dprt::kMxBlock, dprt::kMxBlock,
+                  uint8_t(0x7F));
+      return;
+    }
+    p[i] = dprt::cpu::floatToE4m3(float(std::ldexp(v, 127 - int(scale))));
+    return;
   }
+  }
+}
+
+void Buffer::fill(const std::function<double()> &draw) {
+  if (dt_ == DType::MXFP8) {
+    std::vector<float> v(static_cast<size_t>(n_));
+    for (float &e : v)
+      e = float(draw());
+    dprt::cpu::quantizeMx(v.data(), n_, host_.data(), host_.data() + n_);
+  } else {
+    for (int64_t i = 0; i < n_; ++i)
+      set(i, draw());
+  }
+  upload();
 }
 
 void Buffer::randn(std::mt19937_64 &rng, double scale) {
   std::normal_distribution<double> normal(0.0, scale);
-  for (int64_t i = 0; i < n_; ++i)
-    set(i, normal(rng));
-  upload();
+  fill([&] { return normal(rng); });
 }
 
 void Buffer::uniform(std::mt19937_64 &rng, double lo, double hi) {
   std::uniform_real_distribution<double> u(lo, hi);
-  for (int64_t i = 0; i < n_; ++i)
-    set(i, u(rng));
-  upload();
+  fill([&] { return u(rng); });
 }
 
-// Uploads and poisoning go through the legacy default stream, which the
-// rank's non-blocking streams do not wait for, and a copy from pageable
-// memory may return before it lands: wait for the device each time.
 void Buffer::poison() {
   std::fill(host_.begin(), host_.end(), 0xff);
   cudaCheck(cudaMemset(dev_, 0xff, host_.size()), "cudaMemset(poison)");
@@ -88,20 +122,8 @@ std::vector<double> Buffer::download() const {
       cudaMemcpy(bytes.data(), dev_, bytes.size(), cudaMemcpyDeviceToHost),
       "cudaMemcpy(download)");
   std::vector<double> out(static_cast<size_t>(n_));
-  for (int64_t i = 0; i < n_; ++i) {
-    switch (dt_) {
-    case DType::F64:
-      out[size_t(i)] = reinterpret_cast<const double *>(bytes.data())[i];
-      break;
-    case DType::F32:
-      out[size_t(i)] = reinterpret_cast<const float *>(bytes.data())[i];
-      break;
-    case DType::BF16:
-      out[size_t(i)] =
-          bf16ToFloat(reinterpret_cast<const uint16_t *>(bytes.data())[i]);
-      break;
-    }
-  }
+  for (int64_t i = 0; i < n_; ++i)
+    out[size_t(i)] = valueAt(dt_, bytes.data(), n_, i);
   return out;
 }
 

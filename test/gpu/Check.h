@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <functional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -65,7 +66,8 @@ public:
   double get(int64_t i) const;
   /// Rounds to the element type.
   void set(int64_t i, double v);
-  /// Normal(0, scale^2) values on both sides.
+  /// Normal(0, scale^2) values on both sides (MXFP8: quantized a block at
+  /// a time, as linear_per_sample_grad does).
   void randn(std::mt19937_64 &rng, double scale = 1.0);
   /// Uniform values in [lo, hi) on both sides.
   void uniform(std::mt19937_64 &rng, double lo, double hi);
@@ -74,6 +76,8 @@ public:
   void poison();
   /// Host to device.
   void upload();
+  /// Values from `draw` on both sides.
+  void fill(const std::function<double()> &draw);
   /// The device's values.
   std::vector<double> download() const;
   std::vector<double> hostValues() const;

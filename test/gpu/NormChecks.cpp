@@ -265,15 +265,77 @@ void normChecks(Context &ctx, DType dt, bool odd) {
             dy.randn(ctx.rng);
             g.poison();
             n2.uniform(ctx.rng, 0, 10);
-            cpu::linear_per_sample_grad(ctx.cpu, dt, x.h(), dy.h(), g.h(),
+            cpu::linear_per_sample_grad(ctx.cpu, dt, dt, x.h(), dy.h(), g.h(),
                                         withNorm ? n2.h() : nullptr, s.batch,
                                         s.tokens, s.in, s.out);
-            gpu::linear_per_sample_grad(ctx.gpu, dt, x.d(), dy.d(), g.d(),
+            gpu::linear_per_sample_grad(ctx.gpu, dt, dt, x.d(), dy.d(), g.d(),
                                         withNorm ? n2.d() : nullptr, s.batch,
                                         s.tokens, s.in, s.out);
             ctx.compare("g", g, dt == BF16 ? 4e-3 : 1e-5);
             ctx.compare("n2", n2, dt == BF16 ? 1e-4 : 1e-5);
           });
+  // The materialized method with MXFP8 rows (bf16 operands, in a multiple
+  // of 32): the fused product where takesMxLinear (out a multiple of 8),
+  // else each sample's f32 product quantized by a kernel of its own. The
+  // two sides quantize f32 sums taken in different orders: an element whose
+  // sums round to neighbouring e4m3 values differs by a step (2^-3 of its
+  // binade), so the rows agree normwise far below that, and each side's
+  // norm is that of its own rows.
+  if (dt == BF16)
+    for (const LinearShape &s :
+         {LinearShape{2, 50, 64, 24}, LinearShape{3, 97, 256, 72},
+          LinearShape{4, 128, 2048, 392}, LinearShape{8, 1024, 2048, 2048},
+          LinearShape{2, 33, 96, odd ? 21 : 40}})
+      if (ctx.begin("linear_per_sample_grad", dn,
+                    dims({{"B", s.batch},
+                          {"T", s.tokens},
+                          {"in", s.in},
+                          {"out", s.out}},
+                         odd) +
+                        " mxfp8" +
+                        (gpu::fusedNormProductsBuilt() && s.out % 8 == 0
+                             ? " fused"
+                             : " two-pass")))
+        ctx.guarded([&] {
+          Buffer x(dt, s.batch * s.tokens * s.in),
+              dy(dt, s.batch * s.tokens * s.out),
+              g(DType::MXFP8, s.batch * s.out * s.in), n2(F32, s.batch);
+          x.randn(ctx.rng);
+          dy.randn(ctx.rng, 1e-3);
+          g.poison();
+          // Small starting norms: the comparison is of the rows' norms.
+          n2.uniform(ctx.rng, 0, 1e-3);
+          cpu::linear_per_sample_grad(ctx.cpu, dt, DType::MXFP8, x.h(), dy.h(),
+                                      g.h(), n2.h(), s.batch, s.tokens, s.in,
+                                      s.out);
+          gpu::linear_per_sample_grad(ctx.gpu, dt, DType::MXFP8, x.d(), dy.d(),
+                                      g.d(), n2.d(), s.batch, s.tokens, s.in,
+                                      s.out);
+          ctx.compare("g", g, 1e-3);
+          ctx.compare("n2", n2, 1e-4);
+        });
+  // An infinity in sample 1's x: its blocks in that column read NaN on both
+  // sides (scale 0xFF), and so does its norm; sample 0 is unchanged.
+  if (dt == BF16 && !odd &&
+      ctx.begin("linear_per_sample_grad", dn,
+                "B2 T50 in64 out24 mxfp8 inf in sample 1"))
+    ctx.guarded([&] {
+      const int64_t batch = 2, tokens = 50, in = 64, out = 24;
+      Buffer x(dt, batch * tokens * in), dy(dt, batch * tokens * out),
+          g(DType::MXFP8, batch * out * in), n2(F32, batch);
+      x.randn(ctx.rng);
+      x.set(tokens * in + 7 * in + 40, std::numeric_limits<double>::infinity());
+      x.upload();
+      dy.randn(ctx.rng);
+      g.poison();
+      n2.uniform(ctx.rng, 0, 1e-3);
+      cpu::linear_per_sample_grad(ctx.cpu, dt, DType::MXFP8, x.h(), dy.h(),
+                                  g.h(), n2.h(), batch, tokens, in, out);
+      gpu::linear_per_sample_grad(ctx.gpu, dt, DType::MXFP8, x.d(), dy.d(),
+                                  g.d(), n2.d(), batch, tokens, in, out);
+      ctx.compare("g", g, 1e-3);
+      ctx.compare("n2", n2, 1e-4);
+    });
   {
     int64_t batch = 4, tokens = odd ? 17 : 64, out = odd ? 301 : 300;
     if (ctx.begin("norm_bias", dn,

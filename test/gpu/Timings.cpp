@@ -40,9 +40,13 @@ class DeviceBuffer {
 public:
   DeviceBuffer(DType dt, int64_t n, uint64_t seed, double lo = -1.0,
                double hi = 1.0)
-      : bytes_(size_t(n) * size_t(dprt::sizeOf(dt))) {
+      : bytes_(size_t(dprt::storageBytes(dt, n))) {
     cudaCheck(cudaMalloc(&p_, bytes_ ? bytes_ : 1), "cudaMalloc(timing)");
-    deviceUniform(p_, dt, n, seed, lo, hi);
+    // MXFP8: random bytes (elements and scales) suffice for timings.
+    if (dt == DType::MXFP8)
+      deviceUniform(p_, DType::BF16, int64_t(bytes_ / 2), seed, lo, hi);
+    else
+      deviceUniform(p_, dt, n, seed, lo, hi);
   }
   ~DeviceBuffer() { cudaFree(p_); }
   DeviceBuffer(const DeviceBuffer &) = delete;
@@ -201,15 +205,25 @@ void normTimings(Context &ctx) {
             continue;
           timeKernel(ctx, "linear_per_sample_grad", dt,
                      shape + " norm, " + path, flop, true, [&] {
-                       gpu::linear_per_sample_grad(ctx.gpu, dt, x.p(), dy.p(),
+                       gpu::linear_per_sample_grad(ctx.gpu, dt, dt, x.p(), dy.p(),
                                                    g.p(), n2.p(), batch, tokens,
                                                    l.in, l.out);
                      });
         }
         unsetenv("DPRT_PER_SAMPLE_GRAD");
+        // The same product into MXFP8 rows (--per-sample-rows=mxfp8).
+        if (batch == kB) {
+          DeviceBuffer mx(DType::MXFP8, batch * l.out * l.in, ++seed);
+          timeKernel(ctx, "linear_per_sample_grad", DType::MXFP8,
+                     shape + " norm", flop, true, [&] {
+                       gpu::linear_per_sample_grad(
+                           ctx.gpu, dt, DType::MXFP8, x.p(), dy.p(), mx.p(),
+                           n2.p(), batch, tokens, l.in, l.out);
+                     });
+        }
         if (batch == kB)
           timeKernel(ctx, "linear_per_sample_grad", dt, shape, flop, true, [&] {
-            gpu::linear_per_sample_grad(ctx.gpu, dt, x.p(), dy.p(), g.p(),
+            gpu::linear_per_sample_grad(ctx.gpu, dt, dt, x.p(), dy.p(), g.p(),
                                         nullptr, batch, tokens, l.in, l.out);
           });
       }
@@ -592,6 +606,20 @@ void lossAndParameterTimings(Context &ctx) {
                false, [&] {
                  gpu::adamw_update_rows(ctx.gpu, dt, w.p(), m.p(), v.p(), g.p(),
                                         c.p(), kB, n, 0.9, 0.999, 1e-8, 0);
+               });
+    // The same from MXFP8 rows (1 + 1/32 bytes an element).
+    DeviceBuffer mx(DType::MXFP8, kB * n, ++seed);
+    const double mxRows = (1.0 + 1.0 / 32) * kB * n;
+    timeKernel(ctx, "sgd_update_rows.noise", DType::MXFP8, shape,
+               mxRows + 8.0 * n, false, [&] {
+                 gpu::sgd_update_rows(ctx.gpu, DType::MXFP8, w.p(), mx.p(),
+                                      c.p(), kB, n, 0);
+               });
+    timeKernel(ctx, "adamw_update_rows.noise", DType::MXFP8, shape,
+               mxRows + 24.0 * n, false, [&] {
+                 gpu::adamw_update_rows(ctx.gpu, DType::MXFP8, w.p(), m.p(),
+                                        v.p(), mx.p(), c.p(), kB, n, 0.9,
+                                        0.999, 1e-8, 0);
                });
     setTimedUpdateState(ctx);
   }

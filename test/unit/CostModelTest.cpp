@@ -4,11 +4,15 @@
 // CUDA backend runs it (dprt/fused_norms.h): these tests take the cuda
 // model with and without its fused norms and check that the difference is
 // exactly the pass the rule leaves out, and nothing where the rule says no
-// or the model is f32.
+// or the model is f32. MXFP8 rows (dpc --per-sample-rows=mxfp8) count
+// 1 + 1/32 bytes an element, in memory and in the slices' traffic.
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/CostModel.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/MLIRContext.h"
 
 #include <gtest/gtest.h>
 
@@ -113,6 +117,65 @@ TEST(CostModel, SumInUpdateWritesNoGradient) {
   EXPECT_DOUBLE_EQ(
       linearParamSeconds(q, dp::NormMethod::gram, 2, 4, cuda, 1.0, false),
       linearParamSeconds(q, dp::NormMethod::gram, 2, 4, cuda, 1.0, true));
+}
+
+} // namespace
+
+namespace {
+
+TEST(CostModel, MXFP8RowsTakeOneByteAndAThirtySecondAnElement) {
+  // gate at b 8, T 1024: 8 x 2048 x 8192 elements of rows, and a scale byte
+  // per 32 of them (dprt::storageBytes), what the lowering allocates.
+  LinearNormShape s{8, 1024, 2048, 8192};
+  const int64_t elements = int64_t(8) * 2048 * 8192;
+  EXPECT_EQ(materializedBytes(s, 2), 2 * elements);
+  EXPECT_EQ(materializedBytes(s, 2, PerSampleRows::MXFP8),
+            elements + elements / 32);
+  EXPECT_DOUBLE_EQ(rowElementBytes(PerSampleRows::MXFP8, 2), 33.0 / 32.0);
+  EXPECT_DOUBLE_EQ(rowElementBytes(PerSampleRows::Compute, 2), 2.0);
+}
+
+TEST(CostModel, MXFP8RowsSaveTheirShareOfTheSlicesTraffic) {
+  // The slices written, read by the norm and by the clipped sum: three
+  // passes on the cpu model, two on the cuda model where the norm is fused
+  // (gate at T = 1024); each at 1 + 1/32 bytes an element instead of 2.
+  LinearNormShape s{8, 1024, 2048, 8192};
+  const double slices = 8.0 * 2048 * 8192 * (2.0 - 33.0 / 32.0);
+  for (auto [backend, passes] :
+       {std::pair{Backend::CPU, 3.0}, std::pair{Backend::CUDA, 2.0}}) {
+    DeviceRates rates = deviceRates(backend);
+    double bf16 =
+        linearParamSeconds(s, dp::NormMethod::materialized, 2, 4, rates);
+    double mxfp8 = linearParamSeconds(s, dp::NormMethod::materialized, 2, 4,
+                                      rates, 1.0, false, PerSampleRows::MXFP8);
+    double saved = passes * slices / rates.bytesPerSecond;
+    EXPECT_NEAR(bf16 - mxfp8, saved, kRelative * saved);
+  }
+  // The other methods store no rows.
+  DeviceRates cuda = deviceRates(Backend::CUDA);
+  EXPECT_DOUBLE_EQ(linearParamSeconds(s, dp::NormMethod::gram, 2, 4, cuda),
+                   linearParamSeconds(s, dp::NormMethod::gram, 2, 4, cuda, 1.0,
+                                      false, PerSampleRows::MXFP8));
+}
+
+TEST(CostModel, MXFP8RowsOnlyForBlocksWithinAWeightRowInF32Sums) {
+  mlir::MLIRContext context;
+  mlir::Type bf16 = mlir::BFloat16Type::get(&context);
+  mlir::Type f32 = mlir::Float32Type::get(&context);
+  mlir::Type f64 = mlir::Float64Type::get(&context);
+  LinearNormShape in64{2, 16, 64, 8}, in48{2, 16, 48, 8};
+  EXPECT_EQ(rowsFormatFor(in64, bf16, PerSampleRows::MXFP8),
+            PerSampleRows::MXFP8);
+  EXPECT_EQ(rowsFormatFor(in64, f32, PerSampleRows::MXFP8),
+            PerSampleRows::MXFP8);
+  // A block of 32 would span two rows of the weight.
+  EXPECT_EQ(rowsFormatFor(in48, bf16, PerSampleRows::MXFP8),
+            PerSampleRows::Compute);
+  // An f64 model sums in f64; the runtime sums MXFP8 rows in f32.
+  EXPECT_EQ(rowsFormatFor(in64, f64, PerSampleRows::MXFP8),
+            PerSampleRows::Compute);
+  EXPECT_EQ(rowsFormatFor(in64, bf16, PerSampleRows::Compute),
+            PerSampleRows::Compute);
 }
 
 } // namespace

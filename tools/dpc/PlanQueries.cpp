@@ -3,6 +3,7 @@
 #include "PlanQueries.h"
 
 #include "DP/DPOps.h"
+#include "DP/DPSizes.h"
 #include "DPRT/DPRTDialect.h"
 
 #include <algorithm>
@@ -34,8 +35,9 @@ bool dpc::hasCastUnits(ModuleOp planned) {
 int64_t dpc::materializedOf(ModuleOp planned) {
   int64_t bytes = 0;
   planned.walk([&](dp::LinearPerSampleGradOp op) {
-    auto type = cast<RankedTensorType>(op.getGrads().getType());
-    bytes += type.getNumElements() * int64_t(type.getElementTypeBitWidth() / 8);
+    // MXFP8 rows with their scales, as the lowering allocates them.
+    bytes += dp::getNumBytes(cast<RankedTensorType>(op.getGrads().getType()))
+                 .value_or(0);
   });
   return bytes;
 }

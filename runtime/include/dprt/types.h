@@ -17,16 +17,42 @@ namespace dprt {
 /// model's compute type; per-sample norms, clip factors, losses, statistics,
 /// gradient accumulators, master weights and optimizer state use the
 /// accumulation type `accOf(compute)`: f64 for f64 models, f32 otherwise.
-enum class DType : int32_t { F64 = 0, F32 = 1, BF16 = 2 };
+///
+/// MXFP8 holds only materialized per-sample gradient rows (the
+/// `--per-sample-rows=mxfp8` recipe): OCP Microscaling FP8, e4m3 elements
+/// with one e8m0 scale per 32 consecutive elements of a row. A buffer of
+/// `batch` rows of `dim` elements (dim a multiple of kMxBlock) is the
+/// batch * dim element bytes followed by the batch * dim / 32 scale bytes,
+/// scale k covering elements 32 k to 32 k + 31 (storageBytes). Element v of
+/// a block whose f32 values have the largest magnitude amax is stored as
+/// e4m3(v / 2^E), rounded to nearest even, with E the smallest integer for
+/// which amax / 2^E <= 448 (so nothing saturates), clamped to [-126, 127];
+/// the scale byte is E + 127. A block with a value that is not finite gets
+/// the scale byte 0xFF (NaN) and NaN elements, so that the update's
+/// finiteness check still sees it. The value a row holds, the one its norm
+/// and the clipped sum read, is e4m3 * 2^E.
+enum class DType : int32_t { F64 = 0, F32 = 1, BF16 = 2, MXFP8 = 3 };
 
+/// Elements one MXFP8 scale covers.
+inline constexpr int64_t kMxBlock = 32;
+
+/// Bytes of one element (for MXFP8 the e4m3 byte alone; storageBytes adds
+/// the scales).
 inline constexpr int64_t sizeOf(DType t) {
-  return t == DType::F64 ? 8 : t == DType::F32 ? 4 : 2;
+  return t == DType::F64 ? 8 : t == DType::F32 ? 4 : t == DType::MXFP8 ? 1 : 2;
+}
+/// Bytes of a buffer of `count` elements of t, scales included.
+inline constexpr int64_t storageBytes(DType t, int64_t count) {
+  return count * sizeOf(t) + (t == DType::MXFP8 ? count / kMxBlock : 0);
 }
 inline constexpr DType accOf(DType compute) {
   return compute == DType::F64 ? DType::F64 : DType::F32;
 }
 inline constexpr const char *nameOf(DType t) {
-  return t == DType::F64 ? "f64" : t == DType::F32 ? "f32" : "bf16";
+  return t == DType::F64   ? "f64"
+         : t == DType::F32 ? "f32"
+         : t == DType::BF16 ? "bf16"
+                            : "mxfp8";
 }
 
 enum class Activation : int32_t {

@@ -244,7 +244,7 @@ TEST(MaterializedWeightGrad, EqualsClippedSumOfPerSampleGradients) {
     Buffer c(acc, cv), g(dt, batch * out * in), dw(acc, uniform(rng, out * in));
     Vec init = dw.values();
     TestRank r;
-    cpu::linear_per_sample_grad(r.get(), dt, x.data(), dy.data(), g.data(),
+    cpu::linear_per_sample_grad(r.get(), dt, dt, x.data(), dy.data(), g.data(),
                                 nullptr, batch, tokens, in, out);
     cpu::rows_weighted_sum(r.get(), dt, g.data(), c.data(), dw.data(), batch,
                            out * in);

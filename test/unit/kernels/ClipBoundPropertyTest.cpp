@@ -70,7 +70,7 @@ std::vector<Param> randomGroup(Rng &rng, DType dt, int64_t batch,
       // Materialized: the clipped sum adds the stored slices (bf16 for
       // bf16 operands), so the bound must hold for them.
       Buffer g(dt, batch * out * in);
-      cpu::linear_per_sample_grad(r.get(), dt, x.data(), dy.data(), g.data(),
+      cpu::linear_per_sample_grad(r.get(), dt, dt, x.data(), dy.data(), g.data(),
                                   n2.data(), batch, tokens, in, out);
       params.push_back({slices(g, batch)});
     } else {
@@ -219,10 +219,18 @@ TEST(ClipBound, MaterializedGradientsClippedAtTheBoundary) {
   // norm: sample 1 sits on the boundary, sample 0 (half its size) is not
   // clipped, sample 2 (twice) is. Every clipped gradient has norm at most
   // C, and the sum is the reference's sum_b c_b g_b with the reference's
-  // factors min(1, C / (n_b (1 + relErr) + 1e-6)).
+  // factors min(1, C / (n_b (1 + relErr) + 1e-6)). With MXFP8 rows
+  // (f32 and bf16 operands, in a multiple of 32) the same holds for the
+  // values the rows hold, each within 2^-4 of the f64 gradient.
   forEachCaseAndDType(20, [](Rng &rng, DType dt) {
+   for (DType rowType : {dt, DType::MXFP8}) {
+    if (rowType == DType::MXFP8 && dt == DType::F64)
+      continue;
+    SCOPED_TRACE(dprt::nameOf(rowType));
+    const bool mx = rowType == DType::MXFP8;
     int64_t batch = 3, tokens = uniformInt(rng, 1, 8),
-            in = uniformInt(rng, 1, 24), out = uniformInt(rng, 1, 24);
+            in = mx ? 32 * uniformInt(rng, 1, 2) : uniformInt(rng, 1, 24),
+            out = uniformInt(rng, 1, 24);
     DType acc = accOf(dt);
     double relErr = dt == DType::F64 ? 0.0 : 1e-4;
     Vec xv = normal(rng, batch * tokens * in), dyv;
@@ -238,22 +246,23 @@ TEST(ClipBound, MaterializedGradientsClippedAtTheBoundary) {
     ref::PerSample exact = ref::linearWeightGradPerSample(
         x.values(), dy.values(), batch, tokens, in, out);
     TestRank r;
-    Buffer g(dt, batch * out * in), n2(acc, Vec(batch, 0.0)),
+    Buffer g(rowType, batch * out * in), n2(acc, Vec(batch, 0.0)),
         mask(acc, Vec(batch, 1.0)), c(acc, batch), dw(acc, Vec(out * in, 0.0));
-    cpu::linear_per_sample_grad(r.get(), dt, x.data(), dy.data(), g.data(),
-                                n2.data(), batch, tokens, in, out);
+    cpu::linear_per_sample_grad(r.get(), dt, rowType, x.data(), dy.data(),
+                                g.data(), n2.data(), batch, tokens, in, out);
     // The slices as stored (rounded once to bf16 for bf16 operands) are what
     // the clipped sum adds: C is sample 1's stored norm, and they are within
     // a rounding of the f64 gradients.
     ref::PerSample grads = slices(g, batch);
     for (int64_t b = 0; b < batch; ++b)
-      EXPECT_CLOSE(grads[b], exact[b], storedTolerance(dt), dt);
+      EXPECT_CLOSE(grads[b], exact[b],
+                   (mx ? 1.0 / 16 : 0.0) + storedTolerance(dt), dt);
     double maxNorm = std::sqrt(ref::sumSquares(grads[1]));
     r.state().clipNorm = maxNorm;
     cpu::clip_factors(r.get(), acc, n2.data(), mask.data(), c.data(), batch, 1,
                       ClipMode::Flat, 1.0, 0.01, relErr);
-    cpu::rows_weighted_sum(r.get(), dt, g.data(), c.data(), dw.data(), batch,
-                           out * in);
+    cpu::rows_weighted_sum(r.get(), rowType, g.data(), c.data(), dw.data(),
+                           batch, out * in);
     Vec cv = c.values(), want(batch);
     for (int64_t b = 0; b < batch; ++b) {
       double n = std::sqrt(ref::sumSquares(grads[b]));
@@ -271,6 +280,7 @@ TEST(ClipBound, MaterializedGradientsClippedAtTheBoundary) {
     EXPECT_CLOSE(cv, want, accTolerance(dt), dt);
     EXPECT_CLOSE(dw.values(), ref::weightedSum(grads, want), accTolerance(dt),
                  dt);
+   }
   });
 }
 

@@ -23,6 +23,8 @@ double tolerance(DType dt) {
     return 1e-5;
   case DType::BF16:
     return 1e-2;
+  case DType::MXFP8:
+    return 1.0 / 16.0;
   }
   return 0;
 }
@@ -68,12 +70,74 @@ uint16_t bf16Bits(double d) {
   return uint16_t(sign | m);
 }
 
+namespace mx {
+
+double e4m3Value(uint8_t code) {
+  const int e = (code >> 3) & 0xF, m = code & 7;
+  if (e == 0xF && m == 7)
+    return std::numeric_limits<double>::quiet_NaN();
+  const double magnitude =
+      e == 0 ? m / 512.0 : (1.0 + m / 8.0) * std::ldexp(1.0, e - 7);
+  return code & 0x80 ? -magnitude : magnitude;
+}
+
+uint8_t e4m3Code(double v) {
+  if (std::isnan(v))
+    return 0x7F;
+  const uint8_t sign = std::signbit(v) ? 0x80 : 0;
+  const double a = std::fabs(v);
+  // Codes 0 .. 0x7E are ordered like their values: the nearest by a search
+  // over all of them, ties to the even code (an even mantissa), saturating.
+  uint8_t best = 0;
+  for (uint8_t c = 1; c <= 0x7E; ++c) {
+    const double d = std::fabs(e4m3Value(c) - a),
+                 dBest = std::fabs(e4m3Value(best) - a);
+    if (d < dBest || (d == dBest && c % 2 == 0))
+      best = c;
+  }
+  return sign | best;
+}
+
+int blockExponent(double amax) {
+  for (int e = -126; e <= 127; ++e)
+    if (amax <= 448.0 * std::ldexp(1.0, e))
+      return e;
+  return 127;
+}
+
+} // namespace mx
+
+namespace {
+int64_t bufferBytes(DType dt, int64_t n) {
+  if (dt == DType::MXFP8 && n % dprt::kMxBlock != 0)
+    throw std::invalid_argument("an MXFP8 buffer holds whole blocks of 32");
+  return std::max<int64_t>(dprt::storageBytes(dt, n), 1);
+}
+} // namespace
+
 Buffer::Buffer(DType dt, int64_t n)
-    : dt_(dt), n_(n), bytes_(std::max<int64_t>(n, 1) * dprt::sizeOf(dt)) {
+    : dt_(dt), n_(n), bytes_(bufferBytes(dt, n)) {
   poison();
 }
 
 Buffer::Buffer(DType dt, const Vec &v) : Buffer(dt, int64_t(v.size())) {
+  if (dt == DType::MXFP8) {
+    // Block by block, by types.h's rule: the scale from the block's largest
+    // magnitude, each element rounded under it.
+    for (int64_t k = 0; k < n_ / dprt::kMxBlock; ++k) {
+      double amax = 0;
+      bool finite = true;
+      for (int64_t i = 0; i < dprt::kMxBlock; ++i) {
+        finite &= std::isfinite(v[k * dprt::kMxBlock + i]);
+        amax = std::max(amax, std::fabs(v[k * dprt::kMxBlock + i]));
+      }
+      uint8_t &scale = bytes_[n_ + k];
+      scale = finite ? uint8_t(mx::blockExponent(amax) + 127) : 0xFF;
+      for (int64_t i = 0; i < dprt::kMxBlock; ++i)
+        set(k * dprt::kMxBlock + i, v[k * dprt::kMxBlock + i]);
+    }
+    return;
+  }
   for (int64_t i = 0; i < n_; ++i)
     set(i, v[i]);
 }
@@ -86,6 +150,12 @@ double Buffer::get(int64_t i) const {
     return reinterpret_cast<const float *>(bytes_.data())[i];
   case DType::BF16:
     return bf16Value(reinterpret_cast<const uint16_t *>(bytes_.data())[i]);
+  case DType::MXFP8: {
+    const uint8_t scale = bytes_[n_ + i / dprt::kMxBlock];
+    return scale == 0xFF ? std::numeric_limits<double>::quiet_NaN()
+                         : mx::e4m3Value(bytes_[i]) *
+                               std::ldexp(1.0, int(scale) - 127);
+  }
   }
   return 0;
 }
@@ -101,6 +171,19 @@ void Buffer::set(int64_t i, double v) {
   case DType::BF16:
     reinterpret_cast<uint16_t *>(bytes_.data())[i] = bf16Bits(v);
     return;
+  case DType::MXFP8: {
+    // Under the block's scale, saturating; a value that is not finite makes
+    // the whole block NaN (types.h).
+    const int64_t k = i / dprt::kMxBlock;
+    uint8_t &scale = bytes_[n_ + k];
+    if (!std::isfinite(v) || scale == 0xFF) {
+      scale = 0xFF;
+      std::memset(bytes_.data() + k * dprt::kMxBlock, 0x7F, dprt::kMxBlock);
+      return;
+    }
+    bytes_[i] = mx::e4m3Code(std::ldexp(v, 127 - int(scale)));
+    return;
+  }
   }
 }
 
@@ -115,6 +198,7 @@ void Buffer::poison() {
   for (int64_t i = 0; i < n_; ++i)
     set(i, std::numeric_limits<double>::quiet_NaN());
 }
+
 
 Vec rounded(DType dt, const Vec &v) { return Buffer(dt, v).values(); }
 

@@ -83,6 +83,16 @@ private:
   std::vector<unsigned char> bytes_;
 };
 
+/// MXFP8 (types.h) by an independent route, for the tests' buffers: e4m3
+/// values from their definition, rounding by a search over every code.
+namespace mx {
+double e4m3Value(uint8_t code);
+/// Nearest, ties to the even code, saturating at 448; NaN gives 0x7F.
+uint8_t e4m3Code(double v);
+/// The smallest E in [-126, 127] with amax <= 448 * 2^E.
+int blockExponent(double amax);
+} // namespace mx
+
 /// v rounded to dt (what a kernel reads after v is stored as dt).
 Vec rounded(dprt::DType dt, const Vec &v);
 

@@ -227,16 +227,27 @@ int64_t oddLength(Rng &rng) {
   return n + uniformInt(rng, 1, 7);
 }
 
+/// A row length for `rows`: oddLength's, or for MXFP8 (whole blocks of 32)
+/// a multiple of 32 below 256 or past 4096.
+int64_t rowLength(Rng &rng, DType rows) {
+  if (rows != DType::MXFP8)
+    return oddLength(rng);
+  return 32 * (uniformInt(rng, 0, 1) ? uniformInt(rng, 1, 7)
+                                     : uniformInt(rng, 128, 150));
+}
+
+constexpr DType kRowTypes[] = {DType::BF16, DType::F32, DType::MXFP8};
+
 constexpr Optimizer kOptimizers[] = {Optimizer::Sgd, Optimizer::Momentum,
                                      Optimizer::Nesterov, Optimizer::AdamW};
 
 TEST(UpdateRows, SameBitsAsRowsWeightedSumIntoZeroThenTheUpdate) {
   forEachCase(3, [](Rng &rng) {
     for (Optimizer opt : kOptimizers)
-      for (DType rows : {DType::BF16, DType::F32})
+      for (DType rows : kRowTypes)
         for (int64_t batch : {int64_t(1), int64_t(8)})
           for (bool noise : {false, true}) {
-            const int64_t n = oddLength(rng);
+            const int64_t n = rowLength(rng, rows);
             SCOPED_TRACE(std::string(nameOf(opt)) + " " + dprt::nameOf(rows) +
                          " B" + std::to_string(batch) + " n" +
                          std::to_string(n) + (noise ? " noise" : ""));
@@ -263,9 +274,9 @@ TEST(UpdateRows, SameBitsAsRowsWeightedSumIntoZeroThenTheUpdate) {
 TEST(UpdateRows, MatchesAnF64SumOfTheWeightedRowsAndTheReferenceStep) {
   forEachCase(3, [](Rng &rng) {
     for (Optimizer opt : kOptimizers)
-      for (DType rows : {DType::BF16, DType::F32})
+      for (DType rows : kRowTypes)
         for (int64_t batch : {int64_t(1), int64_t(8)}) {
-          const int64_t n = oddLength(rng), step = uniformInt(rng, 1, 5);
+          const int64_t n = rowLength(rng, rows), step = uniformInt(rng, 1, 5);
           SCOPED_TRACE(std::string(nameOf(opt)) + " " + dprt::nameOf(rows) +
                        " B" + std::to_string(batch) + " n" + std::to_string(n));
           TestRank r;
@@ -315,9 +326,9 @@ TEST(UpdateRows, MatchesAnF64SumOfTheWeightedRowsAndTheReferenceStep) {
 TEST(UpdateRows, FlagAGradientElementThatIsNotFinite) {
   forEachCase(3, [](Rng &rng) {
     for (Optimizer opt : kOptimizers)
-      for (DType rows : {DType::BF16, DType::F32})
+      for (DType rows : kRowTypes)
         for (bool fused : {true, false}) {
-          const int64_t batch = 8, n = oddLength(rng);
+          const int64_t batch = 8, n = rowLength(rng, rows);
           SCOPED_TRACE(std::string(nameOf(opt)) + " " + dprt::nameOf(rows) +
                        (fused ? " _rows" : " plain") + " n" +
                        std::to_string(n));

@@ -176,10 +176,10 @@ TEST(LinearPerSampleGrad, FormsEachSamplesGradientAndAddsItsNorm) {
     Vec init;
     Buffer n2 = startingNorms(rng, dt, batch, init);
     TestRank r;
-    cpu::linear_per_sample_grad(r.get(), dt, x.data(), dy.data(), g.data(),
+    cpu::linear_per_sample_grad(r.get(), dt, dt, x.data(), dy.data(), g.data(),
                                 n2.data(), batch, tokens, in, out);
     // Without n2 it forms the same gradients and adds nothing anywhere.
-    cpu::linear_per_sample_grad(r.get(), dt, x.data(), dy.data(), alone.data(),
+    cpu::linear_per_sample_grad(r.get(), dt, dt, x.data(), dy.data(), alone.data(),
                                 nullptr, batch, tokens, in, out);
     ref::PerSample want = ref::linearWeightGradPerSample(
         x.values(), dy.values(), batch, tokens, in, out);

@@ -1,0 +1,182 @@
+//===- Mxfp8.cuh - MXFP8 per-sample gradient rows on the GPU ---*- CUDA -*-===//
+//
+// The MXFP8 rows of types.h (e4m3 elements, one e8m0 power-of-two scale per
+// 32 consecutive elements): the block exponent, the conversions, and the
+// readers the clipped sums and the norms use. The quantization rule is the
+// one of runtime/cpu/Mxfp8.h, so that dpc-gpu-check can hold the two
+// against each other; the conversions are the hardware's cvt with
+// round-to-nearest-even and saturation (nothing saturates: the block's
+// scale leaves its largest magnitude at most 448).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DPRT_CUDA_MXFP8_CUH
+#define DPRT_CUDA_MXFP8_CUH
+
+#include "DeviceMath.cuh"
+
+#include "dprt/types.h"
+
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+namespace dprt::cuda {
+
+/// Whether v is an infinity or NaN (every exponent bit set).
+__device__ __forceinline__ bool notFinite(float v) {
+  return (__float_as_uint(v) & 0x7f800000u) == 0x7f800000u;
+}
+
+/// The block exponent E of types.h for a finite amax >= 0: the smallest
+/// integer with amax <= 448 * 2^E, clamped to [-126, 127]. With amax =
+/// f 2^k (f in [0.5, 1)): k - 9 where f <= 0.875 (448 = 0.875 * 2^9), else
+/// k - 8. A subnormal or zero amax gets -126.
+__device__ __forceinline__ int mxBlockExponent(float amax) {
+  const uint32_t bits = __float_as_uint(amax);
+  const int biased = int(bits >> 23) & 0xFF;
+  if (biased == 0)
+    return -126;
+  const int k = biased - 126;
+  const int e = (bits & 0x7FFFFFu) <= 0x600000u ? k - 9 : k - 8;
+  return e < -126 ? -126 : e > 127 ? 127 : e;
+}
+
+/// 2^e for e in [-126, 127] (a normal f32), exactly.
+__device__ __forceinline__ float exp2Int(int e) {
+  return __uint_as_float(uint32_t(e + 127) << 23);
+}
+
+/// v rounded to e4m3 (nearest even, saturating): cvt.rn.satfinite.
+__device__ __forceinline__ uint8_t toE4m3(float v) {
+  return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+}
+
+/// The value of an e4m3 byte (through f16, which holds every e4m3 exactly).
+__device__ __forceinline__ float fromE4m3(uint8_t q) {
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(q, __NV_E4M3)));
+}
+
+/// The two values of the e4m3 bytes in the low 16 bits of w.
+__device__ __forceinline__ float2 fromE4m3x2(uint32_t w) {
+  return __half22float2(
+      __half2(__nv_cvt_fp8x2_to_halfraw2(uint16_t(w & 0xFFFFu), __NV_E4M3)));
+}
+
+/// 2^(s - 127) of an e8m0 scale byte s (1 to 254 as written); 0xFF (a
+/// block that held an infinity or NaN) is NaN, so that every value of the
+/// block reads as NaN whatever its elements hold.
+__device__ __forceinline__ float fromE8m0(uint8_t s) {
+  return s == 0xFF ? __uint_as_float(0x7FFFFFFFu)
+                   : __uint_as_float(uint32_t(s) << 23);
+}
+
+/// W consecutive values of MXFP8 elements, from i on (i a multiple of W, W
+/// dividing 32 so that the W share one scale; with W >= 4 the elements are
+/// aligned to W bytes).
+template <int W>
+__device__ __forceinline__ void loadMx(const uint8_t *elems,
+                                       const uint8_t *scales, int64_t i,
+                                       float (&out)[W]) {
+  static_assert(W == 1 || W == 4 || W == 8 || W == 16,
+                "MXFP8 vectors of 1, 4, 8 or 16");
+  const float scale = fromE8m0(scales[i / kMxBlock]);
+  if constexpr (W == 1) {
+    out[0] = fromE4m3(elems[i]) * scale;
+  } else {
+    uint32_t w[W / 4];
+    if constexpr (W == 16) {
+      const uint4 v = *reinterpret_cast<const uint4 *>(elems + i);
+      w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+    } else if constexpr (W == 8) {
+      const uint2 v = *reinterpret_cast<const uint2 *>(elems + i);
+      w[0] = v.x, w[1] = v.y;
+    } else {
+      w[0] = *reinterpret_cast<const uint32_t *>(elems + i);
+    }
+#pragma unroll
+    for (int k = 0; k < W / 4; ++k) {
+      const float2 lo = fromE4m3x2(w[k]), hi = fromE4m3x2(w[k] >> 16);
+      out[4 * k] = lo.x * scale;
+      out[4 * k + 1] = lo.y * scale;
+      out[4 * k + 2] = hi.x * scale;
+      out[4 * k + 3] = hi.y * scale;
+    }
+  }
+}
+
+/// MXFP8 rows [batch, dim] (types.h): the element bytes, then the scales.
+struct MxRowsView {
+  const uint8_t *elems, *scales;
+  int64_t dim;
+  MxRowsView(const void *g, int64_t batch, int64_t dim)
+      : elems(static_cast<const uint8_t *>(g)), scales(elems + batch * dim),
+        dim(dim) {}
+  template <int W>
+  __device__ __forceinline__ void load(int64_t b, int64_t j,
+                                       float (&out)[W]) const {
+    loadMx<W>(elems, scales, b * dim + j, out);
+  }
+};
+
+/// Rows [batch, dim] of a storage type T.
+template <class T> struct PlainRowsView {
+  const T *g;
+  int64_t dim;
+  template <int W>
+  __device__ __forceinline__ void load(int64_t b, int64_t j,
+                                       float (&out)[W]) const {
+    loadVec<W>(g + b * dim + j, out);
+  }
+};
+
+/// The sum of the squares of the values MXFP8 block i of segment s holds,
+/// blocks `blocks` a segment (segmentedSum's Op).
+struct SquareMxOp {
+  const uint8_t *elems, *scales;
+  int64_t blocks;
+  __device__ float operator()(int64_t s, int64_t i) const {
+    const int64_t at = (s * blocks + i) * kMxBlock;
+    float v[16];
+    float sum = 0.0f;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      loadMx<16>(elems, scales, at + 16 * h, v);
+#pragma unroll
+      for (int k = 0; k < 16; ++k)
+        sum += v[k] * v[k];
+    }
+    return sum;
+  }
+};
+
+/// Quantizes the 32 f32 values v into out (32 e4m3 bytes) and *scale by the
+/// rule of types.h. Returns nothing; the squares are taken of what is stored.
+__device__ __forceinline__ void quantizeMxBlock(const float (&v)[kMxBlock],
+                                                uint8_t (&out)[kMxBlock],
+                                                uint8_t *scale) {
+  float amax = 0.0f;
+  bool finite = true;
+#pragma unroll
+  for (int k = 0; k < kMxBlock; ++k) {
+    finite &= !notFinite(v[k]);
+    amax = fmaxf(amax, fabsf(v[k]));
+  }
+  if (!finite) {
+    *scale = 0xFF;
+#pragma unroll
+    for (int k = 0; k < kMxBlock; ++k)
+      out[k] = 0x7F;
+    return;
+  }
+  const int e = mxBlockExponent(amax);
+  *scale = uint8_t(e + 127);
+  // e <= 120 for a finite amax (2^128 > FLT_MAX), so 2^-e is normal.
+  const float inverse = exp2Int(-e);
+#pragma unroll
+  for (int k = 0; k < kMxBlock; ++k)
+    out[k] = toE4m3(v[k] * inverse);
+}
+
+} // namespace dprt::cuda
+
+#endif // DPRT_CUDA_MXFP8_CUH
