@@ -65,13 +65,14 @@ inline int mxBlockExponent(float amax) {
   return e < -126 ? -126 : e > 127 ? 127 : e;
 }
 
-/// Read-only view of `count` MXFP8 elements: the element bytes, then the
-/// scale bytes (types.h).
+/// Read-only view of MXFP8 rows of `dim` elements (types.h): row b at
+/// b * (dim + dim / 32) bytes, its elements, then its scales.
 struct MxRows {
-  const uint8_t *elems;
-  const uint8_t *scales;
-  MxRows(const void *g, int64_t count)
-      : elems(static_cast<const uint8_t *>(g)), scales(elems + count) {}
+  const uint8_t *base;
+  int64_t dim, stride;
+  MxRows(const void *g, int64_t dim)
+      : base(static_cast<const uint8_t *>(g)), dim(dim),
+        stride(storageBytes(DType::MXFP8, dim)) {}
 };
 
 /// 2^(s - 127) of an e8m0 scale byte; NaN for 0xFF.
@@ -79,14 +80,16 @@ inline float e8m0ToFloat(uint8_t s) {
   return s == 0xFF ? std::nanf("") : std::ldexp(1.0f, int(s) - 127);
 }
 
-/// The value element i holds: e4m3 * 2^E.
+/// The value element i (row i / dim) holds: e4m3 * 2^E.
 inline float load(const MxRows &g, int64_t i) {
-  return e4m3ToFloat(g.elems[i]) * e8m0ToFloat(g.scales[i / kMxBlock]);
+  const int64_t b = i / g.dim, j = i - b * g.dim;
+  const uint8_t *row = g.base + b * g.stride;
+  return e4m3ToFloat(row[j]) * e8m0ToFloat(row[g.dim + j / kMxBlock]);
 }
 
 /// Quantizes the f32 values v[0, n) (n a multiple of 32) into elements
-/// elems[0, n) and scales[0, n / 32); returns the sum of squares (f64) of
-/// the values they hold.
+/// elems[0, n) and scales[0, n / 32) (one row: scales = elems + n); returns
+/// the sum of squares (f64) of the values they hold.
 inline double quantizeMx(const float *v, int64_t n, uint8_t *elems,
                          uint8_t *scales) {
   double squares = 0;

@@ -120,7 +120,7 @@ void updateFromRows(Rank *rank, DType rows, const void *g, const void *c,
                     int64_t batch, int64_t n, int64_t noiseIndex,
                     const MakeOpt &makeOpt) {
   StepState &st = mutableStepState(rank);
-  dispatchRows(rows, g, batch * n, [&](const auto &gt, auto accTag) {
+  dispatchRows(rows, g, n, [&](const auto &gt, auto accTag) {
     using A = decltype(accTag);
     auto *ca = static_cast<const A *>(c);
     double *sum = scratch<double>(0, kRowsBlock);

@@ -265,7 +265,7 @@ void norm_tied_direct(Rank *, DType dt, const int32_t *tok, const void *dyEmb,
 
 void norm_rows(Rank *, DType rows, const void *g, void *n2, int64_t batch,
                int64_t dim) {
-  dispatchRows(rows, g, batch * dim, [&](const auto &gt, auto accTag) {
+  dispatchRows(rows, g, dim, [&](const auto &gt, auto accTag) {
     using A = decltype(accTag);
     auto *n = static_cast<A *>(n2);
     for (int64_t b = 0; b < batch; ++b) {
@@ -303,9 +303,9 @@ void linear_per_sample_grad(Rank *, DType dt, DType rows, const void *x,
           float *acc = scratch<float>(2, out * in);
           gemm(true, false, out, in, tokens, 1.0, dyc + b * tokens * out, out,
                xc + b * tokens * in, in, 0.0, acc, in);
-          auto *elems = static_cast<uint8_t *>(g);
-          squares = quantizeMx(acc, out * in, elems + b * out * in,
-                               elems + batch * out * in + b * out * in / kMxBlock);
+          uint8_t *row = static_cast<uint8_t *>(g) +
+                         b * storageBytes(DType::MXFP8, out * in);
+          squares = quantizeMx(acc, out * in, row, row + out * in);
         }
       } else {
         T *gb = static_cast<T *>(g) + b * out * in;

@@ -117,7 +117,7 @@ void embedding_grad(Rank *, DType dt, const int32_t *tok, const void *dy,
 
 void rows_weighted_sum(Rank *, DType rows, const void *g, const void *c,
                        void *out, int64_t batch, int64_t dim) {
-  dispatchRows(rows, g, batch * dim, [&](const auto &gt, auto accTag) {
+  dispatchRows(rows, g, dim, [&](const auto &gt, auto accTag) {
     using A = decltype(accTag);
     auto *ca = static_cast<const A *>(c);
     auto *o = static_cast<A *>(out);

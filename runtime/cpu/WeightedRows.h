@@ -30,13 +30,13 @@ void addWeightedRows(const G &g, const A *c, int64_t batch, int64_t dim,
   }
 }
 
-/// Calls fn(rows, A{}) with `rows` the readable view of the `count` elements
-/// at g (a const T * for a storage type T, MxRows for MXFP8) and A their acc
-/// type.
+/// Calls fn(rows, A{}) with `rows` the readable view of the rows of `dim`
+/// elements at g (a const T * for a storage type T, MxRows for MXFP8) and A
+/// their acc type.
 template <class Fn>
-void dispatchRows(DType rows, const void *g, int64_t count, Fn &&fn) {
+void dispatchRows(DType rows, const void *g, int64_t dim, Fn &&fn) {
   if (rows == DType::MXFP8) {
-    fn(MxRows(g, count), float{});
+    fn(MxRows(g, dim), float{});
     return;
   }
   dispatch(rows, [&](auto tag) {

@@ -70,9 +70,9 @@ __device__ __forceinline__ float fromE8m0(uint8_t s) {
                    : __uint_as_float(uint32_t(s) << 23);
 }
 
-/// W consecutive values of MXFP8 elements, from i on (i a multiple of W, W
-/// dividing 32 so that the W share one scale; with W >= 4 the elements are
-/// aligned to W bytes).
+/// W consecutive values of one MXFP8 row (elements, then scales: types.h),
+/// from element i on (i a multiple of W, W dividing 32 so that the W share
+/// one scale; with W >= 4 the elements are aligned to W bytes).
 template <int W>
 __device__ __forceinline__ void loadMx(const uint8_t *elems,
                                        const uint8_t *scales, int64_t i,
@@ -104,17 +104,24 @@ __device__ __forceinline__ void loadMx(const uint8_t *elems,
   }
 }
 
-/// MXFP8 rows [batch, dim] (types.h): the element bytes, then the scales.
+/// MXFP8 rows of `dim` elements (types.h): row b at b * stride bytes, its
+/// elements, then its scales.
 struct MxRowsView {
-  const uint8_t *elems, *scales;
-  int64_t dim;
-  MxRowsView(const void *g, int64_t batch, int64_t dim)
-      : elems(static_cast<const uint8_t *>(g)), scales(elems + batch * dim),
-        dim(dim) {}
+  const uint8_t *base;
+  int64_t dim, stride;
+  MxRowsView(const void *g, int64_t dim)
+      : base(static_cast<const uint8_t *>(g)), dim(dim),
+        stride(storageBytes(DType::MXFP8, dim)) {}
+  /// Whether every row's vectors of `bytes` are aligned (g 16-byte
+  /// aligned, the row stride a multiple of `bytes`).
+  bool aligned(const void *g, int bytes) const {
+    return aligned16(g) && stride % bytes == 0;
+  }
   template <int W>
   __device__ __forceinline__ void load(int64_t b, int64_t j,
                                        float (&out)[W]) const {
-    loadMx<W>(elems, scales, b * dim + j, out);
+    const uint8_t *row = base + b * stride;
+    loadMx<W>(row, row + dim, j, out);
   }
 };
 
@@ -129,20 +136,18 @@ template <class T> struct PlainRowsView {
   }
 };
 
-/// The sum of the squares of the values MXFP8 block i of segment s holds,
-/// blocks `blocks` a segment (segmentedSum's Op).
-struct SquareMxOp {
-  const uint8_t *elems, *scales;
-  int64_t blocks;
+/// The sum of the squares of the values MXFP8 block i of row s holds
+/// (segmentedSum's Op); V = 16 where the rows are 16-byte aligned, else 1.
+template <int V> struct SquareMxOp {
+  MxRowsView rows;
   __device__ float operator()(int64_t s, int64_t i) const {
-    const int64_t at = (s * blocks + i) * kMxBlock;
-    float v[16];
+    float v[V];
     float sum = 0.0f;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      loadMx<16>(elems, scales, at + 16 * h, v);
+    for (int h = 0; h < kMxBlock / V; ++h) {
+      rows.load<V>(s, i * kMxBlock + V * h, v);
 #pragma unroll
-      for (int k = 0; k < 16; ++k)
+      for (int k = 0; k < V; ++k)
         sum += v[k] * v[k];
     }
     return sum;

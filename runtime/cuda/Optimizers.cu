@@ -335,15 +335,17 @@ void updateRows(Rank *rank, DType rows, const char *name, const Opt &opt,
     // AdamW, whose 8 ran at 1.5 TB/s against bf16 rows' 2.7 (B8 n11.5M with
     // noise, one H100: 241 against 168 us), as bf16 rows had shown.
     constexpr int V = std::is_same_v<Opt, AdamW> ? 4 : 8;
-    const RowsGradient<MxRowsView> grad{MxRowsView(g, batch, n),
-                                        static_cast<const float *>(c), batch};
-    // Row b's elements start at g + b * n and its scales at g + batch * n +
-    // b * n / 32: n % V == 0 keeps every vector inside one block.
     if (n % kMxBlock != 0)
       throw std::invalid_argument(std::string(name) +
                                   ": MXFP8 rows of " + std::to_string(n) +
                                   " elements, not a multiple of 32");
-    if (vectorizable(state) && aligned16(g) && aligned16(copy))
+    const MxRowsView rows(g, n);
+    const RowsGradient<MxRowsView> grad{rows, static_cast<const float *>(c),
+                                        batch};
+    // Row b starts at g + b * (n + n / 32) (types.h): its vectors of V
+    // bytes are aligned where that stride is a multiple of V; a vector
+    // never leaves its block (V divides 32).
+    if (vectorizable(state) && rows.aligned(g, V) && aligned16(copy))
       launchUpdate<V>(rank, opt, grad, n, noiseIndex, copy);
     else
       launchUpdate<1>(rank, opt, grad, n, noiseIndex, copy);

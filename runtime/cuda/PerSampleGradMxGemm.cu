@@ -13,7 +13,10 @@
 //   scale in one cvt.rn.satfinite, and read back (the value the rows hold)
 //   for the sum of squares;
 // - a quad transpose gives lane q the 8 bytes of its block's column group
-//   q, stored at once: a warp's store covers 8 rows of 32 contiguous bytes;
+//   q, stored at once: a warp's store covers 8 rows of 32 contiguous bytes
+//   (sample l's row of the MXFP8 buffer, types.h, is its M N elements then
+//   its M N / 32 scales, at l (M N + M N / 32): M a multiple of 8 and N of
+//   32 keep every 8-byte store aligned);
 // - at the end of a tile each row's 8 scale bytes are one store, and each
 //   warp's sum of squares goes to a partial of its own (4 f32 a 64 x 256
 //   tile), added up per sample in a fixed order by the caller (the norms
@@ -44,8 +47,9 @@ constexpr int kEpilogueN = 64;
 struct MxQuantizeRows {
   struct SharedStorage {};
   struct Arguments {
-    uint8_t *elems = nullptr;  ///< [L, M, N] e4m3
-    uint8_t *scales = nullptr; ///< [L, M, N / 32] e8m0
+    /// L rows of M N elements (types.h): each its e4m3 bytes [M, N], then
+    /// its e8m0 scales [M, N / 32].
+    uint8_t *rows = nullptr;
     float *partials = nullptr; ///< [L, tiles M, tiles N, 4]
   };
   /// With a void D (this node stores the rows itself), CUTLASS names the
@@ -189,7 +193,9 @@ struct MxQuantizeRows {
       // bytes, 2 from each lane) and stores it, so that a warp's store
       // covers 8 rows of 32 contiguous bytes. Round r: lane j sends its
       // pair of group (j - r) % 4, which lane (j - r) % 4 wants from it.
-      const int64_t rowAt0 = int64_t(l) * m + row0;
+      // Sample l's row (types.h): its M N elements, then its scales.
+      uint8_t *sample = params.rows + int64_t(l) * storageBytes(DType::MXFP8,
+                                                                int64_t(m) * n);
       CUTLASS_PRAGMA_UNROLL
       for (int s = 0; s < 2; ++s)
         CUTLASS_PRAGMA_UNROLL
@@ -208,9 +214,8 @@ struct MxQuantizeRows {
               tileN * int(kTileN) + epiN * kEpilogueN + int(kMxBlock) * k +
               8 * quad;
           if (row0 + 8 * s < m && col < n)
-            *reinterpret_cast<uint64_t *>(params.elems +
-                                          (rowAt0 + 8 * s) * n + col) =
-                gathered;
+            *reinterpret_cast<uint64_t *>(
+                sample + int64_t(row0 + 8 * s) * n + col) = gathered;
         }
       return input;
     }
@@ -239,8 +244,9 @@ struct MxQuantizeRows {
         return;
       const uint64_t bytes = s == 0 ? scaleBytes0 : scaleBytes1;
       const int rowBlocks = n / int(kMxBlock);
-      uint8_t *at = params.scales + (int64_t(l) * m + rowS) * rowBlocks +
-                    tileN * 8;
+      uint8_t *at = params.rows +
+                    int64_t(l) * storageBytes(DType::MXFP8, int64_t(m) * n) +
+                    int64_t(m) * n + int64_t(rowS) * rowBlocks + tileN * 8;
       if (n % int(kTileN) == 0) {
         *reinterpret_cast<uint64_t *>(at) = bytes;
         return;
@@ -284,7 +290,7 @@ typename Gemm::Arguments arguments(const LinearProblem &p, void *g,
       {{}, nullptr, strideD, nullptr, strideD},
       hardware(smCount)};
   // Store(acc): the child's arguments, then the node's.
-  args.epilogue.thread = {{}, {elems, elems + int64_t(L) * M * N, partials}};
+  args.epilogue.thread = {{}, {elems, partials}};
   return args;
 }
 

@@ -229,24 +229,27 @@ __global__ void runSquaresKernel(const T *dy, const int32_t *order,
 }
 
 /// n2[s] += ||g_s||^2 of `segments` MXFP8 rows of `length` elements (a
-/// multiple of 32; g 16-byte aligned): one summand a block.
+/// multiple of 32): one summand a block.
 void mxRowSquares(Rank *rank, const void *g, float *n2, int64_t segments,
                   int64_t length, const char *name) {
-  if (!aligned16(g) || length % kMxBlock != 0)
-    throw std::invalid_argument(std::string(name) +
-                                ": MXFP8 rows must be 16-byte aligned, of a "
-                                "multiple of 32 elements");
+  if (length % kMxBlock != 0)
+    throw std::invalid_argument(std::string(name) + ": MXFP8 rows of " +
+                                std::to_string(length) +
+                                " elements, not a multiple of 32");
   const int64_t blocks = length / kMxBlock;
-  const MxRowsView rows(g, segments, length);
+  const MxRowsView rows(g, length);
   auto *partials = static_cast<float *>(
       scratch(rank, kComputeStream, segmentScratchBytes(segments, blocks)));
-  segmentedSum(rank, segments, blocks,
-               SquareMxOp{rows.elems, rows.scales, blocks}, n2, true, partials,
-               name);
+  if (rows.aligned(g, 16))
+    segmentedSum(rank, segments, blocks, SquareMxOp<16>{rows}, n2, true,
+                 partials, name);
+  else
+    segmentedSum(rank, segments, blocks, SquareMxOp<1>{rows}, n2, true,
+                 partials, name);
 }
 
-/// Block k of v [blocks * 32] (f32) into MXFP8 elements elems[32 k, + 32)
-/// and scales[k], one block a thread.
+/// Block k of v [blocks * 32] (f32, 16-byte aligned scratch) into one MXFP8
+/// row's elements elems[32 k, + 32) and scales[k], one block a thread.
 __global__ void quantizeMxKernel(const float *v, uint8_t *elems,
                                  uint8_t *scales, int64_t blocks) {
   for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < blocks;
@@ -257,10 +260,11 @@ __global__ void quantizeMxKernel(const float *v, uint8_t *elems,
       loadVec<4>(v + k * kMxBlock + q, *reinterpret_cast<float(*)[4]>(in + q));
     uint8_t out[kMxBlock];
     quantizeMxBlock(in, out, scales + k);
+    // Byte stores: a row of the interleaved layout (types.h) starts at any
+    // byte. This is the path without the fused product.
 #pragma unroll
-    for (int q = 0; q < kMxBlock; q += 16)
-      *reinterpret_cast<uint4 *>(elems + k * kMxBlock + q) =
-          *reinterpret_cast<const uint4 *>(out + q);
+    for (int q = 0; q < kMxBlock; ++q)
+      elems[k * kMxBlock + q] = out[q];
   }
 }
 
@@ -523,11 +527,9 @@ void mxPerSampleGradTwoPass(Rank *rank, DType dt, const void *x,
                             const void *dy, void *g, float *n2, int64_t batch,
                             int64_t tokens, int64_t in, int64_t out) {
   const char *name = "linear_per_sample_grad";
-  if (!aligned16(g))
-    throw std::invalid_argument(std::string(name) +
-                                ": MXFP8 rows must be 16-byte aligned");
   const int64_t dim = out * in, blocks = dim / kMxBlock;
-  auto *elems = static_cast<uint8_t *>(g);
+  const int64_t stride = storageBytes(DType::MXFP8, dim);
+  auto *rows = static_cast<uint8_t *>(g);
   const size_t es = size_t(sizeOf(dt));
   for (int64_t b = 0; b < batch; ++b) {
     auto *product =
@@ -538,9 +540,8 @@ void mxPerSampleGradTwoPass(Rank *rank, DType dt, const void *x,
         in, out);
     gemm(rank, p);
     quantizeMxKernel<<<gridFor(rank, blocks, 256), 256, 0,
-                       computeStream(rank)>>>(product, elems + b * dim,
-                                              elems + batch * dim + b * blocks,
-                                              blocks);
+                       computeStream(rank)>>>(product, rows + b * stride,
+                                              rows + b * stride + dim, blocks);
     checkLaunch(name);
   }
   if (n2)
@@ -568,10 +569,13 @@ void linear_per_sample_grad(Rank *rank, DType dt, DType rows, const void *x,
                                 computeStream(rank)),
                 "linear_per_sample_grad");
       if (mx)
-        checkCuda(cudaMemsetAsync(static_cast<uint8_t *>(g) + batch * out * in,
-                                  1, size_t(batch * out * in / kMxBlock),
-                                  computeStream(rank)),
-                  "linear_per_sample_grad");
+        for (int64_t b = 0; b < batch; ++b)
+          checkCuda(cudaMemsetAsync(static_cast<uint8_t *>(g) +
+                                        b * storageBytes(rows, out * in) +
+                                        out * in,
+                                    1, size_t(out * in / kMxBlock),
+                                    computeStream(rank)),
+                    "linear_per_sample_grad");
       return;
     }
     if (mx) {

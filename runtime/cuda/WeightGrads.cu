@@ -206,8 +206,9 @@ void rows_weighted_sum(Rank *rank, DType rows, const void *g, const void *c,
       throw std::invalid_argument(std::string(name) + ": MXFP8 rows of " +
                                   std::to_string(dim) +
                                   " elements, not a multiple of 32");
-    weightedRows<16>(rank, MxRowsView(g, batch, dim), aligned16(g), cf, o,
-                     batch, dim, name);
+    const MxRowsView rows(g, dim);
+    weightedRows<16>(rank, rows, rows.aligned(g, 16), cf, o, batch, dim,
+                     name);
     return;
   }
   dispatchCompute(rows, name, [&](auto tag) {

@@ -104,7 +104,7 @@ void updateRowsChecks(Context &ctx) {
             // The fused update on (w, a, b); the composition it replaces on
             // (w2, a2, b2).
             Buffer w(F32, n, mis), a(F32, n, mis), b(F32, n, mis),
-                g(dt, batch * n, mis), c(F32, batch), w2(F32, n, mis),
+                g(dt, batch * n, mis, n), c(F32, batch), w2(F32, n, mis),
                 a2(F32, n, mis), b2(F32, n, mis), grad(F32, n, mis);
             // With bf16 rows the fused update also stores the bf16 copy of
             // the weights (params, what layers read) at p; the composition
@@ -304,7 +304,7 @@ void accChecks(Context &ctx) {
       int64_t batch = 5;
       if (ctx.begin("norm_rows", dn, dims({{"B", batch}, {"d", dim}}, odd)))
         ctx.guarded([&] {
-          Buffer g(dt, batch * dim), n2(F32, batch);
+          Buffer g(dt, batch * dim, 0, dim), n2(F32, batch);
           g.randn(ctx.rng);
           n2.uniform(ctx.rng, 0, 10);
           cpu::norm_rows(ctx.cpu, dt, g.h(), n2.h(), batch, dim);
@@ -314,7 +314,7 @@ void accChecks(Context &ctx) {
       if (ctx.begin("rows_weighted_sum", dn,
                     dims({{"B", batch}, {"d", dim}}, odd) + " masked"))
         ctx.guarded([&] {
-          Buffer g(dt, batch * dim), c(F32, batch), out(F32, dim);
+          Buffer g(dt, batch * dim, 0, dim), c(F32, batch), out(F32, dim);
           g.randn(ctx.rng);
           for (int64_t i = dim; i < 2 * dim; ++i)
             g.set(i, nan);

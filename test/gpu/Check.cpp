@@ -19,9 +19,9 @@ void cudaCheck(cudaError_t status, const char *call) {
 
 namespace {
 
-/// Value i of `n` elements of type dt at `bytes` (MXFP8: the elements, then
-/// their scales, types.h).
-double valueAt(DType dt, const uint8_t *bytes, int64_t n, int64_t i) {
+/// Value i of elements of type dt at `bytes` (MXFP8: rows of `row`
+/// elements, each its elements then its scales, types.h).
+double valueAt(DType dt, const uint8_t *bytes, int64_t row, int64_t i) {
   switch (dt) {
   case DType::F64:
     return reinterpret_cast<const double *>(bytes)[i];
@@ -30,17 +30,19 @@ double valueAt(DType dt, const uint8_t *bytes, int64_t n, int64_t i) {
   case DType::BF16:
     return bf16ToFloat(reinterpret_cast<const uint16_t *>(bytes)[i]);
   case DType::MXFP8:
-    return dprt::cpu::load(dprt::cpu::MxRows(bytes, n), i);
+    return dprt::cpu::load(dprt::cpu::MxRows(bytes, row), i);
   }
   return 0;
 }
 
 } // namespace
 
-Buffer::Buffer(DType dt, int64_t n, int64_t misalign)
-    : dt_(dt), n_(n), host_(size_t(dprt::storageBytes(dt, n))) {
-  if (dt == DType::MXFP8 && n % dprt::kMxBlock != 0)
-    throw std::invalid_argument("an MXFP8 buffer holds whole blocks of 32");
+Buffer::Buffer(DType dt, int64_t n, int64_t misalign, int64_t row)
+    : dt_(dt), n_(n), row_(row > 0 ? row : n),
+      host_(size_t(dprt::storageBytes(dt, n))) {
+  if (dt == DType::MXFP8 && (row_ % dprt::kMxBlock != 0 || n % row_ != 0))
+    throw std::invalid_argument(
+        "an MXFP8 buffer holds whole rows of whole blocks of 32");
   size_t bytes = host_.size() + size_t(misalign * dprt::sizeOf(dt)) + 256;
   cudaCheck(cudaMalloc(&base_, bytes), "cudaMalloc(Buffer)");
   dev_ = static_cast<char *>(base_) + misalign * dprt::sizeOf(dt);
@@ -49,7 +51,7 @@ Buffer::Buffer(DType dt, int64_t n, int64_t misalign)
 Buffer::~Buffer() { cudaFree(base_); }
 
 double Buffer::get(int64_t i) const {
-  return valueAt(dt_, host_.data(), n_, i);
+  return valueAt(dt_, host_.data(), row_, i);
 }
 
 void Buffer::set(int64_t i, double v) {
@@ -67,14 +69,17 @@ void Buffer::set(int64_t i, double v) {
   case DType::MXFP8: {
     // Under the block's scale (fill sets the scales); a value that is not
     // finite makes the block NaN.
-    uint8_t &scale = p[n_ + i / dprt::kMxBlock];
+    const int64_t b = i / row_, j = i - b * row_;
+    uint8_t *rowBytes = p + b * dprt::storageBytes(DType::MXFP8, row_);
+    uint8_t &scale = rowBytes[row_ + j / dprt::kMxBlock];
     if (!std::isfinite(v) || scale == 0xFF) {
       scale = 0xFF;
-      std::fill_n(p + i / dprt::kMxBlock * dprt::kMxBlock, dprt::kMxBlock,
-                  uint8_t(0x7F));
+      std::fill_n(rowBytes + j / dprt::kMxBlock * dprt::kMxBlock,
+                  dprt::kMxBlock, uint8_t(0x7F));
       return;
     }
-    p[i] = dprt::cpu::floatToE4m3(float(std::ldexp(v, 127 - int(scale))));
+    rowBytes[j] =
+        dprt::cpu::floatToE4m3(float(std::ldexp(v, 127 - int(scale))));
     return;
   }
   }
@@ -85,7 +90,11 @@ void Buffer::fill(const std::function<double()> &draw) {
     std::vector<float> v(static_cast<size_t>(n_));
     for (float &e : v)
       e = float(draw());
-    dprt::cpu::quantizeMx(v.data(), n_, host_.data(), host_.data() + n_);
+    const int64_t stride = dprt::storageBytes(DType::MXFP8, row_);
+    for (int64_t b = 0; b < n_ / row_; ++b)
+      dprt::cpu::quantizeMx(v.data() + b * row_, row_,
+                            host_.data() + b * stride,
+                            host_.data() + b * stride + row_);
   } else {
     for (int64_t i = 0; i < n_; ++i)
       set(i, draw());
@@ -123,7 +132,7 @@ std::vector<double> Buffer::download() const {
       "cudaMemcpy(download)");
   std::vector<double> out(static_cast<size_t>(n_));
   for (int64_t i = 0; i < n_; ++i)
-    out[size_t(i)] = valueAt(dt_, bytes.data(), n_, i);
+    out[size_t(i)] = valueAt(dt_, bytes.data(), row_, i);
   return out;
 }
 

@@ -53,7 +53,9 @@ inline uint16_t floatToBf16(float f) {
 /// exercise the unaligned paths.
 class Buffer {
 public:
-  Buffer(DType dt, int64_t n, int64_t misalign = 0);
+  /// MXFP8 buffers hold rows of `row` elements (0: one row of n), each its
+  /// elements then its scales (types.h).
+  Buffer(DType dt, int64_t n, int64_t misalign = 0, int64_t row = 0);
   ~Buffer();
   Buffer(const Buffer &) = delete;
   Buffer &operator=(const Buffer &) = delete;
@@ -84,7 +86,7 @@ public:
 
 private:
   DType dt_;
-  int64_t n_;
+  int64_t n_, row_;
   std::vector<uint8_t> host_;
   void *base_ = nullptr;
   void *dev_ = nullptr;

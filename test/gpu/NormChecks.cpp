@@ -299,7 +299,7 @@ void normChecks(Context &ctx, DType dt, bool odd) {
         ctx.guarded([&] {
           Buffer x(dt, s.batch * s.tokens * s.in),
               dy(dt, s.batch * s.tokens * s.out),
-              g(DType::MXFP8, s.batch * s.out * s.in), n2(F32, s.batch);
+              g(DType::MXFP8, s.batch * s.out * s.in, 0, s.out * s.in), n2(F32, s.batch);
           x.randn(ctx.rng);
           dy.randn(ctx.rng, 1e-3);
           g.poison();
@@ -322,7 +322,7 @@ void normChecks(Context &ctx, DType dt, bool odd) {
     ctx.guarded([&] {
       const int64_t batch = 2, tokens = 50, in = 64, out = 24;
       Buffer x(dt, batch * tokens * in), dy(dt, batch * tokens * out),
-          g(DType::MXFP8, batch * out * in), n2(F32, batch);
+          g(DType::MXFP8, batch * out * in, 0, out * in), n2(F32, batch);
       x.randn(ctx.rng);
       x.set(tokens * in + 7 * in + 40, std::numeric_limits<double>::infinity());
       x.upload();

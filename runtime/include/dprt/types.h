@@ -20,17 +20,19 @@ namespace dprt {
 ///
 /// MXFP8 holds only materialized per-sample gradient rows (the
 /// `--per-sample-rows=mxfp8` recipe): OCP Microscaling FP8, e4m3 elements
-/// with one e8m0 scale per 32 consecutive elements of a row. A buffer of
-/// `batch` rows of `dim` elements (dim a multiple of kMxBlock) is the
-/// batch * dim element bytes followed by the batch * dim / 32 scale bytes,
-/// scale k covering elements 32 k to 32 k + 31 (storageBytes). Element v of
-/// a block whose f32 values have the largest magnitude amax is stored as
-/// e4m3(v / 2^E), rounded to nearest even, with E the smallest integer for
-/// which amax / 2^E <= 448 (so nothing saturates), clamped to [-126, 127];
-/// the scale byte is E + 127. A block with a value that is not finite gets
-/// the scale byte 0xFF (NaN) and NaN elements, so that the update's
-/// finiteness check still sees it. The value a row holds, the one its norm
-/// and the clipped sum read, is e4m3 * 2^E.
+/// with one e8m0 scale per 32 consecutive elements of a row. A row of `dim`
+/// elements (dim a multiple of kMxBlock) is its dim element bytes followed
+/// by its dim / 32 scale bytes, scale k covering elements 32 k to 32 k + 31,
+/// and row b of a buffer starts at b * storageBytes(MXFP8, dim): where a
+/// row lies does not depend on how many rows a call covers (a smaller
+/// micro-step writes the first rows of the buffer the update reads). Element
+/// v of a block whose f32 values have the largest magnitude amax is stored
+/// as e4m3(v / 2^E), rounded to nearest even, with E the smallest integer
+/// for which amax / 2^E <= 448 (so nothing saturates), clamped to
+/// [-126, 127]; the scale byte is E + 127. A block with a value that is not
+/// finite gets the scale byte 0xFF (NaN) and NaN elements (0x7F), so that
+/// the update's finiteness check still sees it. The value a row holds, the
+/// one its norm and the clipped sum read, is e4m3 * 2^E.
 enum class DType : int32_t { F64 = 0, F32 = 1, BF16 = 2, MXFP8 = 3 };
 
 /// Elements one MXFP8 scale covers.

@@ -246,7 +246,7 @@ TEST(ClipBound, MaterializedGradientsClippedAtTheBoundary) {
     ref::PerSample exact = ref::linearWeightGradPerSample(
         x.values(), dy.values(), batch, tokens, in, out);
     TestRank r;
-    Buffer g(rowType, batch * out * in), n2(acc, Vec(batch, 0.0)),
+    Buffer g(rowType, batch * out * in, out * in), n2(acc, Vec(batch, 0.0)),
         mask(acc, Vec(batch, 1.0)), c(acc, batch), dw(acc, Vec(out * in, 0.0));
     cpu::linear_per_sample_grad(r.get(), dt, rowType, x.data(), dy.data(),
                                 g.data(), n2.data(), batch, tokens, in, out);

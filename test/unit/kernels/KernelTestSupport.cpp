@@ -108,19 +108,39 @@ int blockExponent(double amax) {
 } // namespace mx
 
 namespace {
-int64_t bufferBytes(DType dt, int64_t n) {
-  if (dt == DType::MXFP8 && n % dprt::kMxBlock != 0)
-    throw std::invalid_argument("an MXFP8 buffer holds whole blocks of 32");
+int64_t bufferBytes(DType dt, int64_t n, int64_t row) {
+  if (dt == DType::MXFP8 &&
+      (row % dprt::kMxBlock != 0 || row == 0 || n % row != 0))
+    throw std::invalid_argument(
+        "an MXFP8 buffer holds whole rows of whole blocks of 32");
   return std::max<int64_t>(dprt::storageBytes(dt, n), 1);
 }
 } // namespace
 
-Buffer::Buffer(DType dt, int64_t n)
-    : dt_(dt), n_(n), bytes_(bufferBytes(dt, n)) {
+Buffer::Buffer(DType dt, int64_t n, int64_t row)
+    : dt_(dt), n_(n), row_(row > 0 ? row : n),
+      bytes_(bufferBytes(dt, n, row > 0 ? row : n)) {
   poison();
 }
 
-Buffer::Buffer(DType dt, const Vec &v) : Buffer(dt, int64_t(v.size())) {
+unsigned char &Buffer::elementByte(int64_t i) {
+  const int64_t b = i / row_;
+  return bytes_[b * dprt::storageBytes(DType::MXFP8, row_) + i - b * row_];
+}
+unsigned char &Buffer::scaleByte(int64_t i) {
+  const int64_t b = i / row_;
+  return bytes_[b * dprt::storageBytes(DType::MXFP8, row_) + row_ +
+                (i - b * row_) / dprt::kMxBlock];
+}
+unsigned char Buffer::elementByte(int64_t i) const {
+  return const_cast<Buffer *>(this)->elementByte(i);
+}
+unsigned char Buffer::scaleByte(int64_t i) const {
+  return const_cast<Buffer *>(this)->scaleByte(i);
+}
+
+Buffer::Buffer(DType dt, const Vec &v, int64_t row)
+    : Buffer(dt, int64_t(v.size()), row) {
   if (dt == DType::MXFP8) {
     // Block by block, by types.h's rule: the scale from the block's largest
     // magnitude, each element rounded under it.
@@ -131,8 +151,8 @@ Buffer::Buffer(DType dt, const Vec &v) : Buffer(dt, int64_t(v.size())) {
         finite &= std::isfinite(v[k * dprt::kMxBlock + i]);
         amax = std::max(amax, std::fabs(v[k * dprt::kMxBlock + i]));
       }
-      uint8_t &scale = bytes_[n_ + k];
-      scale = finite ? uint8_t(mx::blockExponent(amax) + 127) : 0xFF;
+      scaleByte(k * dprt::kMxBlock) =
+          finite ? uint8_t(mx::blockExponent(amax) + 127) : 0xFF;
       for (int64_t i = 0; i < dprt::kMxBlock; ++i)
         set(k * dprt::kMxBlock + i, v[k * dprt::kMxBlock + i]);
     }
@@ -151,9 +171,9 @@ double Buffer::get(int64_t i) const {
   case DType::BF16:
     return bf16Value(reinterpret_cast<const uint16_t *>(bytes_.data())[i]);
   case DType::MXFP8: {
-    const uint8_t scale = bytes_[n_ + i / dprt::kMxBlock];
+    const uint8_t scale = scaleByte(i);
     return scale == 0xFF ? std::numeric_limits<double>::quiet_NaN()
-                         : mx::e4m3Value(bytes_[i]) *
+                         : mx::e4m3Value(elementByte(i)) *
                                std::ldexp(1.0, int(scale) - 127);
   }
   }
@@ -174,14 +194,15 @@ void Buffer::set(int64_t i, double v) {
   case DType::MXFP8: {
     // Under the block's scale, saturating; a value that is not finite makes
     // the whole block NaN (types.h).
-    const int64_t k = i / dprt::kMxBlock;
-    uint8_t &scale = bytes_[n_ + k];
+    unsigned char &scale = scaleByte(i);
     if (!std::isfinite(v) || scale == 0xFF) {
       scale = 0xFF;
-      std::memset(bytes_.data() + k * dprt::kMxBlock, 0x7F, dprt::kMxBlock);
+      const int64_t first = i / dprt::kMxBlock * dprt::kMxBlock;
+      for (int64_t j = first; j < first + dprt::kMxBlock; ++j)
+        elementByte(j) = 0x7F;
       return;
     }
-    bytes_[i] = mx::e4m3Code(std::ldexp(v, 127 - int(scale)));
+    elementByte(i) = mx::e4m3Code(std::ldexp(v, 127 - int(scale)));
     return;
   }
   }

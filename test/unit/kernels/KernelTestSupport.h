@@ -63,10 +63,11 @@ double bf16Value(uint16_t bits);
 /// Elements of one DType, stored as the runtime stores them.
 class Buffer {
 public:
-  /// n elements of NaN.
-  Buffer(dprt::DType dt, int64_t n);
-  /// The values of v, rounded to dt.
-  Buffer(dprt::DType dt, const Vec &v);
+  /// n elements of NaN. MXFP8 buffers hold rows of `row` elements (0: one
+  /// row of n), each its elements then its scales (types.h).
+  Buffer(dprt::DType dt, int64_t n, int64_t row = 0);
+  /// The values of v, rounded to dt (MXFP8: block by block).
+  Buffer(dprt::DType dt, const Vec &v, int64_t row = 0);
 
   void *data() { return bytes_.data(); }
   const void *data() const { return bytes_.data(); }
@@ -78,8 +79,14 @@ public:
   void poison();
 
 private:
+  /// MXFP8: the byte of element i and of its block's scale.
+  unsigned char &elementByte(int64_t i);
+  unsigned char &scaleByte(int64_t i);
+  unsigned char elementByte(int64_t i) const;
+  unsigned char scaleByte(int64_t i) const;
+
   dprt::DType dt_;
-  int64_t n_;
+  int64_t n_, row_;
   std::vector<unsigned char> bytes_;
 };
 

@@ -93,14 +93,20 @@ TEST(Mxfp8, BlockExponentIsTheSmallestThatFits) {
 /// block's scale fits its largest magnitude (within the f32 arithmetic's
 /// error of the f64 one) and is the smallest that does, and every element is
 /// within half a step of e4m3 under that scale.
-void expectBlockRounded(const Buffer &g, const Vec &exact, double relErr) {
+void expectBlockRounded(const Buffer &g, int64_t dim, const Vec &exact,
+                        double relErr) {
   const auto *bytes = static_cast<const uint8_t *>(g.data());
-  const int64_t n = g.size();
+  const int64_t n = g.size(), stride = dprt::storageBytes(DType::MXFP8, dim);
   for (int64_t k = 0; k < n / dprt::kMxBlock; ++k) {
     double amax = 0;
     for (int64_t i = 0; i < dprt::kMxBlock; ++i)
       amax = std::max(amax, std::fabs(exact[k * dprt::kMxBlock + i]));
-    const int e = int(bytes[n + k]) - 127;
+    // Row b's scales follow its elements (types.h).
+    const int64_t b = k * dprt::kMxBlock / dim;
+    const int e =
+        int(bytes[b * stride + dim + (k * dprt::kMxBlock - b * dim) /
+                                         dprt::kMxBlock]) -
+        127;
     const double unit = std::ldexp(1.0, e);
     EXPECT_LE(amax, 448 * unit * (1 + relErr)) << "block " << k;
     if (e > -126)
@@ -135,8 +141,8 @@ TEST(LinearPerSampleGrad, Mxfp8RowsAreTheBlockRoundedGradientsWithTheirNorms) {
       for (int64_t i = 0; i < int64_t(xv.size()); i += 7)
         xv[i] *= 64; // some large elements a block
       Buffer x(dt, xv), dy(dt, dyv);
-      Buffer g(DType::MXFP8, batch * out * in),
-          alone(DType::MXFP8, batch * out * in);
+      Buffer g(DType::MXFP8, batch * out * in, out * in),
+          alone(DType::MXFP8, batch * out * in, out * in);
       Vec init;
       Buffer n2 = startingNorms(rng, dt, batch, init);
       TestRank r;
@@ -151,7 +157,7 @@ TEST(LinearPerSampleGrad, Mxfp8RowsAreTheBlockRoundedGradientsWithTheirNorms) {
       Vec flat;
       for (const Vec &w : want)
         flat.insert(flat.end(), w.begin(), w.end());
-      expectBlockRounded(g, flat, 1e-5);
+      expectBlockRounded(g, out * in, flat, 1e-5);
       const auto *a = static_cast<const uint8_t *>(g.data());
       const auto *b = static_cast<const uint8_t *>(alone.data());
       EXPECT_TRUE(std::equal(a, a + dprt::storageBytes(DType::MXFP8, g.size()),
@@ -173,7 +179,8 @@ TEST(LinearPerSampleGrad, Mxfp8BlockWithANonFiniteValueIsNaN) {
   Vec xv(batch * tokens * in, 0.25), dyv(batch * tokens * out, 1.0);
   xv[tokens * in + 40] = std::numeric_limits<double>::infinity(); // b 1
   Buffer x(DType::F32, xv), dy(DType::F32, dyv);
-  Buffer g(DType::MXFP8, batch * out * in), n2(DType::F32, Vec(batch, 0.0));
+  Buffer g(DType::MXFP8, batch * out * in, out * in),
+      n2(DType::F32, Vec(batch, 0.0));
   TestRank r;
   cpu::linear_per_sample_grad(r.get(), DType::F32, DType::MXFP8, x.data(),
                               dy.data(), g.data(), n2.data(), batch, tokens,
@@ -189,12 +196,41 @@ TEST(LinearPerSampleGrad, Mxfp8BlockWithANonFiniteValueIsNaN) {
   EXPECT_TRUE(std::isnan(n2.get(1)));
 }
 
+// A step's last micro-step may cover fewer samples than the physical batch
+// (dp_microstep_<r>) and write the first r rows of the buffer that the
+// update then reads with the full batch (dropped samples' factors 0): a
+// row's place must not depend on the batch a call covers (types.h).
+TEST(LinearPerSampleGrad, Mxfp8RowsOfFewerSamplesReadTheSameInTheFullBatch) {
+  forEachCase(4, [](Rng &rng) {
+    const int64_t full = 4, batch = 2, tokens = 5, in = 64, out = 3,
+                  dim = in * out;
+    Buffer x(DType::F32, normal(rng, batch * tokens * in)),
+        dy(DType::F32, normal(rng, batch * tokens * out));
+    Buffer g(DType::MXFP8, full * dim, dim); // NaN: rows 2 and 3 stay so
+    TestRank r;
+    cpu::linear_per_sample_grad(r.get(), DType::F32, DType::MXFP8, x.data(),
+                                dy.data(), g.data(), nullptr, batch, tokens,
+                                in, out);
+    Buffer c(DType::F32, Vec{0.5, 0.75, 0.0, 0.0});
+    Buffer fewer(DType::F32, Vec(dim, 0.0)), all(DType::F32, Vec(dim, 0.0));
+    cpu::rows_weighted_sum(r.get(), DType::MXFP8, g.data(), c.data(),
+                           fewer.data(), batch, dim);
+    cpu::rows_weighted_sum(r.get(), DType::MXFP8, g.data(), c.data(),
+                           all.data(), full, dim);
+    EXPECT_EQ(all.values(), fewer.values());
+    ref::PerSample want = ref::linearWeightGradPerSample(
+        x.values(), dy.values(), batch, tokens, in, out);
+    EXPECT_CLOSE(all.values(), ref::weightedSum(want, {0.5, 0.75}), 1.0 / 16,
+                 DType::F32);
+  });
+}
+
 TEST(NormRows, Mxfp8IsTheNormOfTheValuesHeld) {
   forEachCase(8, [](Rng &rng) {
     const int64_t batch = uniformInt(rng, 1, 4),
                   dim = 32 * uniformInt(rng, 1, 40);
     Vec v = normal(rng, batch * dim, std::ldexp(1.0, int(uniformInt(rng, -30, 30))));
-    Buffer g(DType::MXFP8, v);
+    Buffer g(DType::MXFP8, v, dim);
     Vec init;
     Buffer n2 = startingNorms(rng, DType::F32, batch, init);
     TestRank r;

@@ -162,7 +162,7 @@ struct RowsCase {
       : rows(rows), batch(batch), n(n), w(accOf(rows), normal(rng, n)),
         a(accOf(rows), normal(rng, n, 0.1)),
         b(accOf(rows), uniform(rng, n, 0.0, 0.01)),
-        g(rows, normal(rng, batch * n)), c(accOf(rows), batch) {
+        g(rows, normal(rng, batch * n), n), c(accOf(rows), batch) {
     for (int64_t s = 0; s < batch; ++s) {
       // Batch 8: sample 2 always dropped; batch 1: never (all would be).
       bool dropped = batch > 1 && (s == 2 || uniformInt(rng, 0, 3) == 0);
