@@ -24,10 +24,12 @@
 #include "dprt/backend.h"
 #include "dprt/kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 namespace dpc::gpucheck {
 
@@ -532,6 +534,32 @@ void kernelChecks(Context &ctx) {
       weightGradChecks(ctx, dt, odd);
     }
   accChecks(ctx);
+}
+
+// Shared by the timings (Timings.cpp) and the NCCL checks (NcclChecks.cpp).
+double medianMicrosOnStream(dprt::Rank *rank, int32_t stream, int warmups,
+                            const std::function<void()> &launch) {
+  for (int i = 0; i < warmups; ++i)
+    launch();
+  gpu::synchronize(rank);
+  cudaStream_t s = gpu::streamOf(rank, stream);
+  cudaEvent_t start, stop;
+  cudaCheck(cudaEventCreate(&start), "cudaEventCreate");
+  cudaCheck(cudaEventCreate(&stop), "cudaEventCreate");
+  std::vector<float> times;
+  for (int rep = 0; rep < 10; ++rep) {
+    cudaCheck(cudaEventRecord(start, s), "cudaEventRecord");
+    launch();
+    cudaCheck(cudaEventRecord(stop, s), "cudaEventRecord");
+    cudaCheck(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float ms = 0;
+    cudaCheck(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    times.push_back(ms);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(times.begin(), times.end());
+  return 1000.0 * double(times[times.size() / 2]);
 }
 
 } // namespace dpc::gpucheck

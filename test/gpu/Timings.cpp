@@ -683,29 +683,4 @@ void timings(Context &ctx) {
   lossAndParameterTimings(ctx);
 }
 
-double medianMicrosOnStream(dprt::Rank *rank, int32_t stream, int warmups,
-                            const std::function<void()> &launch) {
-  for (int i = 0; i < warmups; ++i)
-    launch();
-  gpu::synchronize(rank);
-  cudaStream_t s = gpu::streamOf(rank, stream);
-  cudaEvent_t start, stop;
-  cudaCheck(cudaEventCreate(&start), "cudaEventCreate");
-  cudaCheck(cudaEventCreate(&stop), "cudaEventCreate");
-  std::vector<float> times;
-  for (int rep = 0; rep < 10; ++rep) {
-    cudaCheck(cudaEventRecord(start, s), "cudaEventRecord");
-    launch();
-    cudaCheck(cudaEventRecord(stop, s), "cudaEventRecord");
-    cudaCheck(cudaEventSynchronize(stop), "cudaEventSynchronize");
-    float ms = 0;
-    cudaCheck(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-    times.push_back(ms);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(times.begin(), times.end());
-  return 1000.0 * double(times[times.size() / 2]);
-}
-
 } // namespace dpc::gpucheck
