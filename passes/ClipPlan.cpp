@@ -278,7 +278,7 @@ ClipPlanPass::chooseMaterialized(ArrayRef<LinearGradWeightOp> linears,
     int64_t accBytes = element.isF64() ? 8 : 4;
     // The bytes plan() will have the lowering allocate: for MXFP8 rows
     // 1 + 1/32 an element, about half of bf16 rows' 2.
-    PerSampleRows rows = rowsFormatFor(shape, element, perSampleRows);
+    PerSampleRows rows = rowsFormatFor(shape, element, perSampleRows, rates);
     int64_t bytes = materializedBytes(shape, computeBytes, rows);
     StringAttr param = grad.getWeightAttr().getAttr();
     std::optional<NormMethod> method = forcedMethod(param.getValue());
@@ -422,13 +422,13 @@ LogicalResult ClipPlanPass::plan(StepOp step, ClipAttr clip, Type computeType,
       auto grad = cast<LinearGradWeightOp>(op);
       LinearNormShape shape = linearNormShape(grad.getX(), grad.getDy());
       // In the compute type (bf16 slices are half the memory of f32 ones)
-      // or, with per-sample-rows=mxfp8, as MXFP8 (about half of bf16
-      // again); either way the norm is taken of the stored values the
-      // clipped sum adds.
+      // or, as per-sample-rows asks (rowsFormatFor), as MXFP8 (about half
+      // of bf16 again); either way the norm is taken of the stored values
+      // the clipped sum adds.
       Type compute =
           cast<RankedTensorType>(grad.getX().getType()).getElementType();
       Type stored = compute;
-      if (rowsFormatFor(shape, compute, perSampleRows) ==
+      if (rowsFormatFor(shape, compute, perSampleRows, deviceRates(backend)) ==
           PerSampleRows::MXFP8) {
         stored = Float8E4M3FNType::get(compute.getContext());
         ++numMXFP8Rows;

@@ -57,13 +57,6 @@ double dpc::materializedGradFlops(const LinearNormShape &s) {
   return double(s.batch) * (2.0 * double(s.tokens) * dp + 2.0 * dp);
 }
 
-PerSampleRows dpc::rowsFormatFor(const LinearNormShape &s, mlir::Type compute,
-                                 PerSampleRows asked) {
-  bool fits =
-      s.in % ::dprt::kMxBlock == 0 && (compute.isBF16() || compute.isF32());
-  return asked == PerSampleRows::MXFP8 && fits ? PerSampleRows::MXFP8
-                                               : PerSampleRows::Compute;
-}
 
 double dpc::rowElementBytes(PerSampleRows rows, int64_t computeBytes) {
   if (rows == PerSampleRows::MXFP8)
@@ -90,6 +83,18 @@ DeviceRates dpc::deviceRates(Backend backend) {
   // Gram products predicts that difference.
   return backend == Backend::CUDA ? DeviceRates{700e12, 3e12, 465e12, true}
                                   : DeviceRates{100e9, 10e9, 100e9, false};
+}
+
+PerSampleRows dpc::rowsFormatFor(const LinearNormShape &s, mlir::Type compute,
+                                 PerSampleRows asked,
+                                 const DeviceRates &rates) {
+  bool fits =
+      s.in % ::dprt::kMxBlock == 0 && (compute.isBF16() || compute.isF32());
+  bool wanted =
+      asked == PerSampleRows::MXFP8 ||
+      (asked == PerSampleRows::Auto && rates.fusedNorms && compute.isBF16() &&
+       ::dprt::perSampleGradFusedByDefault(s.tokens, s.out));
+  return wanted && fits ? PerSampleRows::MXFP8 : PerSampleRows::Compute;
 }
 
 double dpc::linearParamSeconds(const LinearNormShape &s, dp::NormMethod method,

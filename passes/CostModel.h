@@ -51,13 +51,6 @@ double linearWeightGradFlops(const LinearNormShape &s);
 /// sum_b c_b g_b formed from the B slices (2 B d p).
 double materializedNormFlops(const LinearNormShape &s);
 double materializedGradFlops(const LinearNormShape &s);
-/// The format of a materialized weight's per-sample gradients when
-/// `asked` (dp-clip-plan's per-sample-rows) for a `compute`-type model:
-/// MXFP8 where asked, the input width is a multiple of the 32 elements of a
-/// scale block and the model is bf16 or f32 (dp.linear_per_sample_grad's
-/// verifier holds the same), else the compute type.
-PerSampleRows rowsFormatFor(const LinearNormShape &s, mlir::Type compute,
-                            PerSampleRows asked);
 /// Bytes an element of the per-sample gradients takes, on average:
 /// `computeBytes`, or for MXFP8 its e4m3 byte and 1/32 of a scale byte.
 double rowElementBytes(PerSampleRows rows, int64_t computeBytes);
@@ -82,6 +75,23 @@ struct DeviceRates {
   bool fusedNorms;
 };
 DeviceRates deviceRates(Backend backend);
+
+/// The format of a materialized weight's per-sample gradients when
+/// `asked` (dp-clip-plan's per-sample-rows) for a `compute`-type model on a
+/// device of `rates`: MXFP8 where asked, the input width is a multiple of
+/// the 32 elements of a scale block and the model is bf16 or f32
+/// (dp.linear_per_sample_grad's verifier holds the same), else the compute
+/// type. Auto asks for MXFP8 where the device would make bf16 rows in the
+/// fused product (bf16, `rates.fusedNorms`, dprt/fused_norms.h): there the
+/// MXFP8 product, always fused, costs about what the bf16 one does (one
+/// H100, b 8 T 1024: q/o 134 against 135 us, gate/up 480/452, down
+/// 493/475, the 32000 head 1977/1760) and the update reads half the bytes,
+/// so the step ran as fast (+0.2 %) in 7.3 GiB less; where cuBLASLt's two
+/// passes make bf16 rows (long K), they were faster than any MXFP8 product
+/// (DP 3 % slower at T = 4096 and 8192 with MXFP8 rows everywhere;
+/// docs/PERFORMANCE.md).
+PerSampleRows rowsFormatFor(const LinearNormShape &s, mlir::Type compute,
+                            PerSampleRows asked, const DeviceRates &rates);
 
 /// Predicted seconds, per physical batch, of a linear weight's norm and
 /// clipped weight gradient by `method` (rank1, gram, direct or

@@ -69,17 +69,21 @@ inline OptionValues<ReportFormat, 2> reportFormatValues() {
 }
 
 /// How the materialized norm method stores its per-sample weight gradients
-/// (dp-clip-plan, dpc --per-sample-rows).
-enum class PerSampleRows { Compute, MXFP8 };
+/// (dp-clip-plan, dpc --per-sample-rows); rowsFormatFor (CostModel.h)
+/// resolves auto per weight.
+enum class PerSampleRows { Auto, Compute, MXFP8 };
 
 inline constexpr OptionValue<PerSampleRows> kPerSampleRows[] = {
+    {PerSampleRows::Auto, "auto",
+     "MXFP8 where the device makes bf16 rows in the fused product (the cuda "
+     "backend on Hopper, dprt/fused_norms.h), else the compute type"},
     {PerSampleRows::Compute, "compute",
      "in the compute type (bf16 for bf16 models)"},
     {PerSampleRows::MXFP8, "mxfp8",
      "OCP MXFP8: e4m3 elements, one power-of-two scale per 32 (about 0.52x "
      "the bytes of bf16 rows)"},
 };
-inline OptionValues<PerSampleRows, 2> perSampleRowsValues() {
+inline OptionValues<PerSampleRows, 3> perSampleRowsValues() {
   return {kPerSampleRows};
 }
 

@@ -192,11 +192,13 @@ def ClipPlan : Pass<"dp-clip-plan", "mlir::ModuleOp"> {
     within `materialize-bytes`.
 
     `per-sample-rows` chooses how those per-sample gradients are stored:
-    `compute` (the default) in the compute type; `mxfp8` as OCP MXFP8
-    (`f8E4M3FN` rows: e4m3 elements with one power-of-two scale per 32,
-    stored after them; dprt/types.h) for every materialized weight whose
-    input width is a multiple of 32 in a bf16 or f32 model (others keep
-    compute-type rows). MXFP8 rows take 1 + 1/32 bytes an element, about
+    `compute` in the compute type; `mxfp8` as OCP MXFP8 (`f8E4M3FN` rows:
+    e4m3 elements with one power-of-two scale per 32, stored after them;
+    dprt/types.h) for every materialized weight whose input width is a
+    multiple of 32 in a bf16 or f32 model (others keep compute-type rows);
+    `auto` (the default) as MXFP8 only where the `backend` makes bf16 rows
+    in the fused product (cuda, bf16, dprt/fused_norms.h's rule), where
+    the MXFP8 product costs about the same, else in the compute type. MXFP8 rows take 1 + 1/32 bytes an element, about
     0.52x the bytes of bf16 rows: `materialize-bytes` counts them so, and
     the time model charges their traffic so. Each element is rounded to 3
     mantissa bits (a relative error of at most 2^-4, but for elements 2^13
@@ -228,11 +230,13 @@ def ClipPlan : Pass<"dp-clip-plan", "mlir::ModuleOp"> {
                "PARAM=METHOD (or *=METHOD for every linear weight): force "
                "gram, direct or materialized">,
     Option<"perSampleRows", "per-sample-rows", "::dpc::PerSampleRows",
-           /*default=*/"::dpc::PerSampleRows::Compute",
-           "How materialized per-sample weight gradients are stored: compute "
-           "(the compute type) or mxfp8 (e4m3 and a scale per 32 elements, "
-           "about 0.52x the bytes of bf16; for weights whose input width is "
-           "a multiple of 32, in bf16 and f32 models)",
+           /*default=*/"::dpc::PerSampleRows::Auto",
+           "How materialized per-sample weight gradients are stored: auto "
+           "(mxfp8 where the backend makes bf16 rows in the fused product, "
+           "else compute), compute (the compute type) or mxfp8 (e4m3 and a "
+           "scale per 32 elements, about 0.52x the bytes of bf16; for "
+           "weights whose input width is a multiple of 32, in bf16 and f32 "
+           "models)",
            "::dpc::perSampleRowsValues()">,
   ];
   let statistics = [

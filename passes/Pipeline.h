@@ -85,8 +85,8 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
   Option<PerSampleRows> perSampleRows{
       *this, "per-sample-rows",
       llvm::cl::desc("How materialized per-sample weight gradients are "
-                     "stored: compute or mxfp8 (dp-clip-plan)"),
-      llvm::cl::init(PerSampleRows::Compute), perSampleRowsValues()};
+                     "stored: auto, compute or mxfp8 (dp-clip-plan)"),
+      llvm::cl::init(PerSampleRows::Auto), perSampleRowsValues()};
 };
 
 /// dp-specialize ... dprt-plan-memory: a model and recipe to a planned dprt

@@ -163,19 +163,47 @@ TEST(CostModel, MXFP8RowsOnlyForBlocksWithinAWeightRowInF32Sums) {
   mlir::Type bf16 = mlir::BFloat16Type::get(&context);
   mlir::Type f32 = mlir::Float32Type::get(&context);
   mlir::Type f64 = mlir::Float64Type::get(&context);
+  DeviceRates cpu = deviceRates(Backend::CPU);
   LinearNormShape in64{2, 16, 64, 8}, in48{2, 16, 48, 8};
-  EXPECT_EQ(rowsFormatFor(in64, bf16, PerSampleRows::MXFP8),
+  EXPECT_EQ(rowsFormatFor(in64, bf16, PerSampleRows::MXFP8, cpu),
             PerSampleRows::MXFP8);
-  EXPECT_EQ(rowsFormatFor(in64, f32, PerSampleRows::MXFP8),
+  EXPECT_EQ(rowsFormatFor(in64, f32, PerSampleRows::MXFP8, cpu),
             PerSampleRows::MXFP8);
   // A block of 32 would span two rows of the weight.
-  EXPECT_EQ(rowsFormatFor(in48, bf16, PerSampleRows::MXFP8),
+  EXPECT_EQ(rowsFormatFor(in48, bf16, PerSampleRows::MXFP8, cpu),
             PerSampleRows::Compute);
   // An f64 model sums in f64; the runtime sums MXFP8 rows in f32.
-  EXPECT_EQ(rowsFormatFor(in64, f64, PerSampleRows::MXFP8),
+  EXPECT_EQ(rowsFormatFor(in64, f64, PerSampleRows::MXFP8, cpu),
             PerSampleRows::Compute);
-  EXPECT_EQ(rowsFormatFor(in64, bf16, PerSampleRows::Compute),
+  EXPECT_EQ(rowsFormatFor(in64, bf16, PerSampleRows::Compute, cpu),
             PerSampleRows::Compute);
+}
+
+TEST(CostModel, AutoRowsAreMXFP8WhereTheBf16ProductIsFused) {
+  mlir::MLIRContext context;
+  mlir::Type bf16 = mlir::BFloat16Type::get(&context);
+  mlir::Type f32 = mlir::Float32Type::get(&context);
+  DeviceRates cuda = deviceRates(Backend::CUDA);
+  DeviceRates cpu = deviceRates(Backend::CPU);
+  auto rowsOf = [&](LinearNormShape s, mlir::Type type, DeviceRates rates) {
+    return rowsFormatFor(s, type, PerSampleRows::Auto, rates);
+  };
+  // The 1.1B model at T = 1024: gate/up, down and the head are fused (2048
+  // outputs or more), k/v (512) take cuBLASLt's two passes.
+  EXPECT_EQ(rowsOf({8, 1024, 2048, 8192}, bf16, cuda), PerSampleRows::MXFP8);
+  EXPECT_EQ(rowsOf({8, 1024, 8192, 2048}, bf16, cuda), PerSampleRows::MXFP8);
+  EXPECT_EQ(rowsOf({8, 1024, 2048, 32000}, bf16, cuda), PerSampleRows::MXFP8);
+  EXPECT_EQ(rowsOf({8, 1024, 2048, 512}, bf16, cuda), PerSampleRows::Compute);
+  // At T = 4096 only the 32000-row head; the 128K head never.
+  EXPECT_EQ(rowsOf({2, 4096, 2048, 8192}, bf16, cuda), PerSampleRows::Compute);
+  EXPECT_EQ(rowsOf({2, 4096, 2048, 32000}, bf16, cuda), PerSampleRows::MXFP8);
+  EXPECT_EQ(rowsOf({4, 2048, 2048, 128256}, bf16, cuda),
+            PerSampleRows::Compute);
+  // No fused products: f32 models, the cpu backend; and no block of 32
+  // across a weight row.
+  EXPECT_EQ(rowsOf({8, 1024, 2048, 8192}, f32, cuda), PerSampleRows::Compute);
+  EXPECT_EQ(rowsOf({8, 1024, 2048, 8192}, bf16, cpu), PerSampleRows::Compute);
+  EXPECT_EQ(rowsOf({8, 1024, 2040, 8192}, bf16, cuda), PerSampleRows::Compute);
 }
 
 } // namespace

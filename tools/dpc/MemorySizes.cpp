@@ -9,18 +9,20 @@
 
 namespace {
 
-/// A GPU --target-gpu names and the memory it reports, in MiB: for the H200
-/// the total cudaMemGetInfo gave on a lent one (139.80 GiB), for the others
-/// the memory.total nvidia-smi prints.
+/// A GPU --target-gpu names, the memory it reports, in MiB (for the H200
+/// the total cudaMemGetInfo gave on a lent one, 139.80 GiB, for the others
+/// the memory.total nvidia-smi prints) and its compute capability.
 struct TargetGpu {
   const char *name;
   int64_t mib;
+  int capability;
 };
 constexpr TargetGpu kTargetGpus[] = {
-    {"h100", 81559},      {"h100-nvl", 95830},  {"h200", 143155},
-    {"a100-40gb", 40960}, {"a100-80gb", 81920}, {"a10", 23028},
-    {"l4", 23034},        {"l40s", 46068},      {"rtx3090", 24576},
-    {"rtx4090", 24564},
+    {"h100", 81559, 90},      {"h100-nvl", 95830, 90},
+    {"h200", 143155, 90},     {"a100-40gb", 40960, 80},
+    {"a100-80gb", 81920, 80}, {"a10", 23028, 86},
+    {"l4", 23034, 89},        {"l40s", 46068, 89},
+    {"rtx3090", 24576, 86},   {"rtx4090", 24564, 89},
 };
 
 } // namespace
@@ -58,6 +60,13 @@ std::optional<int64_t> dpc::targetGpuMemory(llvm::StringRef name) {
   for (const TargetGpu &gpu : kTargetGpus)
     if (name == gpu.name)
       return gpu.mib << 20;
+  return std::nullopt;
+}
+
+std::optional<int> dpc::targetGpuCapability(llvm::StringRef name) {
+  for (const TargetGpu &gpu : kTargetGpus)
+    if (name == gpu.name)
+      return gpu.capability;
   return std::nullopt;
 }
 

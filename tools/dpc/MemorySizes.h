@@ -29,6 +29,10 @@ std::string formatGiB(int64_t bytes);
 /// The memory, in bytes, of the GPU --target-gpu names, or nullopt.
 std::optional<int64_t> targetGpuMemory(llvm::StringRef name);
 
+/// The compute capability (90 for sm_90) of the GPU --target-gpu names, or
+/// nullopt.
+std::optional<int> targetGpuCapability(llvm::StringRef name);
+
 /// The names --target-gpu takes, comma-separated.
 std::string targetGpuNames();
 

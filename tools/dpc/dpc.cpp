@@ -167,7 +167,13 @@ static cl::opt<std::string> materializedNormsOpt(
 static cl::opt<dpc::PerSampleRows> perSampleRowsOpt(
     "per-sample-rows",
     cl::desc("How the materialized norm method stores each sample's weight "
-             "gradient (default: compute). mxfp8 rows take about 0.52x the "
+             "gradient: auto (default), compute or mxfp8. auto: mxfp8 for "
+             "the weights whose bf16 rows the cuda backend makes in the "
+             "fused product on a Hopper --target-gpu (dprt/fused_norms.h: "
+             "at T <= 1024 those of 2048 outputs or more, at longer T the "
+             "heads of 16K to 64K rows), where the mxfp8 product costs "
+             "about the same, and compute elsewhere. mxfp8 rows take about "
+             "0.52x the "
              "bytes of bf16 rows, so more weights fit --memory-budget "
              "materialized (weights whose input width is a multiple of 32, "
              "in bf16 and f32 models; others keep compute-type rows); each "
@@ -176,7 +182,7 @@ static cl::opt<dpc::PerSampleRows> perSampleRowsOpt(
              "before the clipped sum. The norms, and so the clip bound, are "
              "those of the stored values: the privacy guarantee is "
              "unchanged"),
-    cl::init(dpc::PerSampleRows::Compute), dpc::perSampleRowsValues(),
+    cl::init(dpc::PerSampleRows::Auto), dpc::perSampleRowsValues(),
     cl::cat(dpcCategory));
 static cl::opt<std::string> sumInUpdateOpt(
     "sum-in-update",
@@ -354,6 +360,11 @@ int main(int argc, char **argv) {
   options.backend = backendOpt;
   options.prefetch = prefetchOpt;
   options.perSampleRows = perSampleRowsOpt;
+  // The fused products are sm_90a kernels: elsewhere MXFP8 rows take two
+  // passes and a scratch product per sample, so auto keeps compute rows.
+  if (options.perSampleRows == dpc::PerSampleRows::Auto &&
+      dpc::targetGpuCapability(targetGpuOpt) != 90)
+    options.perSampleRows = dpc::PerSampleRows::Compute;
   if (sumInUpdateOpt != "auto" && sumInUpdateOpt != "off")
     return fail("--sum-in-update '" + sumInUpdateOpt + "' is not auto or off");
   options.sumInUpdate = sumInUpdateOpt == "auto";
