@@ -202,7 +202,9 @@ static cl::opt<std::string> overwriteGradientsOpt(
 static cl::opt<std::string> targetGpuOpt(
     "target-gpu",
     cl::desc("The GPU the cuda program will run on, for the default "
-             "--memory-budget (its memory less 4 GiB): h100 (default), "
+             "--memory-budget (its memory less 4 GiB) and "
+             "--per-sample-rows=auto (MXFP8 rows only on Hopper): h100 "
+             "(default), "
              "h100-nvl, h200, a100-40gb, a100-80gb, a10, l4, l40s, rtx3090, "
              "rtx4090"),
     cl::value_desc("name"), cl::init("h100"), cl::cat(dpcCategory));
