@@ -91,7 +91,8 @@ std::string ProgramId::name() const {
          (reshard.empty() ? "" : ".reshard-" + reshard) +
          (sumInUpdate ? "" : ".sumoff") + (overwriteGradients ? "" : ".owoff") +
          (lastBatchSizes.empty() ? "" : ".sizes-" + lastBatchSizes) +
-         (computeCopy.empty() ? "" : ".copy-" + computeCopy);
+         (computeCopy.empty() ? "" : ".copy-" + computeCopy) +
+         (perSampleRows.empty() ? "" : ".rows-" + perSampleRows);
 }
 
 bool ProgramId::isLanguageModel() const {
@@ -143,6 +144,8 @@ std::string programPath(const ProgramId &id) {
     args.push_back("--last-batch-sizes=" + id.lastBatchSizes);
   if (!id.computeCopy.empty())
     args.push_back("--compute-copy=" + id.computeCopy);
+  if (!id.perSampleRows.empty())
+    args.push_back("--per-sample-rows=" + id.perSampleRows);
   dpctest::RunResult r = dpctest::runProgram(DPC_COMPILER, args);
   if (r.status != 0)
     fail("dpc failed for " + id.name() + ":\n" + r.err);

@@ -64,6 +64,9 @@ struct ProgramId {
   /// `dpc --compute-copy`: "" for dpc's default (auto: off on the CPU, which
   /// has no memory budget), "on" or "off".
   std::string computeCopy = "";
+  /// `dpc --per-sample-rows`: "" for dpc's default (auto: the compute type
+  /// on the CPU), "compute" or "mxfp8".
+  std::string perSampleRows = "";
 
   std::string name() const;
   bool isLanguageModel() const;
