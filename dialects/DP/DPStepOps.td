@@ -449,10 +449,11 @@ def DP_LinearPerSampleGradOp : DP_Op<"linear_per_sample_grad", [Pure]> {
     summed, and the weight-gradient product is computed once, as B products
     with K = T.
 
-    With the `f8E4M3FN` element type (dp-clip-plan's `per-sample-rows=mxfp8`)
-    the rows are OCP MXFP8 instead: each run of 32 consecutive elements of a
-    row shares one power-of-two (e8m0) scale, and the buffer holds the B p d
-    e4m3 elements followed by their B p d / 32 scale bytes
+    With the `f8E4M3FN` element type (dp-clip-plan's `per-sample-rows`:
+    mxfp8, or auto where the backend's bf16 product is the fused one) the
+    rows are OCP MXFP8 instead: each run of 32 consecutive elements of a row
+    shares one power-of-two (e8m0) scale, and each sample's row holds its
+    p d e4m3 elements followed by its p d / 32 scale bytes
     (`dprt::DType::MXFP8`, runtime/include/dprt/types.h), about half the
     memory of bf16 rows. d must be a multiple of 32, so that no block spans
     two rows of the weight, and the model bf16 or f32 (the norms and clipped

@@ -18,8 +18,9 @@ namespace dprt {
 /// gradient accumulators, master weights and optimizer state use the
 /// accumulation type `accOf(compute)`: f64 for f64 models, f32 otherwise.
 ///
-/// MXFP8 holds only materialized per-sample gradient rows (the
-/// `--per-sample-rows=mxfp8` recipe): OCP Microscaling FP8, e4m3 elements
+/// MXFP8 holds only materialized per-sample gradient rows (dpc
+/// --per-sample-rows: mxfp8, or auto where the bf16 product is the fused
+/// one): OCP Microscaling FP8, e4m3 elements
 /// with one e8m0 scale per 32 consecutive elements of a row. A row of `dim`
 /// elements (dim a multiple of kMxBlock) is its dim element bytes followed
 /// by its dim / 32 scale bytes, scale k covering elements 32 k to 32 k + 31,
