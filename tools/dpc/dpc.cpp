@@ -12,10 +12,10 @@
 
 #include "DP/DPDialect.h"
 #include "DP/DPOps.h"
+#include "CompileProgram.h"
 #include "DPRT/DPRTDialect.h"
 #include "MemorySizes.h"
 #include "PlanQueries.h"
-#include "dpc/RuntimeConfig.h"
 #include "passes/Passes.h"
 #include "passes/Pipeline.h"
 
@@ -236,48 +236,6 @@ int runSubcommand(StringRef name, int argc, char **argv) {
   if (rc < 0)
     return fail("cannot run " + tool + ": " + error);
   return rc;
-}
-
-/// Splits a line of the runtime configuration into arguments.
-SmallVector<std::string> splitArgs(StringRef text) {
-  SmallVector<StringRef> parts;
-  text.split(parts, ';', -1, /*KeepEmpty=*/false);
-  SmallVector<std::string> args;
-  for (StringRef part : parts)
-    args.push_back(part.trim().str());
-  return args;
-}
-
-int compileProgram(StringRef cppPath, StringRef binaryPath, bool cuda) {
-  std::string flags = cuda ? DPC_CUDA_LINK : DPC_CPU_LINK;
-  if (flags.empty())
-    return fail(llvm::Twine("the ") + (cuda ? "cuda" : "cpu") +
-                " runtime was not built with this dpc");
-  SmallVector<std::string> args{DPC_CXX, "-O2", "-std=c++17", "-I",
-                                DPC_RUNTIME_INCLUDE_DIR};
-  if (cuda)
-    args.push_back("-DDPRT_BACKEND_CUDA");
-  args.push_back(cppPath.str());
-  args.push_back("-o");
-  args.push_back(binaryPath.str());
-  for (std::string &arg : splitArgs(flags))
-    args.push_back(arg);
-  SmallVector<StringRef> argRefs(args.begin(), args.end());
-  if (verbose) {
-    llvm::interleave(argRefs, llvm::errs(), " ");
-    llvm::errs() << "\n";
-  }
-  std::string error;
-  // The compiler's own diagnostics go straight to the terminal.
-  int rc = llvm::sys::ExecuteAndWait(args.front(), argRefs, std::nullopt, {}, 0,
-                                     0, &error);
-  if (rc != 0)
-    return fail("the C++ compiler failed" +
-                (error.empty()
-                     ? llvm::Twine(" (exit code ") + llvm::Twine(rc) + ")"
-                     : llvm::Twine(": ") + error) +
-                "; the source is " + cppPath);
-  return 0;
 }
 
 } // namespace
@@ -689,9 +647,9 @@ int main(int argc, char **argv) {
       return fail("cannot write " + cppPath + ": " + ec.message());
     out << cpp;
   }
-  if (int rc =
-          compileProgram(cppPath, binary, backendOpt == dpc::Backend::CUDA))
-    return rc;
+  if (std::optional<std::string> error = dpc::compileProgram(
+          cppPath, binary, backendOpt == dpc::Backend::CUDA, verbose))
+    return fail(*error);
   if (!keepCpp)
     llvm::sys::fs::remove(cppPath);
   llvm::errs() << "dpc: wrote " << binary << " (" << dpc::nameOf(backendOpt)
