@@ -1,15 +1,28 @@
 # DPC: two entry points.
-#   make test   install what is missing, configure, build, run every CPU test
+#   make test   install what is missing, configure, build the compiler and the
+#               CPU backend, run the CPU tests (under 15 minutes on 2 cores)
 #   make demo   install, build, and run the main job (see scripts/demo.sh)
+# and two more suites, which CI (.ci/run) runs after `make test`:
+#   make test-cuda  build the CUDA backend and dpc-gpu-check (compiled and
+#                   linked here, run on a GPU: docs/gpu-checks.md) and run the
+#                   tests that link against it (ctest label cuda)
+#   make test-slow  the tests that take a minute or more (ctest label slow)
 
 BUILD ?= build
 JOBS ?= $(shell nproc)
 LLVM_CONFIG ?= llvm-config-22
 
-.PHONY: test demo deps configure build docs format clean
+.PHONY: test test-cuda test-slow demo deps configure build build-cpu docs format clean
 
-test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+test: build-cpu
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE 'cuda|slow'
+
+test-cuda: configure
+	cmake --build $(BUILD) -j $(JOBS) --target all dpc-cuda
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L cuda
+
+test-slow: build-cpu
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L slow
 
 # The demo needs only dpc and the runtime, not the tests.
 demo: configure
@@ -28,7 +41,12 @@ $(BUILD)/build.ninja: | deps
 
 configure: deps $(BUILD)/build.ninja
 
+# Everything, the CUDA backend (dpc-cuda) included where nvcc is.
 build: configure
+	cmake --build $(BUILD) -j $(JOBS) --target all dpc-cuda
+
+# The compiler, the CPU backend and the tests (`all`), not the CUDA backend.
+build-cpu: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 # Regenerates the dialect and pass reference in docs/ from the TableGen files.

@@ -18,5 +18,8 @@ config.substitutions.append(("%scripts", os.path.join(config.dpc_src_root, "scri
 config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("%cxx", config.cxx))
 config.substitutions.append(("%runtime_include", os.path.join(config.dpc_src_root, "runtime", "include")))
-if config.cuda_enabled:
+# "cuda": the CUDA backend's archives are built, which `all` leaves out; ctest's
+# lit-cuda (`make test-cuda`) passes --param cuda_backend=built after building
+# them (test/cuda-backend).
+if config.cuda_enabled and lit_config.params.get("cuda_backend") == "built":
     config.available_features.add("cuda")

@@ -7,6 +7,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/Twine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -35,6 +36,19 @@ std::optional<std::string> dpc::compileProgram(StringRef cppPath,
     return (llvm::Twine("the ") + (cuda ? "cuda" : "cpu") +
             " runtime was not built with this dpc")
         .str();
+  SmallVector<std::string> linkArgs = splitArgs(flags);
+  // The build's own archives: `all` leaves the CUDA backend out, so say what
+  // builds it rather than let the linker fail on a missing file.
+  for (const std::string &arg : linkArgs)
+    if (StringRef(arg).starts_with(DPC_BINARY_DIR) &&
+        !llvm::sys::fs::exists(arg))
+      return (llvm::Twine("the ") + (cuda ? "cuda" : "cpu") +
+              " runtime is not built (" + arg + " is missing): build it with `" +
+              (cuda ? "make build` or `cmake --build " DPC_BINARY_DIR
+                      " --target dpc-cuda"
+                    : "make build") +
+              "`")
+          .str();
   SmallVector<std::string> args{DPC_CXX, "-O2", "-std=c++17", "-I",
                                 DPC_RUNTIME_INCLUDE_DIR};
   if (cuda)
@@ -42,7 +56,7 @@ std::optional<std::string> dpc::compileProgram(StringRef cppPath,
   args.push_back(cppPath.str());
   args.push_back("-o");
   args.push_back(binaryPath.str());
-  for (std::string &arg : splitArgs(flags))
+  for (std::string &arg : linkArgs)
     args.push_back(arg);
   SmallVector<StringRef> argRefs(args.begin(), args.end());
   if (verbose) {
