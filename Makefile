@@ -24,9 +24,11 @@ test-cuda: configure
 test-slow: build-cpu
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L slow
 
-# The demo needs only dpc and the runtime, not the tests.
+# The demo needs only dpc and the runtime, not the tests; the CUDA runtime
+# only where a GPU will run it (scripts/demo.sh picks the backend the same way).
+DEMO_TOOLCHAIN := $(if $(shell nvidia-smi -L 2>/dev/null),dpc-toolchain,dpc-toolchain-cpu)
 demo: configure
-	cmake --build $(BUILD) -j $(JOBS) --target dpc-toolchain
+	cmake --build $(BUILD) -j $(JOBS) --target $(DEMO_TOOLCHAIN)
 	scripts/demo.sh $(BUILD)
 
 deps:

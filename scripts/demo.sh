@@ -4,7 +4,8 @@
 # (flat clipping, noise calibrated for epsilon = 8) on Debian's fortunes, one
 # fortune per record. Shows the plan, the loss falling and epsilon rising,
 # the privacy report and a few generated lines. Uses the CUDA backend when a
-# GPU is there and the CUDA runtime was built, the CPU backend otherwise.
+# GPU is there and the CUDA runtime was built (`make demo` builds it only
+# there), the CPU backend otherwise.
 #
 #   scripts/demo.sh [BUILD_DIR]        DEMO_STEPS=N overrides the 400 steps
 set -euo pipefail
@@ -17,7 +18,7 @@ steps=${DEMO_STEPS:-400}
 
 backend=cpu
 if command -v nvidia-smi > /dev/null 2>&1 && nvidia-smi -L > /dev/null 2>&1 &&
-  grep -q '^DPC_ENABLE_CUDA:BOOL=ON' "$build/CMakeCache.txt"; then
+  [[ -f $build/runtime/cuda/libdprt_cuda.a ]]; then
   backend=cuda
 fi
 
