@@ -78,12 +78,18 @@ void updateRowsChecks(Context &ctx) {
                          "momentum_update_rows", "adamw_update_rows"};
   const int64_t batch = 8;
   for (DType dt : {F32, BF16, DType::MXFP8})
-    for (int shape = 0; shape < 3; ++shape)
+    for (int shape = 0; shape < 4; ++shape)
       for (bool noise : {false, true})
         for (int opt = 0; opt < 4; ++opt) {
-          // MXFP8 rows hold whole blocks of 32: 100000 for the odd length.
-          const int64_t n =
-              shape == 1 ? (dt == DType::MXFP8 ? 100000 : 100003) : 65536;
+          // MXFP8 rows hold whole blocks of 32: 100000 for the odd length
+          // (rows not 8-byte aligned: the fused update). Shape 3, MXFP8
+          // only: 67840 = 33 tiles of 2048 and 256 elements, rows 8-byte
+          // aligned, so AdamW's tiles (Optimizers.cu) end in a partial one.
+          if (shape == 3 && dt != DType::MXFP8)
+            continue;
+          const int64_t n = shape == 1   ? (dt == DType::MXFP8 ? 100000 : 100003)
+                            : shape == 3 ? 67840
+                                         : 65536;
           const int64_t mis = shape == 2 ? 1 : 0;
           const bool nesterov = opt == 2;
           if (!ctx.begin(names[opt], nameOf(dt),
