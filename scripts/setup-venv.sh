@@ -1,25 +1,37 @@
 #!/usr/bin/env bash
-# Creates the project's Python environment in .venv (or $1) with the packages the
-# tests compare against and dpc-prepare runs on, and only installs what is
+# Creates the project's Python environment in .venv (or DIR) with the packages
+# dpc-prepare runs on and the tests compare against, and only installs what is
 # missing: a second run only checks the installed versions and returns.
+#
+#   scripts/setup-venv.sh [--accounting] [DIR]
+#
+# --accounting adds Google's dp-accounting (and its scipy), which only the
+# slow suite's accountant comparison needs (`make test-slow`).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+accounting=0
+if [[ ${1:-} == --accounting ]]; then
+  accounting=1
+  shift
+fi
 venv="${1:-$root/.venv}"
 
-# Pinned: the accountant tests mirror dp-accounting's orders and formulas;
-# the committed test tokenizer and the token-id tests were made with this
-# tokenizers version; safetensors reads dpc-prepare's files in the tests
+# Pinned: the committed test tokenizer and the token-id tests were made with
+# this tokenizers version; safetensors reads dpc-prepare's files in the tests
 # (through numpy); jinja2 renders chat templates; tiktoken is dpc-prepare's
-# fast engine for byte-level BPE tokenizers (checked against tokenizers).
+# fast engine for byte-level BPE tokenizers (checked against tokenizers); the
+# accountant tests mirror dp-accounting's orders and formulas.
 packages=(
-  "dp-accounting==0.6.0"
   "tokenizers==0.23.3"
   "tiktoken==0.14.0"
   "safetensors==0.8.0"
   "jinja2==3.1.6"
   "numpy==2.4.6"
 )
+if ((accounting)); then
+  packages+=("dp-accounting==0.6.0")
+fi
 
 if [[ ! -x "$venv/bin/python" ]]; then
   python3 -m venv "$venv"
