@@ -199,33 +199,46 @@ constexpr int kThreads = 256;
 // At most 64 registers, so that 4 blocks of kThreads fit on a
 // multiprocessor (launchUpdate). Left alone, the AdamW updates took 72 to 80
 // and 3 blocks each.
+/// Elements [i, i + W) of an update, from their gradient `raw` (before the
+/// noise): the driver's finiteness check of the gradient on the values the
+/// kernel reads anyway (StepState::nonFiniteGradient: an infinity or NaN has
+/// every exponent bit set), the noise, gradScale, the optimizer's step and
+/// the compute-type copy. Every update kernel runs this, so that they give
+/// the same bits.
+template <int W, class Opt>
+__device__ __forceinline__ void stepElements(const Opt &opt,
+                                             const StepScalars &s,
+                                             const GradientNoise &noise,
+                                             int64_t noiseIndex, int64_t i,
+                                             float (&raw)[W], bf16 *copy,
+                                             bool &finite) {
+#pragma unroll
+  for (int k = 0; k < W; ++k)
+    finite &= (__float_as_uint(raw[k]) & 0x7f800000u) != 0x7f800000u;
+  noise.addAll<W>(raw, noiseIndex + i);
+  float g[W];
+#pragma unroll
+  for (int k = 0; k < W; ++k)
+    g[k] = __fmul_rn(raw[k], s.gradScale);
+  float w[W];
+  opt.template apply<W>(s, i, g, w);
+  // The compute-type copy: storeVec rounds as the cast kernel does.
+  if (copy)
+    storeVec<W>(copy + i, w);
+}
+
 template <int V, class Opt, class Grad>
 __global__ void __launch_bounds__(kThreads, 4)
     updateKernel(Opt opt, Grad grad, int64_t n, int64_t noiseIndex,
                  const StepState *state, bf16 *copy, int32_t *nonFinite) {
   const StepScalars s = loadScalars(state, opt.beta1, opt.beta2);
   const GradientNoise noise = GradientNoise::of(*state, noiseIndex >= 0);
-  // The driver's finiteness check of the gradient, on the values this
-  // kernel reads anyway (StepState::nonFiniteGradient): an infinity or NaN
-  // has every exponent bit set.
   bool finite = true;
   forEachVector<V>(n, [&](auto width, int64_t i) {
     constexpr int W = decltype(width)::value;
     float raw[W];
     grad.template load<W>(i, raw);
-#pragma unroll
-    for (int k = 0; k < W; ++k)
-      finite &= (__float_as_uint(raw[k]) & 0x7f800000u) != 0x7f800000u;
-    noise.addAll<W>(raw, noiseIndex + i);
-    float g[W];
-#pragma unroll
-    for (int k = 0; k < W; ++k)
-      g[k] = __fmul_rn(raw[k], s.gradScale);
-    float w[W];
-    opt.template apply<W>(s, i, g, w);
-    // The compute-type copy: storeVec rounds as the cast kernel does.
-    if (copy)
-      storeVec<W>(copy + i, w);
+    stepElements<W>(opt, s, noise, noiseIndex, i, raw, copy, finite);
   });
   if (!finite)
     atomicOr(nonFinite, 1);
@@ -243,8 +256,8 @@ __global__ void __launch_bounds__(kThreads, 4)
 /// -> 128.1 us a call, 11.23 -> 10.38 ms a step, tokens/s +0.7 %; 165 -> 160
 /// us in gpu-check. SGD's tiles were slower (updateRows). The sums and the
 /// element steps are updateKernel's (the same weightedRowSums, the same
-/// noise index per element), so the bits are too: gpu-check holds them
-/// against rows_weighted_sum and the plain update.
+/// noise index per element, stepElements), so the bits are too: gpu-check
+/// holds them against rows_weighted_sum and the plain update.
 constexpr int kMxRowWidth = 8;
 constexpr int kMxTile = kThreads * kMxRowWidth;
 
@@ -282,17 +295,7 @@ __global__ void __launch_bounds__(kThreads, 4)
         break;
       const float4 v = sums[local / 4];
       float raw[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-      for (int k = 0; k < 4; ++k)
-        finite &= (__float_as_uint(raw[k]) & 0x7f800000u) != 0x7f800000u;
-      noise.addAll<4>(raw, noiseIndex + i);
-      float g[4], w[4];
-#pragma unroll
-      for (int k = 0; k < 4; ++k)
-        g[k] = __fmul_rn(raw[k], s.gradScale);
-      opt.template apply<4>(s, i, g, w);
-      if (copy)
-        storeVec<4>(copy + i, w);
+      stepElements<4>(opt, s, noise, noiseIndex, i, raw, copy, finite);
     }
     // The next tile's sums overwrite these.
     __syncthreads();
@@ -336,27 +339,33 @@ bool vectorizable(std::initializer_list<const void *> ptrs) {
 
 float *f32(void *p) { return static_cast<float *>(p); }
 
-/// One wave: as many blocks as the multiprocessors hold at once (asked of
-/// the occupancy calculator once per kernel), the grid-stride loop doing the
-/// rest. With gridFor's 8 blocks of 256 a multiprocessor and the 64-register
-/// bound, on one H200: adamw_update_rows with noise (B8 bf16 n11.5M) 146 ->
-/// 128 us, adamw_update (f32 n128M) 1035 -> 966 us, sgd_update_rows with
-/// noise 99 -> 85 us; the bound alone got 129, 969 and 85 us, the one wave
-/// alone (3 blocks of 72 to 80 registers) 168, 1169 and 102 us. The 1.1B
-/// T = 1024 AdamW programs' median step: 1.3 % shorter, DP and DP off.
+/// One wave: as many blocks of `kernel` as the multiprocessors hold at once
+/// (asked of the occupancy calculator once per kernel), at most `blocks`;
+/// the kernels' grid-stride loops do the rest. With gridFor's 8 blocks of
+/// 256 a multiprocessor and the 64-register bound, on one H200:
+/// adamw_update_rows with noise (B8 bf16 n11.5M) 146 -> 128 us, adamw_update
+/// (f32 n128M) 1035 -> 966 us, sgd_update_rows with noise 99 -> 85 us; the
+/// bound alone got 129, 969 and 85 us, the one wave alone (3 blocks of 72 to
+/// 80 registers) 168, 1169 and 102 us. The 1.1B T = 1024 AdamW programs'
+/// median step: 1.3 % shorter, DP and DP off.
+template <auto kernel>
+unsigned oneWave(Rank *rank, int64_t blocks) {
+  static const int resident = [] {
+    int count = 0;
+    checkCuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&count, kernel,
+                                                            kThreads, 0),
+              "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+    return std::max(count, 1);
+  }();
+  const int64_t wave = int64_t(deviceState(rank).smCount) * resident;
+  return unsigned(std::max<int64_t>(1, std::min(blocks, wave)));
+}
+
 template <int V, class Opt, class Grad>
 void launchUpdate(Rank *rank, const Opt &opt, const Grad &grad, int64_t n,
                   int64_t noiseIndex, bf16 *copy) {
-  static const int resident = [] {
-    int blocks = 0;
-    checkCuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                  &blocks, updateKernel<V, Opt, Grad>, kThreads, 0),
-              "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-    return std::max(blocks, 1);
-  }();
   const int64_t blocks = (n / V + kThreads - 1) / kThreads;
-  const int64_t wave = int64_t(deviceState(rank).smCount) * resident;
-  updateKernel<V><<<unsigned(std::max<int64_t>(1, std::min(blocks, wave))),
+  updateKernel<V><<<oneWave<updateKernel<V, Opt, Grad>>(rank, blocks),
                     kThreads, 0, computeStream(rank)>>>(
       opt, grad, n, noiseIndex, deviceStepState(rank), copy,
       deviceNonFiniteFlag(rank));
@@ -417,17 +426,9 @@ void updateRows(Rank *rank, DType rows, const char *name, const Opt &opt,
     if constexpr (std::is_same_v<Opt, AdamW>) {
       if (vectorizable(state) && rows.aligned(g, kMxRowWidth) &&
           aligned16(copy)) {
-        static const int resident = [] {
-          int blocks = 0;
-          checkCuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                        &blocks, mxTileUpdateKernel<Opt>, kThreads, 0),
-                    "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-          return std::max(blocks, 1);
-        }();
         const int64_t tiles = (n + kMxTile - 1) / kMxTile;
-        const int64_t wave = int64_t(deviceState(rank).smCount) * resident;
-        mxTileUpdateKernel<<<unsigned(std::min(tiles, wave)), kThreads, 0,
-                             computeStream(rank)>>>(
+        mxTileUpdateKernel<<<oneWave<mxTileUpdateKernel<Opt>>(rank, tiles),
+                             kThreads, 0, computeStream(rank)>>>(
             opt, rows, static_cast<const float *>(c), batch, n, noiseIndex,
             deviceStepState(rank), copy, deviceNonFiniteFlag(rank));
         checkLaunch(name);
