@@ -26,7 +26,7 @@ test-slow: build-cpu
 
 # The demo needs only dpc and the runtime, not the tests; the CUDA runtime
 # only where a GPU will run it (scripts/demo.sh picks the backend the same way).
-DEMO_TOOLCHAIN := $(if $(shell nvidia-smi -L 2>/dev/null),dpc-toolchain,dpc-toolchain-cpu)
+DEMO_TOOLCHAIN = $(if $(shell nvidia-smi -L 2>/dev/null),dpc-toolchain,dpc-toolchain-cpu)
 demo: configure
 	cmake --build $(BUILD) -j $(JOBS) --target $(DEMO_TOOLCHAIN)
 	scripts/demo.sh $(BUILD)
