@@ -8,7 +8,9 @@ warm-ups of smaller micro-steps, torch.compile's benchmarking).
     bench/kernel-times-steady.py short.md long.md STEPS [--rows N]
 
 STEPS: the difference of the two runs' step counts. Prints the total kernel
-time a step and the largest rows: ms a step, calls a step, us a call.
+time a step and the largest rows: ms a step, calls a step, us a call; then
+the GPU's idle time a step and its largest gaps by the work around them
+(the `idle:` rows of kernel-times).
 """
 import argparse
 import re
@@ -41,10 +43,19 @@ def main():
         c1, t1 = long_.get(name, (0, 0.0))
         rows.append((t1 - t0, c1 - c0, name))
     rows.sort(reverse=True)
-    print(f"total {sum(r[0] for r in rows) / a.steps:.2f} ms a step")
-    for t, c, name in rows[:a.rows]:
+    work = [r for r in rows if not r[2].startswith("idle: ")]
+    idle = [r for r in rows if r[2].startswith("idle: ")]
+    print(f"total {sum(r[0] for r in work) / a.steps:.2f} ms a step")
+    show(work[:a.rows], a.steps, 100)
+    if idle:
+        print(f"\nidle {sum(r[0] for r in idle) / a.steps:.2f} ms a step")
+        show(idle[:a.rows], a.steps, 200)
+
+
+def show(rows, steps, width):
+    for t, c, name in rows:
         per_call = t / c * 1000 if c else float("nan")
-        print(f"{t / a.steps:8.3f} ms {c / a.steps:7.1f} calls {per_call:8.1f} us  {name[:100]}")
+        print(f"{t / steps:8.3f} ms {c / steps:7.1f} calls {per_call:8.1f} us  {name[:width]}")
 
 
 if __name__ == "__main__":
