@@ -470,6 +470,8 @@ void shutdownRank(Rank *rank) {
   for (void *p : st->retired)
     checkCuda(cudaFree(p), "cudaFree");
   deviceFree(*st, st->ltWorkspace, st->ltWorkspaceBytes);
+  if (st->readStaging)
+    cudaFreeHost(st->readStaging);
   cublasLtDestroy(st->lt);
   for (cudaEvent_t e : st->events)
     if (e)
@@ -552,6 +554,52 @@ void copyFromArena(Rank *rank, void *dst, int64_t offset, int64_t bytes) {
             "cudaStreamSynchronize");
 }
 
+void queueCopyToArena(Rank *rank, int64_t offset, const void *src,
+                      int64_t bytes) {
+  DeviceState &st = enter(rank);
+  checkArenaRange(rank, offset, bytes, "queueCopyToArena");
+  if (bytes == 0)
+    return;
+  // Ordered after the steps queued so far: a captured step is one launch on
+  // the compute stream, an uncaptured one joins the communication stream
+  // into it (runForked). From pageable memory the runtime stages the bytes
+  // before returning, as for uploadStepState.
+  checkCuda(cudaMemcpyAsync(rank->arena + offset, src, size_t(bytes),
+                            cudaMemcpyHostToDevice, st.streams[kComputeStream]),
+            "cudaMemcpyAsync(queued host to arena)");
+}
+
+void queueCopyFromArena(Rank *rank, void *dst, int64_t offset, int64_t bytes) {
+  DeviceState &st = enter(rank);
+  checkArenaRange(rank, offset, bytes, "queueCopyFromArena");
+  if (bytes == 0)
+    return;
+  const size_t at = (st.readStagingUsed + 15) / 16 * 16;
+  if (at + size_t(bytes) > st.readStagingBytes) {
+    // Full: land what is queued, then grow (a page-locked allocation waits
+    // for the device anyway). Steps of one size reuse the first buffer.
+    synchronize(rank);
+    if (size_t(bytes) > st.readStagingBytes) {
+      if (st.readStaging)
+        checkCuda(cudaFreeHost(st.readStaging), "cudaFreeHost");
+      st.readStaging = nullptr;
+      st.readStagingBytes = 0;
+      const size_t grown = std::max<size_t>(size_t(bytes) * 4, 4096);
+      checkCuda(cudaHostAlloc(reinterpret_cast<void **>(&st.readStaging),
+                              grown, cudaHostAllocDefault),
+                "cudaHostAlloc(queueCopyFromArena)");
+      st.readStagingBytes = grown;
+    }
+    return queueCopyFromArena(rank, dst, offset, bytes);
+  }
+  checkCuda(cudaMemcpyAsync(st.readStaging + at, rank->arena + offset,
+                            size_t(bytes), cudaMemcpyDeviceToHost,
+                            st.streams[kComputeStream]),
+            "cudaMemcpyAsync(queued arena to host)");
+  st.pendingReads.push_back({dst, at, size_t(bytes)});
+  st.readStagingUsed = at + size_t(bytes);
+}
+
 void uploadStepState(Rank *rank) {
   DeviceState &st = enter(rank);
   checkArenaRange(rank, rank->stateOffset, int64_t(sizeof(StepState)),
@@ -568,6 +616,10 @@ void uploadStepState(Rank *rank) {
 
 void synchronize(Rank *rank) {
   DeviceState &st = enter(rank);
+  // Taken first: a wait that fails drops them (the rank is done for).
+  std::vector<DeviceState::PendingRead> reads;
+  reads.swap(st.pendingReads);
+  st.readStagingUsed = 0;
   // The work may hold collectives: the NCCL watchdog times this wait and,
   // past the collective timeout, aborts the communicators it is blocked on.
   WatchedWait watched(rank->rank);
@@ -579,6 +631,8 @@ void synchronize(Rank *rank) {
   }
   watched.check();
   countProbes(rank, st);
+  for (const DeviceState::PendingRead &read : reads)
+    std::memcpy(read.dst, st.readStaging + read.at, read.bytes);
 }
 
 void runCaptured(Rank *rank, int slot, void (*step)(Rank *)) {

@@ -151,6 +151,17 @@ struct DeviceState {
   /// Compute-stream waits for events since the counter was last reset.
   int computeWaits = 0;
 
+  /// queueCopyFromArena's copies: into page-locked staging (so that the
+  /// copy waits for nothing), from there into their destinations when
+  /// synchronize() has seen them land.
+  struct PendingRead {
+    void *dst;
+    size_t at, bytes;
+  };
+  char *readStaging = nullptr;
+  size_t readStagingBytes = 0, readStagingUsed = 0;
+  std::vector<PendingRead> pendingReads;
+
   /// Bytes allocated through `deviceAlloc` (arena, workspace, scratch).
   int64_t liveBytes = 0;
   int64_t peakBytes = 0;

@@ -44,12 +44,18 @@ void fillRows(RankSlot &slot, const ProgramSpec &spec, const Dataset &data,
     for (int64_t row = 0; row < rows; ++row)
       data.writeRow(input, row < part.count ? batch[part.first + row] : -1,
                     rowsOut.data() + row * rowBytes);
-    copyToArena(&rank, input.offset, rowsOut.data(), rows * rowBytes);
+    // After the micro-step queued before, which still reads the old rows.
+    queueCopyToArena(&rank, input.offset, rowsOut.data(), rows * rowBytes);
   }
   for (int64_t row = 0; row < rows; ++row)
     storeAs(acc, row < part.count && batch[part.first + row] >= 0 ? 1.0 : 0.0,
             slot.mask.data() + row * accBytes);
-  copyToArena(&rank, spec.maskOffset, slot.mask.data(), rows * accBytes);
+  queueCopyToArena(&rank, spec.maskOffset, slot.mask.data(), rows * accBytes);
+}
+
+/// Where micro-step m's losses land in slot.stepLosses.
+int64_t stepLossesAt(const ProgramSpec &spec, int64_t m) {
+  return m * spec.physicalBatch * sizeOf(accOf(spec.compute));
 }
 
 } // namespace
@@ -63,6 +69,8 @@ MicroStepSums runMicroSteps(RankSlot &slot, const ProgramSpec &spec,
   const int64_t accBytes = sizeOf(acc);
   MicroStepSums sums;
   requireMicroStepCount(spec, plan.microSteps);
+  if (spec.lossOffset >= 0)
+    slot.stepLosses.resize(size_t(stepLossesAt(spec, plan.microSteps)));
   for (int64_t m = 0; m < plan.microSteps; ++m) {
     const privacy::PhysicalBatchPlan::Slice part = plan.slice(m, rank.rank);
     // The first `rows` rows of the inputs, mask and losses are its own.
@@ -73,13 +81,9 @@ MicroStepSums runMicroSteps(RankSlot &slot, const ProgramSpec &spec,
       runCaptured(&rank, chosen.slot, chosen.run);
     }
     sums.rows += double(chosen.rows);
-    if (spec.lossOffset >= 0) {
-      copyFromArena(&rank, slot.losses.data(), spec.lossOffset,
-                    chosen.rows * accBytes);
-      for (int64_t row = 0; row < part.count; ++row)
-        if (batch[part.first + row] >= 0)
-          sums.loss += loadAs(acc, slot.losses.data() + row * accBytes);
-    }
+    if (spec.lossOffset >= 0)
+      queueCopyFromArena(&rank, slot.stepLosses.data() + stepLossesAt(spec, m),
+                         spec.lossOffset, chosen.rows * accBytes);
     for (int64_t row = 0; row < part.count; ++row)
       if (batch[part.first + row] >= 0) {
         sums.samples += 1;
@@ -88,6 +92,24 @@ MicroStepSums runMicroSteps(RankSlot &slot, const ProgramSpec &spec,
       }
   }
   return sums;
+}
+
+void addQueuedLosses(const RankSlot &slot, const ProgramSpec &spec,
+                     const std::vector<int64_t> &batch,
+                     const privacy::PhysicalBatchPlan &plan,
+                     MicroStepSums &sums) {
+  if (spec.lossOffset < 0)
+    return;
+  const DType acc = accOf(spec.compute);
+  const int64_t accBytes = sizeOf(acc);
+  for (int64_t m = 0; m < plan.microSteps; ++m) {
+    const privacy::PhysicalBatchPlan::Slice part =
+        plan.slice(m, slot.rank.rank);
+    const char *losses = slot.stepLosses.data() + stepLossesAt(spec, m);
+    for (int64_t row = 0; row < part.count; ++row)
+      if (batch[part.first + row] >= 0)
+        sums.loss += loadAs(acc, losses + row * accBytes);
+  }
 }
 
 // A CUDA graph is captured on a function's second call, after a first one

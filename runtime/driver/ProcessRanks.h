@@ -39,6 +39,9 @@ struct RankSlot {
   std::vector<std::vector<char>> inputs; ///< per input, physicalBatch rows
   std::vector<char> mask;                ///< acc [physicalBatch]
   std::vector<char> losses;              ///< acc [physicalBatch]
+  /// acc [micro-steps][physicalBatch]: each micro-step's losses, copied
+  /// back while the next one runs (runMicroSteps).
+  std::vector<char> stepLosses;
 };
 
 /// The launch for `options` and the program: which ranks this process

@@ -260,46 +260,52 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
     rank.exposedCommSeconds = 0;
     if (warmSizes)
       warmSmallerMicroSteps(slot, spec_, *data_);
-    const MicroStepSums done = runMicroSteps(slot, spec_, *data_, batch, plan);
-    // loss, samples, tokens, exposed comm, rows run
-    double sums[5] = {done.loss, done.samples, done.tokens, 0, done.rows};
+    MicroStepSums done = runMicroSteps(slot, spec_, *data_, batch, plan);
     // A non-finite loss or clipped gradient sum would spread NaN into every
     // parameter. The verdicts are all-reduced, so that every rank takes (or
-    // skips, or stops at) the update alike. The loss is known before the
-    // update. The gradient is checked before it only where the step may be
-    // skipped, by a pass of its own over the gradient shards; a run that
-    // stops instead lets the update kernels test the values they read
-    // (updatesMetNonFinite, below) and stops before anything of the step
-    // is saved.
-    double verdict[2] = {sums[0], 0}; // loss sum, ranks with a bad gradient
-    // All trainable units in one request: one wait for the device a step.
-    if (o_.skipNonFiniteSteps &&
-        !allFiniteRanges(&rank, acc, finiteOffsets_.data(),
-                         finiteCounts_.data(), int64_t(finiteOffsets_.size())))
-      verdict[1] = 1;
-    rank.comm->allReduceHost(verdict, 2);
-    const bool lossFinite = std::isfinite(verdict[0]);
-    const bool gradientFinite = verdict[1] == 0;
-    const bool update = lossFinite && gradientFinite;
+    // skips, or stops at) the update alike. Where the step may be skipped
+    // (--skip-nonfinite-steps) both are known before the update: the loss
+    // from the micro-steps, the gradient from a pass of its own over the
+    // gradient shards. A run that stops instead queues the update right
+    // behind the micro-steps, with no wait for the host between them; the
+    // update kernels test the gradient values they read
+    // (updatesMetNonFinite, below), the loss is read after, and the run
+    // stops before anything of the step is saved.
+    bool update = true;
+    if (o_.skipNonFiniteSteps) {
+      synchronize(&rank);
+      addQueuedLosses(slot, spec_, batch, plan, done);
+      // loss sum, ranks with a bad gradient; all trainable units in one
+      // request: one wait for the device a step.
+      double verdict[2] = {done.loss, 0};
+      if (!allFiniteRanges(&rank, acc, finiteOffsets_.data(),
+                           finiteCounts_.data(),
+                           int64_t(finiteOffsets_.size())))
+        verdict[1] = 1;
+      rank.comm->allReduceHost(verdict, 2);
+      update = std::isfinite(verdict[0]) && verdict[1] == 0;
+      if (i == 0) {
+        nonFinite.loss = !std::isfinite(verdict[0]);
+        nonFinite.gradient = verdict[1] != 0;
+      }
+    }
     if (update) {
       DPRT_TRACE(rank.rank, trace::Track::Compute, "dp_apply");
       runCaptured(&rank, kApplySlot, dp_apply);
-    } else if (o_.skipNonFiniteSteps) {
+    } else {
       // No noise, no optimizer step: the gradients are dropped as dp_apply
       // would have zeroed them after using them.
       for (const UnitSpec &unit : spec_.units)
         if (unit.gradShard >= 0)
           zero(&rank, rank.arena + unit.gradShard, unit.shardElems * accBytes);
     }
-    if (i == 0) {
-      nonFinite.loss = !lossFinite;
-      nonFinite.gradient = !gradientFinite;
-    }
     synchronize(&rank);
-    sums[3] = rank.exposedCommSeconds;
+    if (!o_.skipNonFiniteSteps)
+      addQueuedLosses(slot, spec_, batch, plan, done);
     // loss, samples, tokens, exposed comm, rows run, ranks whose update met
     // a gradient that is not finite, then the heartbeats
-    std::vector<double> all(sums, sums + 5);
+    std::vector<double> all = {done.loss, done.samples, done.tokens,
+                               rank.exposedCommSeconds, done.rows};
     all.push_back(update && !o_.skipNonFiniteSteps &&
                           updatesMetNonFinite(&rank)
                       ? 1.0
@@ -312,6 +318,8 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
     rank.comm->allReduceHost(all.data(), int(all.size()));
     if (i == 0) {
       totals = StepTotals{all[0], all[1], all[2], all[3], all[4]};
+      if (!o_.skipNonFiniteSteps)
+        nonFinite.loss = !std::isfinite(all[0]);
       nonFinite.gradient |= all[5] > 0;
       peak = peakMemoryBytes(&rank);
       for (int r = 0; heartbeats && r < world; ++r)
@@ -325,10 +333,8 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
         "step " + std::to_string(step) + ": the " +
         (nonFinite.loss ? "loss" : "clipped gradient sum") +
         " is not finite (NaN or infinity, from the sampled records or the "
-        "parameters); stopped " +
-        (nonFinite.loss ? "before the update" : "at the update") +
-        ", so nothing of this step was saved; pass --skip-nonfinite-steps "
-        "to skip such steps");
+        "parameters); stopped at the update, so nothing of this step was "
+        "saved; pass --skip-nonfinite-steps to skip such steps");
 
   if (nonFinite.loss || nonFinite.gradient)
     warn("step " + std::to_string(step) + ": the " +

@@ -310,7 +310,9 @@ TEST_F(TrainingProgram, ANonFiniteLossFromTheDataStopsTheRun) {
                             "--sigma", "1", "--save", dir_ / "ck", "--quiet"});
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_NE(r.err.find(": the loss is not finite"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("stopped before the update"), std::string::npos)
+  EXPECT_NE(r.err.find("stopped at the update, so nothing of this step was "
+                       "saved"),
+            std::string::npos)
       << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir_ / "ck/latest"));
 }

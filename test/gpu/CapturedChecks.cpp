@@ -3,8 +3,9 @@
 // runCaptured: a step of kernels (clip factors, AdamW, events between the
 // two streams, an all-gather and a sum) and the fused attention step, each
 // warmed up, captured and replayed with new inputs and step state, every
-// call against the CPU backend. The kernels one by one are in
-// KernelChecks.cpp.
+// call against the CPU backend; and the driver's services around the steps:
+// the finiteness check of the gradient shards and the queued copies. The
+// kernels one by one are in KernelChecks.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -294,6 +295,66 @@ void allFiniteCheck(Context &ctx) {
         gpu::copyToArena(ctx.gpu, offsets[r] + at * 4, &values[size_t(at)], 4);
       }
     expect("finite again", true);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// queueCopyToArena and queueCopyFromArena
+//===----------------------------------------------------------------------===//
+
+void queuedCopiesCheck(Context &ctx) {
+  if (!ctx.begin("queuedCopies", "f32",
+                 "host->arena->host around a kernel, reused source, growth"))
+    return;
+  ctx.guarded([&] {
+    // In the captured step's slots. The driver's pattern: a micro-step's
+    // inputs queued, the step, its losses queued back, the next inputs from
+    // the same host buffer, all before one synchronize.
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    auto randoms = [&](size_t n) {
+      std::vector<float> v(n);
+      for (float &x : v)
+        x = normal(ctx.rng);
+      return v;
+    };
+    const size_t n = size_t(kStepN), bytes = n * sizeof(float);
+    const std::vector<float> base = randoms(n), first = randoms(n),
+                             second = randoms(n), wide = randoms(3 * n);
+    gpu::copyToArena(ctx.gpu, kSum, base.data(), int64_t(bytes));
+    std::vector<float> source = first;
+    std::vector<float> readFirst(n), readSum(n), readSecond(n),
+        readWide(3 * n);
+    char *a = ctx.gpu->arena;
+    gpu::queueCopyToArena(ctx.gpu, kGrad, source.data(), int64_t(bytes));
+    gpu::accumulate(ctx.gpu, F32, a + kGrad, a + kSum, kStepN);
+    gpu::queueCopyFromArena(ctx.gpu, readFirst.data(), kGrad, int64_t(bytes));
+    source = second; // at once: the queued copy took its bytes
+    gpu::queueCopyToArena(ctx.gpu, kGrad, source.data(), int64_t(bytes));
+    gpu::queueCopyFromArena(ctx.gpu, readSum.data(), kSum, int64_t(bytes));
+    gpu::queueCopyFromArena(ctx.gpu, readSecond.data(), kGrad,
+                            int64_t(bytes));
+    // Larger than what is left of the staging: it lands what is queued and
+    // grows, and the reads before it still arrive.
+    gpu::queueCopyToArena(ctx.gpu, kM, wide.data(), int64_t(3 * bytes));
+    gpu::queueCopyFromArena(ctx.gpu, readWide.data(), kM, int64_t(3 * bytes));
+    gpu::synchronize(ctx.gpu);
+    auto same = [](const std::vector<float> &x, const std::vector<float> &y) {
+      return std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+    };
+    std::vector<float> sum(n);
+    for (size_t i = 0; i < n; ++i)
+      sum[i] = base[i] + first[i];
+    double sumErr = 0;
+    for (size_t i = 0; i < n; ++i)
+      sumErr = std::max(sumErr, double(std::fabs(readSum[i] - sum[i])));
+    ctx.result("first copy before the kernel", same(readFirst, first),
+               "read back what was queued first");
+    ctx.result("kernel between the copies", sumErr <= 1e-6,
+               "max |sum - (base + first)| = " + std::to_string(sumErr));
+    ctx.result("second copy after it", same(readSecond, second),
+               "read back the reused source's new bytes");
+    ctx.result("read past the staging", same(readWide, wide),
+               "3 slots read back after the staging grew");
   });
 }
 

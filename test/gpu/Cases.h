@@ -89,6 +89,10 @@ void capturedStepCheck(Context &ctx);
 /// The driver's check of the gradient shards (allFinite, allFiniteRanges)
 /// on arena ranges with and without NaN and infinities.
 void allFiniteCheck(Context &ctx);
+/// The driver's queued copies (queueCopyToArena, queueCopyFromArena):
+/// ordered with the kernels around them, a source reused at once, reads
+/// that outgrow the staging.
+void queuedCopiesCheck(Context &ctx);
 /// Fused attention forward and backward inside runCaptured (warm-up,
 /// capture, replay with new inputs) against the CPU backend.
 void capturedAttentionCheck(Context &ctx);

@@ -148,6 +148,7 @@ int singleGpu(const Options &o, Report &report) {
     kernelChecks(ctx);
     capturedStepCheck(ctx);
     allFiniteCheck(ctx);
+    queuedCopiesCheck(ctx);
     capturedAttentionCheck(ctx);
   }
   if (o.timing)

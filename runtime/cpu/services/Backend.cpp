@@ -167,6 +167,15 @@ void copyFromArena(Rank *rank, void *dst, int64_t offset, int64_t bytes) {
     std::memcpy(dst, rank->arena + offset, static_cast<size_t>(bytes));
 }
 
+void queueCopyToArena(Rank *rank, int64_t offset, const void *src,
+                      int64_t bytes) {
+  copyToArena(rank, offset, src, bytes);
+}
+
+void queueCopyFromArena(Rank *rank, void *dst, int64_t offset, int64_t bytes) {
+  copyFromArena(rank, dst, offset, bytes);
+}
+
 void uploadStepState(Rank *rank) {
   requireRange(rank, "uploadStepState", rank->stateOffset,
                static_cast<int64_t>(sizeof(StepState)));
