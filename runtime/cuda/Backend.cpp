@@ -1,8 +1,8 @@
 //===- Backend.cpp - Backend services of the CUDA backend -----------------===//
 //
-// Devices, streams, memory, copies, the StepState upload and step capture
-// into CUDA graphs (backend.inc), and the DeviceState helpers the kernels
-// share.
+// Devices, streams, memory and step capture into CUDA graphs
+// (backend.inc), and the DeviceState helpers the kernels share; the copies
+// between host and arena are in ArenaCopies.cpp.
 //
 // Capture. runCaptured runs a slot's step function once un-captured (a
 // warm-up: it creates events, plans GEMMs and sizes scratch, none of which
@@ -274,18 +274,6 @@ void streamWait(Rank *rank, DeviceState &st, int32_t stream,
   }
 }
 
-namespace {
-
-bool envFlag(const char *name, bool fallback) {
-  const char *v = std::getenv(name);
-  if (!v || !*v)
-    return fallback;
-  return !(std::strcmp(v, "0") == 0 || std::strcmp(v, "false") == 0 ||
-           std::strcmp(v, "off") == 0);
-}
-
-/// Makes `rank`'s device current for the calling thread (a thread that
-/// drives one rank keeps it; the services set it anyway, cheaply).
 DeviceState &enter(Rank *rank) {
   DeviceState &st = deviceState(rank);
   checkCuda(cudaSetDevice(st.device), "cudaSetDevice");
@@ -300,6 +288,16 @@ void checkArenaRange(Rank *rank, int64_t offset, int64_t bytes,
     fail(std::string(what) + ": bytes [" + std::to_string(offset) + ", " +
          std::to_string(offset + bytes) + ") are outside the arena of " +
          std::to_string(rank->arenaBytes) + " bytes");
+}
+
+namespace {
+
+bool envFlag(const char *name, bool fallback) {
+  const char *v = std::getenv(name);
+  if (!v || !*v)
+    return fallback;
+  return !(std::strcmp(v, "0") == 0 || std::strcmp(v, "false") == 0 ||
+           std::strcmp(v, "off") == 0);
 }
 
 /// Runs `step` with the communication stream forked from and joined back
@@ -528,92 +526,6 @@ void freeArena(Rank *rank) {
   rank->arenaBytes = 0;
 }
 
-// The copies run on the compute stream and wait for it: a plain cudaMemcpy
-// from pageable memory may return before its DMA lands, and the legacy
-// stream it uses is not ordered with the rank's non-blocking streams.
-void copyToArena(Rank *rank, int64_t offset, const void *src, int64_t bytes) {
-  DeviceState &st = enter(rank);
-  checkArenaRange(rank, offset, bytes, "copyToArena");
-  // Queued work on either stream may still read the destination.
-  synchronize(rank);
-  checkCuda(cudaMemcpyAsync(rank->arena + offset, src, size_t(bytes),
-                            cudaMemcpyHostToDevice, st.streams[kComputeStream]),
-            "cudaMemcpyAsync(host to arena)");
-  checkCuda(cudaStreamSynchronize(st.streams[kComputeStream]),
-            "cudaStreamSynchronize");
-}
-
-void copyFromArena(Rank *rank, void *dst, int64_t offset, int64_t bytes) {
-  DeviceState &st = enter(rank);
-  checkArenaRange(rank, offset, bytes, "copyFromArena");
-  synchronize(rank);
-  checkCuda(cudaMemcpyAsync(dst, rank->arena + offset, size_t(bytes),
-                            cudaMemcpyDeviceToHost, st.streams[kComputeStream]),
-            "cudaMemcpyAsync(arena to host)");
-  checkCuda(cudaStreamSynchronize(st.streams[kComputeStream]),
-            "cudaStreamSynchronize");
-}
-
-void queueCopyToArena(Rank *rank, int64_t offset, const void *src,
-                      int64_t bytes) {
-  DeviceState &st = enter(rank);
-  checkArenaRange(rank, offset, bytes, "queueCopyToArena");
-  if (bytes == 0)
-    return;
-  // Ordered after the steps queued so far: a captured step is one launch on
-  // the compute stream, an uncaptured one joins the communication stream
-  // into it (runForked). From pageable memory the runtime stages the bytes
-  // before returning, as for uploadStepState.
-  checkCuda(cudaMemcpyAsync(rank->arena + offset, src, size_t(bytes),
-                            cudaMemcpyHostToDevice, st.streams[kComputeStream]),
-            "cudaMemcpyAsync(queued host to arena)");
-}
-
-void queueCopyFromArena(Rank *rank, void *dst, int64_t offset, int64_t bytes) {
-  DeviceState &st = enter(rank);
-  checkArenaRange(rank, offset, bytes, "queueCopyFromArena");
-  if (bytes == 0)
-    return;
-  const size_t at = (st.readStagingUsed + 15) / 16 * 16;
-  if (at + size_t(bytes) > st.readStagingBytes) {
-    // Full: land what is queued, then grow (a page-locked allocation waits
-    // for the device anyway). Steps of one size reuse the first buffer.
-    synchronize(rank);
-    if (size_t(bytes) > st.readStagingBytes) {
-      if (st.readStaging)
-        checkCuda(cudaFreeHost(st.readStaging), "cudaFreeHost");
-      st.readStaging = nullptr;
-      st.readStagingBytes = 0;
-      const size_t grown = std::max<size_t>(size_t(bytes) * 4, 4096);
-      checkCuda(cudaHostAlloc(reinterpret_cast<void **>(&st.readStaging),
-                              grown, cudaHostAllocDefault),
-                "cudaHostAlloc(queueCopyFromArena)");
-      st.readStagingBytes = grown;
-    }
-    return queueCopyFromArena(rank, dst, offset, bytes);
-  }
-  checkCuda(cudaMemcpyAsync(st.readStaging + at, rank->arena + offset,
-                            size_t(bytes), cudaMemcpyDeviceToHost,
-                            st.streams[kComputeStream]),
-            "cudaMemcpyAsync(queued arena to host)");
-  st.pendingReads.push_back({dst, at, size_t(bytes)});
-  st.readStagingUsed = at + size_t(bytes);
-}
-
-void uploadStepState(Rank *rank) {
-  DeviceState &st = enter(rank);
-  checkArenaRange(rank, rank->stateOffset, int64_t(sizeof(StepState)),
-                  "uploadStepState");
-  // Ordered on the compute stream after the work queued so far, which may
-  // still read the previous state. From pageable memory the runtime stages
-  // the bytes (or waits) before returning, so the driver may edit hostState
-  // again at once.
-  checkCuda(cudaMemcpyAsync(rank->arena + rank->stateOffset, &rank->hostState,
-                            sizeof(StepState), cudaMemcpyHostToDevice,
-                            st.streams[kComputeStream]),
-            "cudaMemcpyAsync(StepState)");
-}
-
 void synchronize(Rank *rank) {
   DeviceState &st = enter(rank);
   // Taken first: a wait that fails drops them (the rank is done for).
@@ -631,8 +543,7 @@ void synchronize(Rank *rank) {
   }
   watched.check();
   countProbes(rank, st);
-  for (const DeviceState::PendingRead &read : reads)
-    std::memcpy(read.dst, st.readStaging + read.at, read.bytes);
+  landReads(st, reads);
 }
 
 void runCaptured(Rank *rank, int slot, void (*step)(Rank *)) {

@@ -173,6 +173,21 @@ struct DeviceState {
 /// The rank's DeviceState; throws if initRank has not run.
 DeviceState &deviceState(Rank *rank);
 
+/// deviceState(rank), with the rank's device made current for the calling
+/// thread (a thread that drives one rank keeps it; the services set it
+/// anyway, cheaply).
+DeviceState &enter(Rank *rank);
+
+/// Throws naming `what` unless bytes [offset, offset + bytes) lie in the
+/// rank's arena.
+void checkArenaRange(Rank *rank, int64_t offset, int64_t bytes,
+                     const char *what);
+
+/// Copies the queued reads that synchronize() has seen land from the
+/// staging into their destinations (ArenaCopies.cpp).
+void landReads(DeviceState &st,
+               const std::vector<DeviceState::PendingRead> &reads);
+
 /// Stream `index` (0 compute, 1 communication) of the rank.
 cudaStream_t streamOf(Rank *rank, int32_t index);
 inline cudaStream_t computeStream(Rank *rank) {
