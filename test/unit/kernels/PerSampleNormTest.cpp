@@ -26,20 +26,53 @@ Buffer startingNorms(Rng &rng, DType dt, int64_t batch, Vec &init) {
   return n2;
 }
 
+/// Expects `n2` to hold `init` plus the per-sample squared norms `want`,
+/// at the acc type's tolerance.
+void expectAdded(const Buffer &n2, const Vec &init, const Vec &want,
+                 DType dt) {
+  EXPECT_CLOSE(n2.values(), ref::addForward(init, want), accTolerance(dt), dt);
+}
+
+/// A linear layer's per-sample problem at random sizes: x [rows, in] and dy
+/// [rows, out] with rows = batch * tokens (tokens = 1 where maxTokens is
+/// 1), and n2 to add into.
+struct LinearCase {
+  int64_t batch, tokens, in, out;
+  Buffer x, dy;
+  Vec init; ///< n2 before the kernel (declared first: n2's initializer sets it)
+  Buffer n2;
+
+  LinearCase(Rng &rng, DType dt, int64_t maxBatch, int64_t maxTokens)
+      : batch(uniformInt(rng, 1, maxBatch)),
+        tokens(maxTokens > 1 ? uniformInt(rng, 1, maxTokens) : 1),
+        in(uniformInt(rng, 1, 40)), out(uniformInt(rng, 1, 40)),
+        x(dt, uniform(rng, batch * tokens * in)),
+        dy(dt, uniform(rng, batch * tokens * out)),
+        n2(startingNorms(rng, dt, batch, init)) {}
+
+  /// The reference's per-sample weight gradients.
+  ref::PerSample weightGradients() const {
+    return ref::linearWeightGradPerSample(x.values(), dy.values(), batch,
+                                          tokens, in, out);
+  }
+  /// Their squared norms, plus the bias's where `withBias`.
+  Vec norms(bool withBias = false) const {
+    Vec want = squaredNorms(weightGradients());
+    if (withBias)
+      want = ref::addForward(
+          want,
+          squaredNorms(ref::biasGradPerSample(dy.values(), batch, tokens, out)));
+    return want;
+  }
+};
+
 TEST(Rank1Norm, MatchesNaivePerSampleGradient) {
   forEachCaseAndDType(16, [](Rng &rng, DType dt) {
-    int64_t batch = uniformInt(rng, 1, 12), in = uniformInt(rng, 1, 40),
-            out = uniformInt(rng, 1, 40);
-    Buffer x(dt, uniform(rng, batch * in)), dy(dt, uniform(rng, batch * out));
-    Vec init;
-    Buffer n2 = startingNorms(rng, dt, batch, init);
+    LinearCase c(rng, dt, 12, 1);
     TestRank r;
-    cpu::norm_rank1(r.get(), dt, x.data(), dy.data(), n2.data(), batch, in,
-                    out);
-    Vec want = squaredNorms(ref::linearWeightGradPerSample(
-        x.values(), dy.values(), batch, 1, in, out));
-    EXPECT_CLOSE(n2.values(), ref::addForward(init, want), accTolerance(dt),
-                 dt);
+    cpu::norm_rank1(r.get(), dt, c.x.data(), c.dy.data(), c.n2.data(), c.batch,
+                    c.in, c.out);
+    expectAdded(c.n2, c.init, c.norms(), dt);
   });
 }
 
@@ -77,22 +110,15 @@ TEST(Gram, IsEachSamplesMatrixOfRowInnerProducts) {
 
 TEST(GramNorm, MatchesNaivePerSampleGradient) {
   forEachCaseAndDType(16, [](Rng &rng, DType dt) {
-    int64_t batch = uniformInt(rng, 1, 5), tokens = uniformInt(rng, 1, 12),
-            in = uniformInt(rng, 1, 40), out = uniformInt(rng, 1, 40);
-    int64_t rows = batch * tokens;
-    Buffer x(dt, uniform(rng, rows * in)), dy(dt, uniform(rng, rows * out));
-    Buffer ka(accOf(dt), batch * tokens * tokens),
-        kg(accOf(dt), batch * tokens * tokens);
-    Vec init;
-    Buffer n2 = startingNorms(rng, dt, batch, init);
+    LinearCase c(rng, dt, 5, 12);
+    Buffer ka(accOf(dt), c.batch * c.tokens * c.tokens),
+        kg(accOf(dt), c.batch * c.tokens * c.tokens);
     TestRank r;
-    cpu::gram(r.get(), dt, x.data(), ka.data(), batch, tokens, in, false);
-    cpu::gram_norm(r.get(), dt, dy.data(), ka.data(), kg.data(), n2.data(),
-                   batch, tokens, out);
-    Vec want = squaredNorms(ref::linearWeightGradPerSample(
-        x.values(), dy.values(), batch, tokens, in, out));
-    EXPECT_CLOSE(n2.values(), ref::addForward(init, want), accTolerance(dt),
-                 dt);
+    cpu::gram(r.get(), dt, c.x.data(), ka.data(), c.batch, c.tokens, c.in,
+              false);
+    cpu::gram_norm(r.get(), dt, c.dy.data(), ka.data(), kg.data(), c.n2.data(),
+                   c.batch, c.tokens, c.out);
+    expectAdded(c.n2, c.init, c.norms(), dt);
   });
 }
 
@@ -139,50 +165,38 @@ TEST(SharedGramNorm, EqualsNormOfTheConcatenatedWeight) {
     Vec want = squaredNorms(ref::linearWeightGradPerSample(
         x.values(), cat, batch, tokens, in, total));
     EXPECT_CLOSE(perLayerSum, want, 1e-12, DType::F64);
-    EXPECT_CLOSE(n2.values(), ref::addForward(init, want), accTolerance(dt),
-                 dt);
+    expectAdded(n2, init, want, dt);
   });
 }
 
 TEST(DirectNorm, MatchesNaivePerSampleGradient) {
   forEachCaseAndDType(16, [](Rng &rng, DType dt) {
-    int64_t batch = uniformInt(rng, 1, 5), tokens = uniformInt(rng, 1, 12),
-            in = uniformInt(rng, 1, 40), out = uniformInt(rng, 1, 40);
-    int64_t rows = batch * tokens;
-    Buffer x(dt, uniform(rng, rows * in)), dy(dt, uniform(rng, rows * out));
+    LinearCase c(rng, dt, 5, 12);
     std::vector<unsigned char> workspace(
-        dprt::normDirectWorkspaceBytes(dt, in, out));
-    Vec init;
-    Buffer n2 = startingNorms(rng, dt, batch, init);
+        dprt::normDirectWorkspaceBytes(dt, c.in, c.out));
     TestRank r;
-    cpu::norm_direct(r.get(), dt, x.data(), dy.data(), n2.data(), batch, tokens,
-                     in, out, workspace.data());
-    Vec want = squaredNorms(ref::linearWeightGradPerSample(
-        x.values(), dy.values(), batch, tokens, in, out));
-    EXPECT_CLOSE(n2.values(), ref::addForward(init, want), accTolerance(dt),
-                 dt);
+    cpu::norm_direct(r.get(), dt, c.x.data(), c.dy.data(), c.n2.data(),
+                     c.batch, c.tokens, c.in, c.out, workspace.data());
+    expectAdded(c.n2, c.init, c.norms(), dt);
   });
 }
 
 TEST(LinearPerSampleGrad, FormsEachSamplesGradientAndAddsItsNorm) {
   forEachCaseAndDType(16, [](Rng &rng, DType dt) {
-    int64_t batch = uniformInt(rng, 1, 5), tokens = uniformInt(rng, 1, 12),
-            in = uniformInt(rng, 1, 40), out = uniformInt(rng, 1, 40);
-    int64_t rows = batch * tokens;
-    Buffer x(dt, uniform(rng, rows * in)), dy(dt, uniform(rng, rows * out));
+    LinearCase c(rng, dt, 5, 12);
+    const int64_t batch = c.batch, in = c.in, out = c.out;
     // NaN before: every element must be written. Stored in the compute
     // type, rounded once from the acc type.
     Buffer g(dt, batch * out * in), alone(dt, batch * out * in);
-    Vec init;
-    Buffer n2 = startingNorms(rng, dt, batch, init);
     TestRank r;
-    cpu::linear_per_sample_grad(r.get(), dt, dt, x.data(), dy.data(), g.data(),
-                                n2.data(), batch, tokens, in, out);
+    cpu::linear_per_sample_grad(r.get(), dt, dt, c.x.data(), c.dy.data(),
+                                g.data(), c.n2.data(), batch, c.tokens, in,
+                                out);
     // Without n2 it forms the same gradients and adds nothing anywhere.
-    cpu::linear_per_sample_grad(r.get(), dt, dt, x.data(), dy.data(), alone.data(),
-                                nullptr, batch, tokens, in, out);
-    ref::PerSample want = ref::linearWeightGradPerSample(
-        x.values(), dy.values(), batch, tokens, in, out);
+    cpu::linear_per_sample_grad(r.get(), dt, dt, c.x.data(), c.dy.data(),
+                                alone.data(), nullptr, batch, c.tokens, in,
+                                out);
+    ref::PerSample want = c.weightGradients();
     Vec flat;
     for (const Vec &w : want)
       flat.insert(flat.end(), w.begin(), w.end());
@@ -194,9 +208,8 @@ TEST(LinearPerSampleGrad, FormsEachSamplesGradientAndAddsItsNorm) {
     for (int64_t b = 0; b < batch; ++b)
       for (int64_t i = 0; i < out * in; ++i)
         storedNorms[b] += stored[b * out * in + i] * stored[b * out * in + i];
-    EXPECT_CLOSE(n2.values(), ref::addForward(init, storedNorms),
-                 accTolerance(dt), dt);
-    EXPECT_CLOSE(n2.values(), ref::addForward(init, squaredNorms(want)),
+    expectAdded(c.n2, c.init, storedNorms, dt);
+    EXPECT_CLOSE(c.n2.values(), ref::addForward(c.init, squaredNorms(want)),
                  2 * storedTolerance(dt), dt);
   });
 }
@@ -212,8 +225,7 @@ TEST(BiasNorm, MatchesNaivePerSampleGradient) {
     cpu::norm_bias(r.get(), dt, dy.data(), n2.data(), batch, tokens, out);
     Vec want =
         squaredNorms(ref::biasGradPerSample(dy.values(), batch, tokens, out));
-    EXPECT_CLOSE(n2.values(), ref::addForward(init, want), accTolerance(dt),
-                 dt);
+    expectAdded(n2, init, want, dt);
   });
 }
 
@@ -231,8 +243,7 @@ TEST(EmbeddingNorm, MatchesNaivePerSampleGradientWithRepeatedTokens) {
                         tokens, dim);
     Vec want = squaredNorms(ref::embeddingGradPerSample(tok, dy.values(), batch,
                                                         tokens, vocab, dim));
-    EXPECT_CLOSE(n2.values(), ref::addForward(init, want), accTolerance(dt),
-                 dt);
+    expectAdded(n2, init, want, dt);
   });
 }
 
@@ -249,8 +260,7 @@ TEST(PositionEmbeddingNorm, MatchesNaivePerSampleGradient) {
                                  tokens, dim);
     Vec want = squaredNorms(ref::positionEmbeddingGradPerSample(
         dy.values(), batch, tokens, positions, dim));
-    EXPECT_CLOSE(n2.values(), ref::addForward(init, want), accTolerance(dt),
-                 dt);
+    expectAdded(n2, init, want, dt);
   });
 }
 
@@ -411,42 +421,23 @@ namespace {
 
 TEST(FusedNorms, Rank1WithBiasIsWeightPlusBiasNorm) {
   forEachCaseAndDType(16, [](Rng &rng, DType dt) {
-    int64_t batch = uniformInt(rng, 1, 12), in = uniformInt(rng, 1, 40),
-            out = uniformInt(rng, 1, 40);
-    Buffer x(dt, uniform(rng, batch * in)), dy(dt, uniform(rng, batch * out));
-    Vec init;
-    Buffer n2 = startingNorms(rng, dt, batch, init);
+    LinearCase c(rng, dt, 12, 1);
     TestRank r;
-    cpu::norm_rank1_bias(r.get(), dt, x.data(), dy.data(), n2.data(), batch, in,
-                         out);
-    Vec want = ref::addForward(
-        squaredNorms(ref::linearWeightGradPerSample(x.values(), dy.values(),
-                                                    batch, 1, in, out)),
-        squaredNorms(ref::biasGradPerSample(dy.values(), batch, 1, out)));
-    EXPECT_CLOSE(n2.values(), ref::addForward(init, want), accTolerance(dt),
-                 dt);
+    cpu::norm_rank1_bias(r.get(), dt, c.x.data(), c.dy.data(), c.n2.data(),
+                         c.batch, c.in, c.out);
+    expectAdded(c.n2, c.init, c.norms(/*withBias=*/true), dt);
   });
 }
 
 TEST(FusedNorms, DirectWithBiasIsWeightPlusBiasNorm) {
   forEachCaseAndDType(16, [](Rng &rng, DType dt) {
-    int64_t batch = uniformInt(rng, 1, 5), tokens = uniformInt(rng, 1, 12),
-            in = uniformInt(rng, 1, 40), out = uniformInt(rng, 1, 40);
-    int64_t rows = batch * tokens;
-    Buffer x(dt, uniform(rng, rows * in)), dy(dt, uniform(rng, rows * out));
+    LinearCase c(rng, dt, 5, 12);
     std::vector<unsigned char> workspace(
-        dprt::normDirectWorkspaceBytes(dt, in, out));
-    Vec init;
-    Buffer n2 = startingNorms(rng, dt, batch, init);
+        dprt::normDirectWorkspaceBytes(dt, c.in, c.out));
     TestRank r;
-    cpu::norm_direct_bias(r.get(), dt, x.data(), dy.data(), n2.data(), batch,
-                          tokens, in, out, workspace.data());
-    Vec want = ref::addForward(
-        squaredNorms(ref::linearWeightGradPerSample(x.values(), dy.values(),
-                                                    batch, tokens, in, out)),
-        squaredNorms(ref::biasGradPerSample(dy.values(), batch, tokens, out)));
-    EXPECT_CLOSE(n2.values(), ref::addForward(init, want), accTolerance(dt),
-                 dt);
+    cpu::norm_direct_bias(r.get(), dt, c.x.data(), c.dy.data(), c.n2.data(),
+                          c.batch, c.tokens, c.in, c.out, workspace.data());
+    expectAdded(c.n2, c.init, c.norms(/*withBias=*/true), dt);
   });
 }
 
