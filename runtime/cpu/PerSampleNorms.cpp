@@ -94,28 +94,14 @@ void gram_norm(Rank *rank, DType dt, const void *dy, const void *Ka, void *Kg,
   gram_dot(rank, accOf(dt), Ka, Kg, n2, batch, tokens);
 }
 
-void norm_direct(Rank *, DType dt, const void *x, const void *dy, void *n2,
-                 int64_t batch, int64_t tokens, int64_t in, int64_t out,
-                 void *workspace) {
-  dispatch(dt, [&](auto tag) {
-    using T = decltype(tag);
-    using A = AccOf<T>;
-    auto *xc = asCompute(static_cast<const T *>(x), batch * tokens * in, 0);
-    auto *dyc = asCompute(static_cast<const T *>(dy), batch * tokens * out, 1);
-    auto *ws = static_cast<A *>(workspace);
-    auto *n = static_cast<A *>(n2);
-    for (int64_t b = 0; b < batch; ++b) {
-      // W_b = dy_b^T x_b  [out, in], then its squared Frobenius norm.
-      gemm(true, false, out, in, tokens, 1.0, dyc + b * tokens * out, out,
-           xc + b * tokens * in, in, 0.0, ws, in);
-      n[b] = A(double(n[b]) + sumSquares(ws, out * in));
-    }
-  });
-}
+namespace {
 
-void norm_direct_bias(Rank *, DType dt, const void *x, const void *dy, void *n2,
-                      int64_t batch, int64_t tokens, int64_t in, int64_t out,
-                      void *workspace) {
+/// norm_direct and (withBias) norm_direct_bias: each sample's W_b = dy_b^T
+/// x_b [out, in] formed in the workspace and its squared Frobenius norm
+/// added; with the bias also that of its column, sum_t dy_bt.
+void directNorms(DType dt, const void *x, const void *dy, void *n2,
+                 int64_t batch, int64_t tokens, int64_t in, int64_t out,
+                 void *workspace, bool withBias) {
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
     using A = AccOf<T>;
@@ -123,11 +109,15 @@ void norm_direct_bias(Rank *, DType dt, const void *x, const void *dy, void *n2,
     auto *dyc = asCompute(static_cast<const T *>(dy), batch * tokens * out, 1);
     auto *ws = static_cast<A *>(workspace);
     auto *n = static_cast<A *>(n2);
-    double *g = scratch<double>(0, out);
+    double *g = withBias ? scratch<double>(0, out) : nullptr;
     for (int64_t b = 0; b < batch; ++b) {
       gemm(true, false, out, in, tokens, 1.0, dyc + b * tokens * out, out,
            xc + b * tokens * in, in, 0.0, ws, in);
-      // The bias column: sum_t dy_bt, from the widened dy already in cache.
+      if (!withBias) {
+        n[b] = A(double(n[b]) + sumSquares(ws, out * in));
+        continue;
+      }
+      // The bias column, from the widened dy already in cache.
       std::fill(g, g + out, 0.0);
       for (int64_t t = 0; t < tokens; ++t)
         for (int64_t j = 0; j < out; ++j)
@@ -135,6 +125,20 @@ void norm_direct_bias(Rank *, DType dt, const void *x, const void *dy, void *n2,
       n[b] = A(double(n[b]) + sumSquares(ws, out * in) + sumSquares(g, out));
     }
   });
+}
+
+} // namespace
+
+void norm_direct(Rank *, DType dt, const void *x, const void *dy, void *n2,
+                 int64_t batch, int64_t tokens, int64_t in, int64_t out,
+                 void *workspace) {
+  directNorms(dt, x, dy, n2, batch, tokens, in, out, workspace, false);
+}
+
+void norm_direct_bias(Rank *, DType dt, const void *x, const void *dy, void *n2,
+                      int64_t batch, int64_t tokens, int64_t in, int64_t out,
+                      void *workspace) {
+  directNorms(dt, x, dy, n2, batch, tokens, in, out, workspace, true);
 }
 
 void norm_bias(Rank *, DType dt, const void *dy, void *n2, int64_t batch,
