@@ -36,6 +36,7 @@
 #include <cxxabi.h>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,12 +49,12 @@ struct Totals {
 /// One piece of GPU work, for the idle gaps between them.
 struct Interval {
   uint64_t start, end;
-  const std::string *name; ///< a key of `kernels`
+  const std::string *name; ///< one of `names`
 };
 
 std::mutex mutex;
 /// The names of the work seen (the intervals point into it).
-std::map<std::string, Totals> *kernels = new std::map<std::string, Totals>;
+std::set<std::string> *names = new std::set<std::string>;
 std::vector<Interval> *intervals = new std::vector<Interval>;
 
 void check(CUptiResult r, const char *what) {
@@ -137,8 +138,7 @@ void CUPTIAPI completed(CUcontext, uint32_t, uint8_t *buffer, size_t,
     } else {
       continue;
     }
-    auto at = kernels->try_emplace(name).first;
-    intervals->push_back({start, end, &at->first});
+    intervals->push_back({start, end, &*names->insert(name).first});
   }
   std::free(buffer);
 }

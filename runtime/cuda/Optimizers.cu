@@ -196,9 +196,6 @@ template <class Rows> struct RowsGradient {
 
 constexpr int kThreads = 256;
 
-// At most 64 registers, so that 4 blocks of kThreads fit on a
-// multiprocessor (launchUpdate). Left alone, the AdamW updates took 72 to 80
-// and 3 blocks each.
 /// Elements [i, i + W) of an update, from their gradient `raw` (before the
 /// noise): the driver's finiteness check of the gradient on the values the
 /// kernel reads anyway (StepState::nonFiniteGradient: an infinity or NaN has
@@ -227,6 +224,9 @@ __device__ __forceinline__ void stepElements(const Opt &opt,
     storeVec<W>(copy + i, w);
 }
 
+// At most 64 registers, so that 4 blocks of kThreads fit on a
+// multiprocessor (launchUpdate). Left alone, the AdamW updates took 72 to 80
+// and 3 blocks each.
 template <int V, class Opt, class Grad>
 __global__ void __launch_bounds__(kThreads, 4)
     updateKernel(Opt opt, Grad grad, int64_t n, int64_t noiseIndex,
