@@ -1,0 +1,370 @@
+//===- PerSampleGradMxGemm.cu - Per-sample gradients in MXFP8 -------------===//
+//
+// The materialized method's product with MXFP8 rows (types.h): the
+// mainloop of PerSampleGradGemm.cu (M = out, N = in, K = tokens, L = batch)
+// with no D for CUTLASS to store. The epilogue is one node, MxQuantizeRows,
+// over 64 x 64 subtiles, whose 32 values a thread arrive in one visit call:
+//
+// - a quad of lanes holds two rows (8 apart) of the warp's 16 and, between
+//   its four lanes, every column of the subtile: two shuffles give each
+//   block of 32 columns its largest magnitude (NaN-propagating), hence its
+//   power-of-two scale;
+// - each pair of neighbouring values is rounded to e4m3 under its block's
+//   scale in one cvt.rn.satfinite, and read back (the value the rows hold)
+//   for the sum of squares;
+// - a quad transpose gives lane q the 8 bytes of its block's column group
+//   q, stored at once: a warp's store covers 8 rows of 32 contiguous bytes
+//   (sample l's row of the MXFP8 buffer, types.h, is its M N elements then
+//   its M N / 32 scales, at l (M N + M N / 32): M a multiple of 8 and N of
+//   32 keep every 8-byte store aligned);
+// - at the end of a tile each row's 8 scale bytes are one store, and each
+//   warp's sum of squares goes to a partial of its own (4 f32 a 64 x 256
+//   tile), added up per sample in a fixed order by the caller (the norms
+//   are deterministic).
+//
+// The first form stored D through the collective (e4m3 D, values written
+// back in `reduce`) and kept its quantization state in arrays of the
+// callbacks object: a 128-byte local-memory frame, and on one H100 at
+// B8 T1024 the 2048 x 2048 product took 166.9 us against 136.6 for bf16
+// rows' fused kernel (8192 x 2048: 706.2 against 462.8).
+//
+//===----------------------------------------------------------------------===//
+
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/epilogue/fusion/sm90_visitor_compute_tma_warpspecialized.hpp"
+#include "cutlass/epilogue/fusion/sm90_visitor_load_tma_warpspecialized.hpp"
+#include "cutlass/epilogue/fusion/sm90_visitor_store_tma_warpspecialized.hpp"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/gemm/device/gemm_universal_adapter.h"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "Mxfp8.cuh"
+#define sm90 VNS
+#include "Sm90NormGemm.cuh"
+
+namespace dprt::cuda::sm90 {
+
+namespace {
+
+using namespace detail;
+
+constexpr int kWarpsPerTile = 4;
+/// Columns of an epilogue subtile: two blocks of 32 a row.
+constexpr int kEpilogueN = 64;
+
+/// The epilogue node (a visitor with one child, the accumulators).
+struct MxQuantizeRows {
+  struct SharedStorage {};
+  struct Arguments {
+    /// L rows of M N elements (types.h): each its e4m3 bytes [M, N], then
+    /// its e8m0 scales [M, N / 32].
+    uint8_t *rows = nullptr;
+    float *partials = nullptr; ///< [L, tiles M, tiles N, 4]
+  };
+  /// With a void D (this node stores the rows itself), CUTLASS names the
+  /// types of D's unused shared memory after the root's ElementAux.
+  using ElementAux = float;
+  using Params = Arguments;
+
+  template <class ProblemShape>
+  static constexpr Params to_underlying_arguments(ProblemShape const &,
+                                                  Arguments const &args,
+                                                  void *) {
+    return args;
+  }
+  template <class ProblemShape>
+  static bool can_implement(ProblemShape const &shape, Arguments const &) {
+    return get<1>(shape) % int(kMxBlock) == 0;
+  }
+  template <class ProblemShape>
+  static size_t get_workspace_size(ProblemShape const &, Arguments const &) {
+    return 0;
+  }
+  template <class ProblemShape>
+  static cutlass::Status
+  initialize_workspace(ProblemShape const &, Arguments const &, void *,
+                       cudaStream_t, cutlass::CudaHostAdapter * = nullptr) {
+    return cutlass::Status::kSuccess;
+  }
+
+  CUTLASS_HOST_DEVICE MxQuantizeRows() {}
+  CUTLASS_HOST_DEVICE MxQuantizeRows(Params const &params,
+                                     SharedStorage const &)
+      : params(params) {}
+
+  Params params;
+
+  CUTLASS_DEVICE bool is_producer_load_needed() const { return false; }
+  CUTLASS_DEVICE bool is_C_load_needed() const { return false; }
+
+  template <class... Args>
+  CUTLASS_DEVICE auto
+  get_producer_load_callbacks(fusion::ProducerLoadArgs<Args...> const &) {
+    return fusion::EmptyProducerLoadCallbacks{};
+  }
+
+  struct ConsumerStoreCallbacks : fusion::EmptyConsumerStoreCallbacks {
+    CUTLASS_DEVICE ConsumerStoreCallbacks(Params const &params, int m, int n,
+                                          int tileM, int tileN, int l,
+                                          int threadIdx)
+        : params(params), m(m), n(n), tileM(tileM), tileN(tileN), l(l),
+          thread(threadIdx) {
+      // The thread's two rows (wgmma layout, see reduce).
+      row0 = tileM * int(kTileM) + 16 * ((threadIdx / 32) % 4) +
+             (threadIdx & 31) / 4;
+    }
+
+    Params const &params;
+    int m, n, tileM, tileN, l, thread;
+    float squares = 0.0f; ///< this thread's share of the tile's norm
+    /// Each slot's row and its scale bytes over the tile's 8 blocks of 32
+    /// columns (byte k: block k), stored at the end of the tile.
+    int row0 = 0;                            ///< slot 0's row; slot 1's is 8 below
+    uint64_t scaleBytes0 = 0, scaleBytes1 = 0; ///< slots 0 and 1
+
+    /// max that keeps a NaN (PTX max.NaN): a block's amax is NaN if any of
+    /// its values is, infinite if one is infinite.
+    static CUTLASS_DEVICE float maxNaN(float a, float b) {
+      float r;
+      asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+      return r;
+    }
+
+    /// The whole subtile's values of this thread arrive in one call (the
+    /// epilogue's fragment is the subtile's 32), so that the quantization
+    /// works on registers.
+    template <class ElementAccumulator, class ElementInput, int FragmentSize>
+    CUTLASS_DEVICE cutlass::Array<ElementInput, FragmentSize>
+    visit(cutlass::Array<ElementAccumulator, FragmentSize> const &, int, int,
+          int epiN, cutlass::Array<ElementInput, FragmentSize> const &input) {
+      constexpr int kCount = FragmentSize;
+      // Blocks a row of the subtile: 64 / 32 = 2.
+      constexpr int kBlocks = kEpilogueN / int(kMxBlock);
+      // The wgmma accumulator layout: lane t of warp w holds rows 16 w +
+      // t / 4 (slot 0) and 8 below (slot 1), columns 2 (t % 4) + {0, 1} of
+      // each group of 8; element e is column bit e % 2, slot (e / 2) % 2,
+      // group e / 4, so block (e / 16) % 2 of the subtile. Compile-time
+      // indices keep every array here in registers. gpu-check compares
+      // every element, scale and norm with the CPU's quantization.
+      static_assert(kCount == 2 * kEpilogueN / 4,
+                    "a thread holds 2 rows of 2 columns in each group of 8");
+      auto at = [&](int e) -> float { return float(input[e]); };
+      const int lane = thread & 31, quad = lane & 3;
+      float amax[2][kBlocks] = {};
+      CUTLASS_PRAGMA_UNROLL
+      for (int e = 0; e < kCount; ++e) {
+        float &a = amax[(e / 2) & 1][(e / 16) % kBlocks];
+        a = maxNaN(a, fabsf(at(e)));
+      }
+      // The quad's four lanes hold the block's 32 columns between them.
+      float scale[2][kBlocks], inverse[2][kBlocks];
+      bool finite[2][kBlocks];
+      CUTLASS_PRAGMA_UNROLL
+      for (int s = 0; s < 2; ++s)
+        CUTLASS_PRAGMA_UNROLL
+        for (int k = 0; k < kBlocks; ++k) {
+          float &a = amax[s][k];
+          a = maxNaN(a, __shfl_xor_sync(0xFFFFFFFFu, a, 1));
+          a = maxNaN(a, __shfl_xor_sync(0xFFFFFFFFu, a, 2));
+          finite[s][k] = a <= 3.4e38f; // false for NaN and infinity
+          const int e = finite[s][k] ? mxBlockExponent(a) : 0;
+          scale[s][k] = exp2Int(e);
+          inverse[s][k] = exp2Int(-e);
+          (s == 0 ? scaleBytes0 : scaleBytes1) |=
+              uint64_t(finite[s][k] ? uint8_t(e + 127) : 0xFF)
+              << (8 * (epiN * kBlocks + k));
+        }
+      // Pairs of neighbouring columns: one conversion each way for two
+      // values; codes[s][k] holds the pair of each of the block's 4 groups.
+      float held2[2][kBlocks] = {};
+      uint64_t codes[2][kBlocks] = {};
+      CUTLASS_PRAGMA_UNROLL
+      for (int e = 0; e < kCount; e += 2) {
+        const int s = (e / 2) & 1, k = (e / 16) % kBlocks, g = (e / 4) % 4;
+        const __nv_fp8x2_storage_t q = __nv_cvt_float2_to_fp8x2(
+            make_float2(at(e) * inverse[s][k], at(e + 1) * inverse[s][k]),
+            __NV_SATFINITE, __NV_E4M3);
+        // A block with an infinity or NaN holds NaN elements (types.h).
+        codes[s][k] |= uint64_t(finite[s][k] ? q : 0x7F7Fu) << (16 * g);
+        const float2 h = __half22float2(
+            __half2(__nv_cvt_fp8x2_to_halfraw2(q, __NV_E4M3)));
+        held2[s][k] = fmaf(h.x, h.x, fmaf(h.y, h.y, held2[s][k]));
+      }
+      // ||e4m3 * 2^E||^2 = 2^E (2^E sum e4m3^2), in two steps so that a
+      // small scale's square does not leave f32's normal range.
+      CUTLASS_PRAGMA_UNROLL
+      for (int s = 0; s < 2; ++s)
+        CUTLASS_PRAGMA_UNROLL
+        for (int k = 0; k < kBlocks; ++k)
+          squares += finite[s][k] ? held2[s][k] * scale[s][k] * scale[s][k]
+                                  : __uint_as_float(0x7FFFFFFFu);
+      // The quad's transpose: lane q gathers group q of the block (8
+      // bytes, 2 from each lane) and stores it, so that a warp's store
+      // covers 8 rows of 32 contiguous bytes. Round r: lane j sends its
+      // pair of group (j - r) % 4, which lane (j - r) % 4 wants from it.
+      // Sample l's row (types.h): its M N elements, then its scales.
+      uint8_t *sample = params.rows + int64_t(l) * storageBytes(DType::MXFP8,
+                                                                int64_t(m) * n);
+      CUTLASS_PRAGMA_UNROLL
+      for (int s = 0; s < 2; ++s)
+        CUTLASS_PRAGMA_UNROLL
+        for (int k = 0; k < kBlocks; ++k) {
+          uint64_t gathered = 0;
+          CUTLASS_PRAGMA_UNROLL
+          for (int r = 0; r < 4; ++r) {
+            const int src = (quad + r) & 3;
+            const uint32_t send =
+                uint32_t(codes[s][k] >> (16 * ((quad - r) & 3))) & 0xFFFFu;
+            const uint32_t got =
+                __shfl_sync(0xFFFFFFFFu, send, (lane & ~3) | src);
+            gathered |= uint64_t(got) << (16 * src);
+          }
+          const int col =
+              tileN * int(kTileN) + epiN * kEpilogueN + int(kMxBlock) * k +
+              8 * quad;
+          if (row0 + 8 * s < m && col < n)
+            *reinterpret_cast<uint64_t *>(
+                sample + int64_t(row0 + 8 * s) * n + col) = gathered;
+        }
+      return input;
+    }
+
+    CUTLASS_DEVICE void end() {
+      const int tilesM = (m + int(kTileM) - 1) / int(kTileM);
+      const int tilesN = (n + int(kTileN) - 1) / int(kTileN);
+      // A tile wholly past M (the cluster of 2 along M rounds the grid up)
+      // stores nothing: its partials' slot would be the next sample's.
+      if (tileM >= tilesM || tileN >= tilesN)
+        return;
+      float sum = squares;
+      CUTLASS_PRAGMA_UNROLL
+      for (int lane = 16; lane > 0; lane /= 2)
+        sum += __shfl_xor_sync(0xFFFFFFFFu, sum, lane);
+      if ((thread & 31) == 0)
+        params.partials[((int64_t(l) * tilesM + tileM) * tilesN + tileN) *
+                            kWarpsPerTile +
+                        (thread / 32) % kWarpsPerTile] = sum;
+      // Lane s of each quad stores slot s's row of scales: 8 bytes at once
+      // where the tile's 8 blocks are all in N (N a multiple of 256 keeps
+      // them 8-byte aligned), else a byte a block.
+      const int s = thread & 3;
+      const int rowS = row0 + 8 * s;
+      if (s >= 2 || rowS >= m)
+        return;
+      const uint64_t bytes = s == 0 ? scaleBytes0 : scaleBytes1;
+      const int rowBlocks = n / int(kMxBlock);
+      uint8_t *at = params.rows +
+                    int64_t(l) * storageBytes(DType::MXFP8, int64_t(m) * n) +
+                    int64_t(m) * n + int64_t(rowS) * rowBlocks + tileN * 8;
+      if (n % int(kTileN) == 0) {
+        *reinterpret_cast<uint64_t *>(at) = bytes;
+        return;
+      }
+      for (int k = 0; k < 8 && tileN * 8 + k < rowBlocks; ++k)
+        at[k] = uint8_t(bytes >> (8 * k));
+    }
+  };
+
+  template <bool ReferenceSrc, class... Args>
+  CUTLASS_DEVICE auto
+  get_consumer_store_callbacks(fusion::ConsumerStoreArgs<Args...> const &args) {
+    auto [M, N, K, L] = args.problem_shape_mnkl;
+    auto [tm, tn, tk, tl] = args.tile_coord_mnkl;
+    return ConsumerStoreCallbacks(params, int(M), int(N), int(tm), int(tn),
+                                  int(tl), args.thread_idx);
+  }
+};
+
+using Store = fusion::Sm90EVT<MxQuantizeRows, fusion::Sm90AccFetch>;
+using Product =
+    NormGemm<cutlass::layout::ColumnMajor, cutlass::layout::RowMajor, void,
+             cutlass::layout::RowMajor, void, cutlass::layout::RowMajor, Store,
+             Shape<_64, Int<kEpilogueN>>>;
+using Gemm = Product::Gemm;
+
+int gSwizzle = 1;
+cutlass::gemm::kernel::detail::RasterOrderOptions gRaster =
+    cutlass::gemm::kernel::detail::RasterOrderOptions::Heuristic;
+typename Gemm::Arguments arguments(const LinearProblem &p, void *g,
+                                   float *partials, int smCount) {
+  const int M = int(p.out), N = int(p.in), K = int(p.tokens), L = int(p.batch);
+  typename Product::Kernel::StrideA strideA{};
+  typename Product::Kernel::StrideB strideB{};
+  linearStrides(p, strideA, strideB);
+  // D is void: the node stores the rows (elements, then the scales).
+  typename Product::Kernel::StrideD strideD{};
+  auto *elems = static_cast<uint8_t *>(g);
+  typename Gemm::Arguments args{
+      cutlass::gemm::GemmUniversalMode::kBatched,
+      {M, N, K, L},
+      {static_cast<const Element *>(p.dy), strideA,
+       static_cast<const Element *>(p.x), strideB},
+      {{}, nullptr, strideD, nullptr, strideD},
+      hardware(smCount)};
+  args.scheduler.max_swizzle_size = gSwizzle;
+  args.scheduler.raster_order = gRaster;
+  // Store(acc): the child's arguments, then the node's.
+  args.epilogue.thread = {{}, {elems, partials}};
+  return args;
+}
+
+} // namespace
+
+bool takesLinear(int64_t batch, int64_t tokens, int64_t in, int64_t out) {
+  return positiveInts({batch, tokens, in, out}) && in % 8 == 0 && out % 8 == 0;
+}
+bool takesMxLinear(int64_t batch, int64_t tokens, int64_t in, int64_t out) {
+  return takesLinear(batch, tokens, in, out) && in % kMxBlock == 0;
+}
+
+int64_t mxLinearPartials(const LinearProblem &p) {
+  return (p.out + kTileM - 1) / kTileM * ((p.in + kTileN - 1) / kTileN) *
+         kWarpsPerTile;
+}
+
+size_t mxPerSampleGradWorkspace(const LinearProblem &p, int smCount) {
+  return Gemm::get_workspace_size(arguments(p, nullptr, nullptr, smCount));
+}
+
+RunStatus runMxPerSampleGrad(const LinearProblem &p, void *g, float *partials,
+                             void *workspace, int smCount,
+                             cudaStream_t stream) {
+  return launch<Gemm>(arguments(p, g, partials, smCount), workspace, stream);
+}
+
+} // namespace dprt::cuda::sm90
+
+namespace dprt::cuda::sm90 {
+int benchRun(const LinearProblem &p, void *g, float *partials, void *ws,
+             int sms, int swizzle, int raster, cudaStream_t stream) {
+  gSwizzle = swizzle;
+  gRaster = raster == 0 ? cutlass::gemm::kernel::detail::RasterOrderOptions::Heuristic
+          : raster == 1 ? cutlass::gemm::kernel::detail::RasterOrderOptions::AlongM
+                        : cutlass::gemm::kernel::detail::RasterOrderOptions::AlongN;
+  return int(runMxPerSampleGrad(p, g, partials, ws, sms, stream));
+}
+size_t benchWorkspace(const LinearProblem &p, int sms) {
+  return mxPerSampleGradWorkspace(p, sms);
+}
+int64_t benchPartials(const LinearProblem &p) { return mxLinearPartials(p); }
+}
+#define CAT2(a, b) a##b
+#define CAT(a, b) CAT2(a, b)
+extern "C" int CAT(run_, VNS)(const void *dy, const void *x, int64_t b,
+                               int64_t t, int64_t in, int64_t out, void *g,
+                               float *partials, void *ws, int sms, int swz,
+                               int raster, cudaStream_t s) {
+  dprt::cuda::VNS::LinearProblem p{dy, x, b, t, in, out};
+  return dprt::cuda::VNS::benchRun(p, g, partials, ws, sms, swz, raster, s);
+}
+extern "C" size_t CAT(ws_, VNS)(int64_t b, int64_t t, int64_t in, int64_t out,
+                                int sms) {
+  dprt::cuda::VNS::LinearProblem p{nullptr, nullptr, b, t, in, out};
+  return dprt::cuda::VNS::benchWorkspace(p, sms);
+}
+extern "C" int64_t CAT(partials_, VNS)(int64_t b, int64_t t, int64_t in,
+                                       int64_t out) {
+  dprt::cuda::VNS::LinearProblem p{nullptr, nullptr, b, t, in, out};
+  return dprt::cuda::VNS::benchPartials(p);
+}
