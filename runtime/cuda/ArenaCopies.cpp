@@ -65,20 +65,21 @@ void queueCopyFromArena(Rank *rank, void *dst, int64_t offset, int64_t bytes) {
     return;
   const size_t at = (st.readStagingUsed + 15) / 16 * 16;
   if (at + size_t(bytes) > st.readStagingBytes) {
-    // Full: land what is queued, then grow (a page-locked allocation waits
-    // for the device anyway). Steps of one size reuse the first buffer.
+    // Full: land what is queued, then grow to twice what was asked for
+    // between two waits (a page-locked allocation waits for the device
+    // anyway), so that the driver's next step of the same shape, whose
+    // micro-steps' losses are read between two waits too, queues all of
+    // them without this wait.
+    const size_t wanted = std::max<size_t>(2 * (at + size_t(bytes)), 4096);
     synchronize(rank);
-    if (size_t(bytes) > st.readStagingBytes) {
-      if (st.readStaging)
-        checkCuda(cudaFreeHost(st.readStaging), "cudaFreeHost");
-      st.readStaging = nullptr;
-      st.readStagingBytes = 0;
-      const size_t grown = std::max<size_t>(size_t(bytes) * 4, 4096);
-      checkCuda(cudaHostAlloc(reinterpret_cast<void **>(&st.readStaging),
-                              grown, cudaHostAllocDefault),
-                "cudaHostAlloc(queueCopyFromArena)");
-      st.readStagingBytes = grown;
-    }
+    if (st.readStaging)
+      checkCuda(cudaFreeHost(st.readStaging), "cudaFreeHost");
+    st.readStaging = nullptr;
+    st.readStagingBytes = 0;
+    checkCuda(cudaHostAlloc(reinterpret_cast<void **>(&st.readStaging),
+                            wanted, cudaHostAllocDefault),
+              "cudaHostAlloc(queueCopyFromArena)");
+    st.readStagingBytes = wanted;
     return queueCopyFromArena(rank, dst, offset, bytes);
   }
   checkCuda(cudaMemcpyAsync(st.readStaging + at, rank->arena + offset,

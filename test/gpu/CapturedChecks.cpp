@@ -355,6 +355,19 @@ void queuedCopiesCheck(Context &ctx) {
                "read back the reused source's new bytes");
     ctx.result("read past the staging", same(readWide, wide),
                "3 slots read back after the staging grew");
+    // The same reads again, into the grown staging: all four between two
+    // waits now (the driver's next step of the same shape).
+    const std::vector<float> wide2 = randoms(3 * n);
+    std::vector<float> again(n), againWide(3 * n);
+    gpu::queueCopyToArena(ctx.gpu, kM, wide2.data(), int64_t(3 * bytes));
+    for (int k = 0; k < 3; ++k)
+      gpu::queueCopyFromArena(ctx.gpu, again.data(), kGrad, int64_t(bytes));
+    gpu::queueCopyFromArena(ctx.gpu, againWide.data(), kM,
+                            int64_t(3 * bytes));
+    gpu::synchronize(ctx.gpu);
+    ctx.result("grown staging reused", same(again, second) &&
+                                           same(againWide, wide2),
+               "4 reads of 6 slots read back in the grown staging");
   });
 }
 
