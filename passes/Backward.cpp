@@ -175,6 +175,10 @@ LogicalResult StepBuilder::differentiate(Operation *op) {
         return success();
       })
       .Case([&](LinearOp linear) {
+        // y = x W^T + r: r's gradient is dy, as through the dp.add that
+        // dp-fuse-residual folded in (taken first, as the add's was).
+        if (Value r = linear.getAddend())
+          addGrad(r, dy, loc);
         if (isTrainable(linear.getWeightAttr())) {
           builder.create<LinearGradWeightOp>(loc, linear.getWeightAttr(),
                                              linear.getInput(), dy, Value());

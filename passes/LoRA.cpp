@@ -133,11 +133,12 @@ LogicalResult LoRAPass::rewrite(ModelOp model, RecipeOp recipe, LoRAAttr lora) {
     shape.back() = rank;
     auto lowType = RankedTensorType::get(shape, inputType.getElementType());
     Value low = builder.create<LinearOp>(loc, lowType, a, FlatSymbolRefAttr(),
-                                         linear.getInput());
+                                         linear.getInput(), Value());
     if (s)
-      low = builder.create<LinearOp>(loc, lowType, s, FlatSymbolRefAttr(), low);
+      low = builder.create<LinearOp>(loc, lowType, s, FlatSymbolRefAttr(), low,
+                                     Value());
     Value delta = builder.create<LinearOp>(loc, linear.getType(), b,
-                                           FlatSymbolRefAttr(), low);
+                                           FlatSymbolRefAttr(), low, Value());
     auto sum = builder.create<AddOp>(loc, linear.getOutput(), delta);
     linear.getOutput().replaceAllUsesExcept(sum.getOutput(), sum);
     ++numAdapters;

@@ -69,6 +69,25 @@ def Freeze : Pass<"dp-freeze", "mlir::ModuleOp"> {
   ];
 }
 
+def FuseResidual : Pass<"dp-fuse-residual", "mlir::ModuleOp"> {
+  let summary = "Fold residual connections into the linear layer before them";
+  let description = [{
+    In the model's `dp.forward`, `%y = dp.linear @w(%a)` and
+    `%h = dp.add %x, %y` (either operand order) become
+    `%h = dp.linear @w(%a) plus %x`: the product adds x before rounding to
+    its type (cuBLASLt's C; the CPU's sum after the product), and the
+    projection y is never stored. Only when the add is y's one reader and x
+    is defined before the linear layer; of two linear operands, the later
+    one absorbs the add. In bf16 the fused form rounds once where the pair
+    rounded y to bf16 first; in f32 and f64 the sums are the pair's.
+    dp-backward then gives x the output's gradient, as through the add.
+    Runs after dp-freeze, before dp-backward.
+  }];
+  let statistics = [
+    Statistic<"numFused", "fused", "Residual connections fused">,
+  ];
+}
+
 def Backward : Pass<"dp-backward", "mlir::ModuleOp"> {
   let summary = "Derive the training step: forward, backward and weight gradients";
   let description = [{

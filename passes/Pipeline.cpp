@@ -23,6 +23,7 @@ void dpc::buildCompilePipeline(OpPassManager &pm,
   pm.addPass(createSpecialize(specialize));
   pm.addPass(createLoRA());
   pm.addPass(createFreeze());
+  pm.addPass(createFuseResidual());
   pm.addPass(createBackward());
   pm.addPass(createFuseGLU());
   RecomputeOptions recompute;

@@ -130,23 +130,31 @@ def DP_EmbeddingOp : DP_LayerOp<"embedding"> {
       "$table `(` $tokens `)` attr-dict `:` type($tokens) `->` type($output)";
 }
 
-def DP_LinearOp : DP_LayerOp<"linear"> {
-  let summary = "affine map y = x W^T (+ b) on the last dimension";
+def DP_LinearOp : DP_LayerOp<"linear", [
+    OptionalTypesMatchWith<"the addend has the output's type", "output",
+                           "addend", "$_self">]> {
+  let summary = "affine map y = x W^T (+ b) (+ r) on the last dimension";
   let description = [{
     ```mlir
     %q = dp.linear @b0.wq(%h) : tensor<?x128x64xf32> -> tensor<?x128x64xf32>
     %y = dp.linear @fc, @fc.b(%h) : tensor<?x64xf32> -> tensor<?x10xf32>
+    %s = dp.linear @b0.wo(%a) plus %x : tensor<?x128x64xf32> -> tensor<?x128x64xf32>
     ```
     The weight has shape `out x in` and the optional bias `out`. On a
     rank-2 input every sample is one row (T = 1); on a rank-3 input a sample
-    is a sequence of T rows.
+    is a sequence of T rows. The optional addend `r` (the output's type) is
+    added before the result is rounded to its type: a residual connection
+    `dp.add(dp.linear(x), r)` in one product (dp-fuse-residual), without the
+    projection's own result ever being stored.
   }];
   let arguments = (ins FlatSymbolRefAttr:$weight,
                        OptionalAttr<FlatSymbolRefAttr>:$bias,
-                       DP_Activation:$input);
+                       DP_Activation:$input,
+                       Optional<DP_Activation>:$addend);
   let results = (outs DP_Activation:$output);
   let assemblyFormat = [{
-    $weight (`,` $bias^)? `(` $input `)` attr-dict `:` type($input) `->` type($output)
+    $weight (`,` $bias^)? `(` $input `)` (`plus` $addend^)? attr-dict `:`
+    type($input) `->` type($output)
   }];
   let hasVerifier = 1;
 }

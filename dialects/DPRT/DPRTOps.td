@@ -117,8 +117,8 @@ def DPRT_CallOp : DPRT_Op<"call"> {
   let description = [{
     ```mlir
     dprt.call "linear_forward"(%x, %w, %y) {args = [#dprt.dtype<F32>,
-        0 : index, 1 : index, #dprt.null, 2 : index, 128 : i64, 64 : i64,
-        32 : i64]}
+        0 : index, 1 : index, #dprt.null, #dprt.null, 2 : index, 128 : i64,
+        64 : i64, 32 : i64]}
     ```
     calls `dprt::linear_forward(rank, ...)` with `args` in order: an index
     stands for that buffer operand (a pointer into the arena; its offset in

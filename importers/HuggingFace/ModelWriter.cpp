@@ -74,7 +74,7 @@ Value ModelWriter::positionEmbedding(FlatSymbolRefAttr table, Value x) {
 Value ModelWriter::linear(FlatSymbolRefAttr weight, FlatSymbolRefAttr bias,
                           Value x, int64_t out) {
   return dp::LinearOp::create(builder, loc, activationType(out), weight, bias,
-                              x);
+                              x, Value());
 }
 
 Value ModelWriter::rmsNorm(FlatSymbolRefAttr scale, Value x, double eps) {

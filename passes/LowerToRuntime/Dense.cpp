@@ -55,6 +55,8 @@ LogicalResult lowerLinear(LinearOp l, LoweringContext &context) {
       .buffer(context.paramPointer(l.getWeightAttr()));
   FlatSymbolRefAttr bias = l.getBiasAttr();
   a.bufferOrNull(bias ? context.paramPointer(bias) : Value());
+  Value addend = l.getAddend();
+  a.bufferOrNull(addend ? context.buf(addend) : Value());
   a.buffer(y)
       .i64(rowsOf(l.getInput()))
       .i64(lastDim(l.getInput()))

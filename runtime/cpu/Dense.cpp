@@ -42,21 +42,31 @@ void position_embedding_forward(Rank *, DType dt, const void *x,
 }
 
 void linear_forward(Rank *, DType dt, const void *x, const void *w,
-                    const void *bias, void *y, int64_t rows, int64_t in,
-                    int64_t out) {
+                    const void *bias, const void *addend, void *y, int64_t rows,
+                    int64_t in, int64_t out) {
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
     auto *yt = static_cast<T *>(y);
+    // In place (addend == y) the product adds into y's current values.
+    const bool inPlace = addend && addend == y;
     auto *xc = asCompute(static_cast<const T *>(x), rows * in, 0);
     auto *wc = asCompute(static_cast<const T *>(w), out * in, 1);
-    auto *yc = asComputeOutput(yt, rows * out, 2, false);
-    // y = x W^T, then the bias row by row.
-    gemm(false, true, rows, out, in, 1.0, xc, in, wc, in, 0.0, yc, out);
+    auto *yc = asComputeOutput(yt, rows * out, 2, inPlace);
+    // y = x W^T, then the bias row by row, then the addend: in the compute
+    // type, rounded once. Adding the addend after the product (not as BLAS's
+    // beta C) keeps an f32 model's sums those of a separate dp.add.
+    gemm(false, true, rows, out, in, 1.0, xc, in, wc, in, inPlace ? 1.0 : 0.0,
+         yc, out);
     if (bias) {
       auto *b = static_cast<const T *>(bias);
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t j = 0; j < out; ++j)
           yc[r * out + j] += load(b, j);
+    }
+    if (addend && !inPlace) {
+      auto *r = static_cast<const T *>(addend);
+      for (int64_t i = 0; i < rows * out; ++i)
+        yc[i] += load(r, i);
     }
     finishOutput(yt, yc, rows * out);
   });

@@ -115,10 +115,12 @@ void embedding_forward(Rank *rank, DType dt, const int32_t *tokens,
 }
 
 void linear_forward(Rank *rank, DType dt, const void *x, const void *w,
-                    const void *bias, void *y, int64_t rows, int64_t in,
-                    int64_t out) {
+                    const void *bias, const void *addend, void *y, int64_t rows,
+                    int64_t in, int64_t out) {
   requireCompute(dt, "linear_forward");
-  // y = x W^T (+ bias).
+  // y = x W^T (+ bias) (+ addend): the addend is cuBLASLt's C, y its D, so
+  // the residual connection is the epilogue's beta C, in f32 before the
+  // rounding to y's type.
   Gemm g;
   g.ab = g.cd = dt;
   g.transB = true;
@@ -131,6 +133,10 @@ void linear_forward(Rank *rank, DType dt, const void *x, const void *w,
   g.ldb = in;
   g.c = y;
   g.ldc = out;
+  if (addend) {
+    g.addend = addend;
+    g.beta = 1.0f;
+  }
   bool fusedBias = bias && aligned16(bias);
   if (fusedBias)
     g.bias = bias;

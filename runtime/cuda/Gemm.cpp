@@ -62,7 +62,8 @@ std::string describe(const Gemm &g) {
   os << "gemm " << nameOf(g.ab) << "->" << nameOf(g.cd) << " m=" << g.m
      << " n=" << g.n << " k=" << g.k << " transA=" << g.transA
      << " transB=" << g.transB << " lda=" << g.lda << " ldb=" << g.ldb
-     << " ldc=" << g.ldc << " batch=" << g.batch << " bias=" << (g.bias != 0);
+     << " ldc=" << g.ldc << " batch=" << g.batch << " bias=" << (g.bias != 0)
+     << " addend=" << (g.addend != 0);
   return os.str();
 }
 
@@ -83,11 +84,14 @@ constexpr double kTuningMargin = 0.02;
 /// milliseconds (each candidate's kernel is loaded on its first launch).
 constexpr double kTuningMinFlop = 1e10;
 
+/// The C that beta C reads.
+const void *readC(const Gemm &g) { return g.addend ? g.addend : g.c; }
+
 /// Runs `g` with `algo`; false where the library declines it.
 bool runWith(DeviceState &st, const GemmPlan &plan, const Gemm &g,
              const cublasLtMatmulAlgo_t &algo, cudaStream_t stream) {
   return cublasLtMatmul(st.lt, plan.op, &g.alpha, g.b, plan.a, g.a, plan.b,
-                        &g.beta, g.c, plan.c, g.c, plan.c, &algo,
+                        &g.beta, readC(g), plan.c, g.c, plan.c, &algo,
                         st.ltWorkspace, st.ltWorkspaceBytes,
                         stream) == CUBLAS_STATUS_SUCCESS;
 }
@@ -112,7 +116,7 @@ int fastestCandidate(DeviceState &st, const GemmPlan &plan, const Gemm &g,
   const int64_t cBytes =
       ((g.batch - 1) * g.strideC + (g.m - 1) * g.ldc + g.n) * es;
   std::vector<char> saved;
-  if (g.beta != 0.0f) {
+  if (g.beta != 0.0f && readC(g) == g.c) {
     saved.resize(size_t(cBytes));
     checkCuda(cudaMemcpyAsync(saved.data(), g.c, size_t(cBytes),
                               cudaMemcpyDeviceToHost, stream),
@@ -328,11 +332,22 @@ void gemm(Rank *rank, const Gemm &g) {
   cudaStream_t stream = computeStream(rank);
   if (g.k == 0) {
     // An empty sum: C = beta C. Only beta = 0 and 1 occur.
-    if (g.beta == 1.0f && !g.bias)
+    int64_t es = sizeOf(g.cd);
+    if (g.beta == 1.0f && !g.bias) {
+      if (readC(g) != g.c)
+        for (int64_t i = 0; i < g.batch; ++i)
+          checkCuda(
+              cudaMemcpy2DAsync(static_cast<char *>(g.c) + i * g.strideC * es,
+                                size_t(g.ldc * es),
+                                static_cast<const char *>(g.addend) +
+                                    i * g.strideC * es,
+                                size_t(g.ldc * es), size_t(g.n * es),
+                                size_t(g.m), cudaMemcpyDeviceToDevice, stream),
+              "cudaMemcpy2DAsync");
       return;
+    }
     if (g.beta != 0.0f || g.bias)
       fail("k = 0 with beta other than 0 or 1, or a bias: " + describe(g));
-    int64_t es = sizeOf(g.cd);
     for (int64_t i = 0; i < g.batch; ++i)
       checkCuda(cudaMemset2DAsync(static_cast<char *>(g.c) + i * g.strideC * es,
                                   size_t(g.ldc * es), 0, size_t(g.n * es),
@@ -346,8 +361,9 @@ void gemm(Rank *rank, const Gemm &g) {
       alignmentOf(g.b, g.ldb * abSize, batched ? g.strideB * abSize : 0);
   int64_t alignB =
       alignmentOf(g.a, g.lda * abSize, batched ? g.strideA * abSize : 0);
-  int64_t alignC =
-      alignmentOf(g.c, g.ldc * cdSize, batched ? g.strideC * cdSize : 0);
+  int64_t alignC = std::min(
+      alignmentOf(g.c, g.ldc * cdSize, batched ? g.strideC * cdSize : 0),
+      alignmentOf(readC(g), g.ldc * cdSize, batched ? g.strideC * cdSize : 0));
   int64_t alignBias = g.bias ? alignmentOf(g.bias, 0, 0) : 0;
   GemmCache::Key key = {int64_t(g.ab),
                         int64_t(g.cd),
@@ -380,9 +396,10 @@ void gemm(Rank *rank, const Gemm &g) {
                     plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
                     sizeof(g.bias)),
                 "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
-  cublasStatus_t status = cublasLtMatmul(
-      st.lt, plan.op, &g.alpha, g.b, plan.a, g.a, plan.b, &g.beta, g.c, plan.c,
-      g.c, plan.c, &plan.algo, st.ltWorkspace, st.ltWorkspaceBytes, stream);
+  cublasStatus_t status =
+      cublasLtMatmul(st.lt, plan.op, &g.alpha, g.b, plan.a, g.a, plan.b,
+                     &g.beta, readC(g), plan.c, g.c, plan.c, &plan.algo,
+                     st.ltWorkspace, st.ltWorkspaceBytes, stream);
   if (status != CUBLAS_STATUS_SUCCESS)
     fail("cublasLtMatmul failed for " + describe(g) + ": " +
          cublasLtGetStatusString(status));

@@ -45,6 +45,10 @@ struct Gemm {
   /// [n] in the type of C, added to every row (cuBLASLt's bias epilogue);
   /// only with batch == 1.
   const void *bias = nullptr;
+  /// Where beta C reads C from when it is not `c` itself (cuBLASLt's C
+  /// apart from its D): the same layout as C, equal to `c` or not
+  /// overlapping it; c is then written, not read.
+  const void *addend = nullptr;
 };
 
 /// Runs `g` on the rank's compute stream (the cuBLASLt workspace belongs to

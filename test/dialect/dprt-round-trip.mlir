@@ -37,8 +37,8 @@ dprt.program @m.program attributes {prefetch = 1 : i64, arena_bytes = 8192 : i64
     dprt.wait_event %g {stream = 0 : i32, event = 1 : i32}
 // CHECK-NEXT: %[[Y:.*]] = dprt.alloc {bytes = 512 : i64}
     %y = dprt.alloc {bytes = 512}
-// CHECK-NEXT: dprt.call "linear_forward"(%[[G]], %[[W]], %[[Y]]) {args = [#dprt.dtype<BF16>, 0 : index, 1 : index, #dprt.null, 2 : index, 8, 32, 16]}
-    dprt.call "linear_forward"(%g, %w, %y) {args = [#dprt.dtype<BF16>, 0 : index, 1 : index, #dprt.null, 2 : index, 8, 32, 16]}
+// CHECK-NEXT: dprt.call "linear_forward"(%[[G]], %[[W]], %[[Y]]) {args = [#dprt.dtype<BF16>, 0 : index, 1 : index, #dprt.null, #dprt.null, 2 : index, 8, 32, 16]}
+    dprt.call "linear_forward"(%g, %w, %y) {args = [#dprt.dtype<BF16>, 0 : index, 1 : index, #dprt.null, #dprt.null, 2 : index, 8, 32, 16]}
 // CHECK-NEXT: dprt.call "activation_forward"(%{{[0-9]+}}, %{{[0-9]+}}) {args = [#dprt.dtype<BF16>, #dprt.activation<Silu>, 0 : index, 1 : index, 128]}
     dprt.call "activation_forward"(%y, %y) {args = [#dprt.dtype<BF16>, #dprt.activation<Silu>, 0 : index, 1 : index, 128]}
 // CHECK-NEXT: %{{[0-9]+}} = dprt.get_global @loss

@@ -90,8 +90,8 @@ constexpr double kLr = 0.05, kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-8;
 void forward(Rank *rank, char *a) {
   all_gather(rank, kCompute, a + kMasterW, a + kFullW, kShardW, 1);
   all_gather(rank, kCompute, a + kMasterB, a + kFullB, kShardB, 1);
-  linear_forward(rank, kCompute, a + kX, a + kFullW, a + kFullB, a + kLogits,
-                 kBatch, kFeatures, kClasses);
+  linear_forward(rank, kCompute, a + kX, a + kFullW, a + kFullB, nullptr,
+                 a + kLogits, kBatch, kFeatures, kClasses);
   cross_entropy_forward(rank, kCompute, a + kLogits,
                         reinterpret_cast<const int32_t *>(a + kLabel),
                         a + kLoss, a + kLse, kBatch, 1, kClasses, false, 0,

@@ -157,27 +157,49 @@ void denseChecks(Context &ctx, DType dt, bool odd) {
         ctx.compare("y", y, tol(dt));
       });
   }
-  for (bool withBias : {true, false}) {
-    if (odd && !withBias)
-      continue;
-    int64_t rows = odd ? 77 : 96, in = odd ? 130 : 256, out = odd ? 66 : 192;
-    std::string shape = dims({{"rows", rows}, {"in", in}, {"out", out}}, odd) +
-                        (withBias ? (odd ? " bias-misaligned" : " bias") : "");
-    if (ctx.begin("linear_forward", dn, shape))
-      ctx.guarded([&] {
-        Buffer x(dt, rows * in, mis), w(dt, out * in), b(dt, out, mis),
-            y(dt, rows * out);
-        x.randn(ctx.rng);
-        w.randn(ctx.rng, 1.0 / std::sqrt(double(in)));
-        b.randn(ctx.rng);
-        y.poison();
-        cpu::linear_forward(ctx.cpu, dt, x.h(), w.h(),
-                            withBias ? b.h() : nullptr, y.h(), rows, in, out);
-        gpu::linear_forward(ctx.gpu, dt, x.d(), w.d(),
-                            withBias ? b.d() : nullptr, y.d(), rows, in, out);
-        ctx.compare("y", y, tol(dt));
-      });
-  }
+  // The addend (a fused residual connection): none, apart from y (cuBLASLt's
+  // C apart from its D) or y itself.
+  enum class Addend { None, Apart, InPlace };
+  for (bool withBias : {true, false})
+    for (Addend addend : {Addend::None, Addend::Apart, Addend::InPlace}) {
+      if (odd && !withBias && addend == Addend::None)
+        continue;
+      int64_t rows = odd ? 77 : 96, in = odd ? 130 : 256, out = odd ? 66 : 192;
+      std::string shape =
+          dims({{"rows", rows}, {"in", in}, {"out", out}}, odd) +
+          (withBias ? (odd ? " bias-misaligned" : " bias") : "") +
+          (addend == Addend::Apart     ? " addend"
+           : addend == Addend::InPlace ? " addend-in-place"
+                                       : "");
+      if (ctx.begin("linear_forward", dn, shape))
+        ctx.guarded([&] {
+          Buffer x(dt, rows * in, mis), w(dt, out * in), b(dt, out, mis),
+              r(dt, rows * out, mis), y(dt, rows * out);
+          x.randn(ctx.rng);
+          w.randn(ctx.rng, 1.0 / std::sqrt(double(in)));
+          b.randn(ctx.rng);
+          r.randn(ctx.rng);
+          if (addend == Addend::InPlace)
+            y.randn(ctx.rng);
+          else
+            y.poison();
+          const bool apart = addend == Addend::Apart;
+          const bool none = addend == Addend::None;
+          cpu::linear_forward(ctx.cpu, dt, x.h(), w.h(),
+                              withBias ? b.h() : nullptr,
+                              none    ? nullptr
+                              : apart ? r.h()
+                                      : y.h(),
+                              y.h(), rows, in, out);
+          gpu::linear_forward(ctx.gpu, dt, x.d(), w.d(),
+                              withBias ? b.d() : nullptr,
+                              none    ? nullptr
+                              : apart ? r.d()
+                                      : y.d(),
+                              y.d(), rows, in, out);
+          ctx.compare("y", y, tol(dt));
+        });
+    }
   for (bool acc : {false, true}) {
     int64_t rows = odd ? 77 : 96, in = odd ? 130 : 256, out = odd ? 66 : 192;
     if (ctx.begin("linear_backward_input", dn,

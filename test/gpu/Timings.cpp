@@ -139,8 +139,8 @@ void linearTimings(Context &ctx) {
         DeviceBuffer x(dt, kRows * l.in, ++seed), w(dt, l.out * l.in, ++seed),
             y(dt, kRows * l.out, ++seed);
         timeKernel(ctx, "linear_forward", dt, shape, flop, true, [&] {
-          gpu::linear_forward(ctx.gpu, dt, x.p(), w.p(), nullptr, y.p(), kRows,
-                              l.in, l.out);
+          gpu::linear_forward(ctx.gpu, dt, x.p(), w.p(), nullptr, nullptr,
+                              y.p(), kRows, l.in, l.out);
         });
         // y plays dy, x plays dx.
         timeKernel(ctx, "linear_backward_input", dt, shape, flop, true, [&] {

@@ -17,7 +17,7 @@
 // CHECK-DAG:  %[[P512:.*]] = add %[[A]], %[[C512]]
 // CHECK-DAG:  %[[T:.*]] = cast %[[P512]] : !emitc.ptr<!emitc.opaque<"char">> to !emitc.ptr<i32>
 // CHECK:      call_opaque "dprt::embedding_forward"(%[[R]], %[[T]], %{{.*}}, %{{.*}}) {args = [0 : index, #emitc.opaque<"dprt::DType::F32">, 1 : index, 2 : index, 3 : index, 8, 16, 4]}
-// CHECK:      call_opaque "dprt::linear_forward"(%[[R]], %{{.*}}, %{{.*}}, %{{.*}}) {args = [0 : index, #emitc.opaque<"dprt::DType::BF16">, 1 : index, 2 : index, #emitc.opaque<"nullptr">, 3 : index, 8, 4, 4]}
+// CHECK:      call_opaque "dprt::linear_forward"(%[[R]], %{{.*}}, %{{.*}}, %{{.*}}) {args = [0 : index, #emitc.opaque<"dprt::DType::BF16">, 1 : index, 2 : index, #emitc.opaque<"nullptr">, #emitc.opaque<"nullptr">, 3 : index, 8, 4, 4]}
 // CHECK:      call_opaque "dprt::activation_backward"(%[[R]], {{.*}}) {args = [0 : index, #emitc.opaque<"dprt::DType::F32">, #emitc.opaque<"dprt::Activation::GeluTanh">, 1 : index, 2 : index, 3 : index, 32, true]}
 // CHECK:      call_opaque "dprt::record_event"(%[[R]]) {args = [0 : index, 0 : i32, 3 : i32]}
 // CHECK:      call_opaque "dprt::all_gather"(%[[R]], %{{.*}}, %{{.*}}) {args = [0 : index, #emitc.opaque<"dprt::DType::F32">, 1 : index, 2 : index, 64, 1 : i32]}
@@ -31,7 +31,7 @@
 // CPP: void dp_microstep(dprt::Rank* [[R:v[0-9]+]]) {
 // CPP: int32_t* [[T:v[0-9]+]] = (int32_t*) v{{[0-9]+}};
 // CPP: dprt::embedding_forward([[R]], dprt::DType::F32, [[T]],
-// CPP: dprt::linear_forward([[R]], dprt::DType::BF16, v{{[0-9]+}}, v{{[0-9]+}}, nullptr, v{{[0-9]+}}, 8, 4, 4);
+// CPP: dprt::linear_forward([[R]], dprt::DType::BF16, v{{[0-9]+}}, v{{[0-9]+}}, nullptr, nullptr, v{{[0-9]+}}, 8, 4, 4);
 // CPP: dprt::activation_backward([[R]], dprt::DType::F32, dprt::Activation::GeluTanh, {{.*}}, 32, true);
 // CPP: dprt::all_gather([[R]], dprt::DType::F32, v{{[0-9]+}}, v{{[0-9]+}}, 64, 1);
 // CPP: void dp_describe(dprt::ProgramSpec* [[S:v[0-9]+]]) {
@@ -46,7 +46,7 @@ dprt.program @m.program attributes {arena_bytes = 4096 : i64, peak_bytes = 4000 
     %out = dprt.alloc {bytes = 512, offset = 2048}
     dprt.call "embedding_forward"(%t, %e, %out) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2 : index, 8, 16, 4]}
     %y = dprt.alloc {bytes = 64, offset = 2560}
-    dprt.call "linear_forward"(%out, %e, %y) {args = [#dprt.dtype<BF16>, 0 : index, 1 : index, #dprt.null, 2 : index, 8, 4, 4]}
+    dprt.call "linear_forward"(%out, %e, %y) {args = [#dprt.dtype<BF16>, 0 : index, 1 : index, #dprt.null, #dprt.null, 2 : index, 8, 4, 4]}
     dprt.call "activation_backward"(%out, %y, %out) {args = [#dprt.dtype<F32>, #dprt.activation<GeluTanh>, 0 : index, 1 : index, 2 : index, 32, true]}
     %g = dprt.alloc {bytes = 512, offset = 2560}
     dprt.record_event {stream = 0 : i32, event = 3 : i32}

@@ -68,12 +68,12 @@ dprt.program @p attributes {prefetch = 1 : i64} {
     %ag = dprt.alloc {bytes = 512, name = "a.gathered"}
     dprt.call "all_gather"(%ap, %ag) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 64]}
     %h = dprt.alloc {bytes = 256, name = "h"}
-    dprt.call "linear_forward"(%x, %ag, %h) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, #dprt.null, 2 : index, 8, 8, 8]}
+    dprt.call "linear_forward"(%x, %ag, %h) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, #dprt.null, #dprt.null, 2 : index, 8, 8, 8]}
     %bp = dprt.get_global @b.params
     %bg = dprt.alloc {bytes = 512, name = "b.gathered"}
     dprt.call "all_gather"(%bp, %bg) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 64]}
     %y = dprt.alloc {bytes = 256, name = "y"}
-    dprt.call "linear_forward"(%h, %bg, %y) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, #dprt.null, 2 : index, 8, 8, 8]}
+    dprt.call "linear_forward"(%h, %bg, %y) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, #dprt.null, #dprt.null, 2 : index, 8, 8, 8]}
     %fa = dprt.alloc {bytes = 512, name = "a.fullgrad"}
     dprt.call "zero"(%fa) {args = [0 : index, 512]}
     %ga = dprt.get_global @a.grad
@@ -100,7 +100,7 @@ dprt.program @one {
   dprt.func @dp_microstep {
     %w = dprt.get_global @w
     %h = dprt.alloc {bytes = 256}
-    dprt.call "linear_forward"(%h, %w, %h) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, #dprt.null, 2 : index, 8, 8, 8]}
+    dprt.call "linear_forward"(%h, %w, %h) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, #dprt.null, #dprt.null, 2 : index, 8, 8, 8]}
     dprt.return
   }
 }

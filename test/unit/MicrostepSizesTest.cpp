@@ -30,7 +30,7 @@ std::string linearCall(int64_t rows, const std::string &dtype = "F32",
                        const std::string &input = "%1") {
   return "dprt.call \"linear_forward\"(" + input +
          ", %0, %2) {args = [#dprt.dtype<" + dtype +
-         ">, 0 : index, 1 : index, #dprt.null, 2 : index, " +
+         ">, 0 : index, 1 : index, #dprt.null, #dprt.null, 2 : index, " +
          std::to_string(rows) + ", 4, 4]}";
 }
 

@@ -32,21 +32,33 @@ TEST(EmbeddingForward, CopiesTheTokensRows) {
   });
 }
 
-TEST(LinearForward, MatchesReferenceWithAndWithoutBias) {
-  forEachCaseAndDType(16, [](Rng &rng, DType dt) {
+TEST(LinearForward, MatchesReferenceWithAndWithoutBiasAndAddend) {
+  // The addend (a fused residual connection) apart from y or in place.
+  enum class Addend { None, Apart, InPlace };
+  forEachCaseAndDType(24, [](Rng &rng, DType dt) {
     int64_t rows = uniformInt(rng, 1, 24), in = uniformInt(rng, 1, 40),
             out = uniformInt(rng, 1, 40);
     bool hasBias = uniformInt(rng, 0, 1);
+    auto addend = Addend(uniformInt(rng, 0, 2));
     Buffer x(dt, uniform(rng, rows * in)), w(dt, uniform(rng, out * in)),
-        b(dt, uniform(rng, out)), y(dt, rows * out);
-    TestRank r;
-    cpu::linear_forward(r.get(), dt, x.data(), w.data(),
-                        hasBias ? b.data() : nullptr, y.data(), rows, in, out);
+        b(dt, uniform(rng, out)), r(dt, uniform(rng, rows * out, -4, 4));
+    // NaN where y is only written: a read of it would show.
+    Buffer y = addend == Addend::InPlace ? Buffer(dt, r.values())
+                                         : Buffer(dt, rows * out);
+    TestRank rank;
+    cpu::linear_forward(rank.get(), dt, x.data(), w.data(),
+                        hasBias ? b.data() : nullptr,
+                        addend == Addend::Apart     ? r.data()
+                        : addend == Addend::InPlace ? y.data()
+                                                    : nullptr,
+                        y.data(), rows, in, out);
     Vec bias = b.values();
-    EXPECT_CLOSE(y.values(),
-                 ref::linearForward(x.values(), w.values(),
-                                    hasBias ? &bias : nullptr, rows, in, out),
-                 tolerance(dt), dt);
+    Vec expected = ref::linearForward(x.values(), w.values(),
+                                      hasBias ? &bias : nullptr, rows, in, out);
+    if (addend != Addend::None)
+      for (size_t i = 0; i < expected.size(); ++i)
+        expected[i] += r.values()[i];
+    EXPECT_CLOSE(y.values(), expected, tolerance(dt), dt);
   });
 }
 

@@ -147,11 +147,11 @@ KernelStep tinyLmStep(DType dt, const ref::TinyLmShape &s, KernelParams &p,
                           val(b + "h", R * W), accv(b + "rstd1", R), R, W,
                           s.eps);
     cpu::linear_forward(r, dt, val(b + "h", R * W), p.w(b + "wq"), nullptr,
-                        val(b + "q", R * W), R, W, W);
+                        nullptr, val(b + "q", R * W), R, W, W);
     cpu::linear_forward(r, dt, val(b + "h", R * W), p.w(b + "wk"), nullptr,
-                        val(b + "k", R * KV), R, W, KV);
+                        nullptr, val(b + "k", R * KV), R, W, KV);
     cpu::linear_forward(r, dt, val(b + "h", R * W), p.w(b + "wv"), nullptr,
-                        val(b + "v", R * KV), R, W, KV);
+                        nullptr, val(b + "v", R * KV), R, W, KV);
     cpu::rope_forward(r, dt, val(b + "q", R * W), val(b + "q", R * W), nullptr,
                       B, T, s.heads, hd, s.theta);
     cpu::rope_forward(r, dt, val(b + "k", R * KV), val(b + "k", R * KV),
@@ -160,31 +160,28 @@ KernelStep tinyLmStep(DType dt, const ref::TinyLmShape &s, KernelParams &p,
                            val(b + "v", R * KV), val(b + "a", R * W),
                            accv(b + "lse", B * s.heads * T), B, T, s.heads,
                            s.kvHeads, hd, true);
+    // The residual connections in the products (dp-fuse-residual).
     cpu::linear_forward(r, dt, val(b + "a", R * W), p.w(b + "wo"), nullptr,
-                        val(b + "o", R * W), R, W, W);
-    cpu::add_forward(r, dt, val(x, R * W), val(b + "o", R * W),
-                     val(b + "r", R * W), R * W);
+                        val(x, R * W), val(b + "r", R * W), R, W, W);
     cpu::rms_norm_forward(r, dt, val(b + "r", R * W), p.w(b + "n2"),
                           val(b + "m", R * W), accv(b + "rstd2", R), R, W,
                           s.eps);
     cpu::linear_forward(r, dt, val(b + "m", R * W), p.w(b + "gate"), nullptr,
-                        val(b + "g", R * F), R, W, F);
+                        nullptr, val(b + "g", R * F), R, W, F);
     cpu::linear_forward(r, dt, val(b + "m", R * W), p.w(b + "up"), nullptr,
-                        val(b + "u", R * F), R, W, F);
+                        nullptr, val(b + "u", R * F), R, W, F);
     cpu::activation_forward(r, dt, Activation::Silu, val(b + "g", R * F),
                             val(b + "s", R * F), R * F);
     cpu::mul_forward(r, dt, val(b + "s", R * F), val(b + "u", R * F),
                      val(b + "p", R * F), R * F);
-    cpu::linear_forward(r, dt, val(b + "p", R * F), p.w(b + "down"), nullptr,
-                        val(b + "d", R * W), R, F, W);
     std::string next = "x" + std::to_string(i + 1);
-    cpu::add_forward(r, dt, val(b + "r", R * W), val(b + "d", R * W),
-                     val(next, R * W), R * W);
+    cpu::linear_forward(r, dt, val(b + "p", R * F), p.w(b + "down"), nullptr,
+                        val(b + "r", R * W), val(next, R * W), R, F, W);
     x = next;
   }
   cpu::rms_norm_forward(r, dt, val(x, R * W), p.w("norm"), val("f", R * W),
                         accv("rstdf", R), R, W, s.eps);
-  cpu::linear_forward(r, dt, val("f", R * W), p.w("head"), nullptr,
+  cpu::linear_forward(r, dt, val("f", R * W), p.w("head"), nullptr, nullptr,
                       val("logits", R * s.vocab), R, W, s.vocab);
   cpu::cross_entropy_forward(r, dt, val("logits", R * s.vocab), tgt,
                              accv("loss", B), accv("celse", R), B, T, s.vocab,
@@ -327,7 +324,7 @@ KernelStep mlpStep(DType dt, int64_t features, int64_t hidden, int64_t classes,
   Buffer x(dt, batch.reals.at("x")), maskBuf(acc, mask), n2(acc, Vec(B, 0.0)),
       c(acc, B);
 
-  cpu::linear_forward(r, dt, x.data(), p.w("fc1.w"), p.w("fc1.b"),
+  cpu::linear_forward(r, dt, x.data(), p.w("fc1.w"), p.w("fc1.b"), nullptr,
                       val("h", B * H), B, F, H);
   cpu::layer_norm_forward(r, dt, val("h", B * H), p.w("ln.g"), p.w("ln.b"),
                           val("n", B * H), accv("mean", B), accv("rstd", B), B,
@@ -335,7 +332,7 @@ KernelStep mlpStep(DType dt, int64_t features, int64_t hidden, int64_t classes,
   cpu::activation_forward(r, dt, Activation::Relu, val("n", B * H),
                           val("a", B * H), B * H);
   cpu::linear_forward(r, dt, val("a", B * H), p.w("fc2.w"), p.w("fc2.b"),
-                      val("logits", B * C), B, H, C);
+                      nullptr, val("logits", B * C), B, H, C);
   cpu::cross_entropy_forward(r, dt, val("logits", B * C), label,
                              accv("loss", B), accv("lse", B), B, 1, C, false,
                              -1, Reduction::Mean);
