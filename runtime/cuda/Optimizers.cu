@@ -89,21 +89,30 @@ __device__ __forceinline__ float descend(const StepScalars &s, float w,
   return __fmaf_rn(-s.step, __fmaf_rn(s.weightDecay, w, d), w);
 }
 
-// The element steps: apply<W> updates elements [i, i + W) given their
-// gradients g (noised, times gradScale) and leaves the new master values in
-// w. beta1 and beta2 give the bias corrections of loadScalars.
+// The element steps: load<W> reads elements [i, i + W) of the master
+// values and the optimizer's state into a State; apply<W> updates them
+// given their gradients g (noised, times gradScale), stores them and leaves
+// the new master values in w. beta1 and beta2 give the bias corrections of
+// loadScalars. The two are apart so that a kernel can have the state's loads
+// in flight while it draws the noise (stepElements).
 
 struct Sgd {
   static constexpr double beta1 = 0.0, beta2 = 0.0;
   float *master;
+  template <int W> struct State {
+    float w[W];
+  };
+  template <int W>
+  __device__ __forceinline__ void load(int64_t i, State<W> &st) const {
+    loadVec<W>(master + i, st.w);
+  }
   template <int W>
   __device__ __forceinline__ void apply(const StepScalars &s, int64_t i,
-                                        const float (&g)[W],
+                                        State<W> &st, const float (&g)[W],
                                         float (&w)[W]) const {
-    loadVec<W>(master + i, w);
 #pragma unroll
     for (int k = 0; k < W; ++k)
-      w[k] = descend(s, w[k], g[k]);
+      w[k] = descend(s, st.w[k], g[k]);
     storeVec<W>(master + i, w);
   }
 };
@@ -113,21 +122,26 @@ struct Momentum {
   float *master, *velocity;
   double momentum;
   bool nesterov;
+  template <int W> struct State {
+    float w[W], vel[W];
+  };
+  template <int W>
+  __device__ __forceinline__ void load(int64_t i, State<W> &st) const {
+    loadVec<W>(master + i, st.w);
+    loadVec<W>(velocity + i, st.vel);
+  }
   template <int W>
   __device__ __forceinline__ void apply(const StepScalars &s, int64_t i,
-                                        const float (&g)[W],
+                                        State<W> &st, const float (&g)[W],
                                         float (&w)[W]) const {
-    float vel[W];
-    loadVec<W>(master + i, w);
-    loadVec<W>(velocity + i, vel);
 #pragma unroll
     for (int k = 0; k < W; ++k) {
       const float mu = float(momentum);
-      const float v = __fmaf_rn(mu, vel[k], g[k]);
-      vel[k] = v;
-      w[k] = descend(s, w[k], nesterov ? __fmaf_rn(mu, v, g[k]) : v);
+      const float v = __fmaf_rn(mu, st.vel[k], g[k]);
+      st.vel[k] = v;
+      w[k] = descend(s, st.w[k], nesterov ? __fmaf_rn(mu, v, g[k]) : v);
     }
-    storeVec<W>(velocity + i, vel);
+    storeVec<W>(velocity + i, st.vel);
     storeVec<W>(master + i, w);
   }
 };
@@ -135,31 +149,37 @@ struct Momentum {
 struct AdamW {
   double beta1, beta2, eps;
   float *master, *m, *v;
+  template <int W> struct State {
+    float w[W], m[W], v[W];
+  };
+  template <int W>
+  __device__ __forceinline__ void load(int64_t i, State<W> &st) const {
+    loadVec<W>(master + i, st.w);
+    loadVec<W>(m + i, st.m);
+    loadVec<W>(v + i, st.v);
+  }
   template <int W>
   __device__ __forceinline__ void apply(const StepScalars &s, int64_t i,
-                                        const float (&g)[W],
+                                        State<W> &st, const float (&g)[W],
                                         float (&w)[W]) const {
     const float b1 = float(beta1), b2 = float(beta2),
                 rest1 = float(1.0 - beta1), rest2 = float(1.0 - beta2),
                 epsilon = float(eps);
-    float mv[W], vv[W];
-    loadVec<W>(master + i, w);
-    loadVec<W>(m + i, mv);
-    loadVec<W>(v + i, vv);
 #pragma unroll
     for (int k = 0; k < W; ++k) {
-      mv[k] = __fmaf_rn(b1, mv[k], __fmul_rn(rest1, g[k]));
-      vv[k] = __fmaf_rn(b2, vv[k], __fmul_rn(__fmul_rn(rest2, g[k]), g[k]));
+      st.m[k] = __fmaf_rn(b1, st.m[k], __fmul_rn(rest1, g[k]));
+      st.v[k] =
+          __fmaf_rn(b2, st.v[k], __fmul_rn(__fmul_rn(rest2, g[k]), g[k]));
       // The direction m^ / (sqrt(v^) + eps) with IEEE division and square
       // root: its rounding (a few f32 ulp of the direction) is far below an
       // ulp of w once lr scales it.
       const float dir =
-          __fdiv_rn(__fdiv_rn(mv[k], s.c1),
-                    __fadd_rn(__fsqrt_rn(__fdiv_rn(vv[k], s.c2)), epsilon));
-      w[k] = descend(s, w[k], dir);
+          __fdiv_rn(__fdiv_rn(st.m[k], s.c1),
+                    __fadd_rn(__fsqrt_rn(__fdiv_rn(st.v[k], s.c2)), epsilon));
+      w[k] = descend(s, st.w[k], dir);
     }
-    storeVec<W>(m + i, mv);
-    storeVec<W>(v + i, vv);
+    storeVec<W>(m + i, st.m);
+    storeVec<W>(v + i, st.v);
     storeVec<W>(master + i, w);
   }
 };
@@ -201,14 +221,22 @@ constexpr int kThreads = 256;
 /// kernel reads anyway (StepState::nonFiniteGradient: an infinity or NaN has
 /// every exponent bit set), the noise, gradScale, the optimizer's step and
 /// the compute-type copy. Every update kernel runs this, so that they give
-/// the same bits.
-template <int W, class Opt>
+/// the same bits. With kStateFirst the optimizer's state is loaded before the
+/// noise is drawn, so that its loads are in flight during the draw's
+/// arithmetic (mxTileUpdateKernel); the fused kernels, which hold the rows'
+/// values too, load it after: SGD's on MXFP8 rows with its loads moved up
+/// took 72.6 us against 65.0 (B8 n11.5M with noise, one H200), its 64
+/// registers the limit.
+template <int W, bool kStateFirst = false, class Opt>
 __device__ __forceinline__ void stepElements(const Opt &opt,
                                              const StepScalars &s,
                                              const GradientNoise &noise,
                                              int64_t noiseIndex, int64_t i,
                                              float (&raw)[W], bf16 *copy,
                                              bool &finite) {
+  typename Opt::template State<W> state;
+  if constexpr (kStateFirst)
+    opt.template load<W>(i, state);
 #pragma unroll
   for (int k = 0; k < W; ++k)
     finite &= (__float_as_uint(raw[k]) & 0x7f800000u) != 0x7f800000u;
@@ -217,8 +245,10 @@ __device__ __forceinline__ void stepElements(const Opt &opt,
 #pragma unroll
   for (int k = 0; k < W; ++k)
     g[k] = __fmul_rn(raw[k], s.gradScale);
+  if constexpr (!kStateFirst)
+    opt.template load<W>(i, state);
   float w[W];
-  opt.template apply<W>(s, i, g, w);
+  opt.template apply<W>(s, i, state, g, w);
   // The compute-type copy: storeVec rounds as the cast kernel does.
   if (copy)
     storeVec<W>(copy + i, w);
@@ -254,7 +284,9 @@ __global__ void __launch_bounds__(kThreads, 4)
 /// move 24 % more bytes); without the scales' loads it took 121 us. In
 /// tiles, in the T = 1024 AdamW DP program (kernel-times, one H200): 138.7
 /// -> 128.1 us a call, 11.23 -> 10.38 ms a step, tokens/s +0.7 %; 165 -> 160
-/// us in gpu-check. SGD's tiles were slower (updateRows). The sums and the
+/// us in gpu-check. Its second phase loads the AdamW state before it draws
+/// the noise (stepElements' kStateFirst): 106.5 -> 104.4 us for B8 n11.5M
+/// with noise on one H200, the same without noise (102.5). SGD's tiles were slower (updateRows). The sums and the
 /// element steps are updateKernel's (the same weightedRowSums, the same
 /// noise index per element, stepElements), so the bits are too: gpu-check
 /// holds them against rows_weighted_sum and the plain update.
@@ -295,7 +327,7 @@ __global__ void __launch_bounds__(kThreads, 4)
         break;
       const float4 v = sums[local / 4];
       float raw[4] = {v.x, v.y, v.z, v.w};
-      stepElements<4>(opt, s, noise, noiseIndex, i, raw, copy, finite);
+      stepElements<4, true>(opt, s, noise, noiseIndex, i, raw, copy, finite);
     }
     // The next tile's sums overwrite these.
     __syncthreads();

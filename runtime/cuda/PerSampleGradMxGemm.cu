@@ -16,7 +16,13 @@
 //   q, stored at once: a warp's store covers 8 rows of 32 contiguous bytes
 //   (sample l's row of the MXFP8 buffer, types.h, is its M N elements then
 //   its M N / 32 scales, at l (M N + M N / 32): M a multiple of 8 and N of
-//   32 keep every 8-byte store aligned);
+//   32 keep every 8-byte store aligned). Each lane packs a group's pairs of
+//   both its rows into one 32-bit word, and two butterfly stages (four
+//   32-bit shuffles a block) transpose the quad's 4 x 4 words. The first
+//   transpose moved each pair in a 16-bit shuffle of its own, with 64-bit
+//   shifts by lane-dependent amounts: on one H200 at B8 T1024 a layer's
+//   five products took 1858 us with it and 1810 with the butterfly, the
+//   same bytes and partials (docs/PERFORMANCE.md);
 // - at the end of a tile each row's 8 scale bytes are one store, and each
 //   warp's sum of squares goes to a partial of its own (4 f32 a 64 x 256
 //   tile), added up per sample in a fixed order by the caller (the norms
@@ -166,9 +172,10 @@ struct MxQuantizeRows {
               << (8 * (epiN * kBlocks + k));
         }
       // Pairs of neighbouring columns: one conversion each way for two
-      // values; codes[s][k] holds the pair of each of the block's 4 groups.
+      // values; words[k][g] holds group g's pair of block k, slot 0's in
+      // its low 16 bits and slot 1's in its high 16.
       float held2[2][kBlocks] = {};
-      uint64_t codes[2][kBlocks] = {};
+      uint32_t words[kBlocks][4] = {};
       CUTLASS_PRAGMA_UNROLL
       for (int e = 0; e < kCount; e += 2) {
         const int s = (e / 2) & 1, k = (e / 16) % kBlocks, g = (e / 4) % 4;
@@ -176,7 +183,7 @@ struct MxQuantizeRows {
             make_float2(at(e) * inverse[s][k], at(e + 1) * inverse[s][k]),
             __NV_SATFINITE, __NV_E4M3);
         // A block with an infinity or NaN holds NaN elements (types.h).
-        codes[s][k] |= uint64_t(finite[s][k] ? q : 0x7F7Fu) << (16 * g);
+        words[k][g] |= uint32_t(finite[s][k] ? q : 0x7F7Fu) << (16 * s);
         const float2 h = __half22float2(
             __half2(__nv_cvt_fp8x2_to_halfraw2(q, __NV_E4M3)));
         held2[s][k] = fmaf(h.x, h.x, fmaf(h.y, h.y, held2[s][k]));
@@ -189,34 +196,43 @@ struct MxQuantizeRows {
         for (int k = 0; k < kBlocks; ++k)
           squares += finite[s][k] ? held2[s][k] * scale[s][k] * scale[s][k]
                                   : __uint_as_float(0x7FFFFFFFu);
-      // The quad's transpose: lane q gathers group q of the block (8
-      // bytes, 2 from each lane) and stores it, so that a warp's store
-      // covers 8 rows of 32 contiguous bytes. Round r: lane j sends its
-      // pair of group (j - r) % 4, which lane (j - r) % 4 wants from it.
+      // The quad's transpose: lane q gathers group q of each block (8
+      // bytes a slot, 2 from each lane) and stores it, so that a warp's
+      // store covers 8 rows of 32 contiguous bytes. Lane j holds the 4 x 4
+      // matrix's row j (words[k][0..3]) and wants its column j: two
+      // butterfly stages of two 32-bit shuffles each, both slots at once.
       // Sample l's row (types.h): its M N elements, then its scales.
       uint8_t *sample = params.rows + int64_t(l) * storageBytes(DType::MXFP8,
                                                                 int64_t(m) * n);
+      const bool b1 = quad & 2, b0 = quad & 1;
       CUTLASS_PRAGMA_UNROLL
-      for (int s = 0; s < 2; ++s)
+      for (int k = 0; k < kBlocks; ++k) {
+        const uint32_t w0 = words[k][0], w1 = words[k][1], w2 = words[k][2],
+                       w3 = words[k][3];
+        // Stage A (lanes 2 apart): the off-diagonal 2 x 2 blocks.
+        uint32_t r0 = __shfl_xor_sync(0xFFFFFFFFu, b1 ? w0 : w2, 2);
+        uint32_t r1 = __shfl_xor_sync(0xFFFFFFFFu, b1 ? w1 : w3, 2);
+        const uint32_t n0 = b1 ? r0 : w0, n1 = b1 ? r1 : w1,
+                       n2 = b1 ? w2 : r0, n3 = b1 ? w3 : r1;
+        // Stage B (neighbouring lanes): within each 2 x 2 block.
+        r0 = __shfl_xor_sync(0xFFFFFFFFu, b0 ? n0 : n1, 1);
+        r1 = __shfl_xor_sync(0xFFFFFFFFu, b0 ? n2 : n3, 1);
+        const uint32_t f0 = b0 ? r0 : n0, f1 = b0 ? n1 : r0,
+                       f2 = b0 ? r1 : n2, f3 = b0 ? n3 : r1;
+        // f_j: lane j's pairs of group quad (slot 0 low, slot 1 high).
+        const int col = tileN * int(kTileN) + epiN * kEpilogueN +
+                        int(kMxBlock) * k + 8 * quad;
         CUTLASS_PRAGMA_UNROLL
-        for (int k = 0; k < kBlocks; ++k) {
-          uint64_t gathered = 0;
-          CUTLASS_PRAGMA_UNROLL
-          for (int r = 0; r < 4; ++r) {
-            const int src = (quad + r) & 3;
-            const uint32_t send =
-                uint32_t(codes[s][k] >> (16 * ((quad - r) & 3))) & 0xFFFFu;
-            const uint32_t got =
-                __shfl_sync(0xFFFFFFFFu, send, (lane & ~3) | src);
-            gathered |= uint64_t(got) << (16 * src);
-          }
-          const int col =
-              tileN * int(kTileN) + epiN * kEpilogueN + int(kMxBlock) * k +
-              8 * quad;
+        for (int s = 0; s < 2; ++s) {
+          const uint32_t sel = s == 0 ? 0x5410u : 0x7632u;
+          const uint64_t gathered =
+              uint64_t(__byte_perm(f0, f1, sel)) |
+              uint64_t(__byte_perm(f2, f3, sel)) << 32;
           if (row0 + 8 * s < m && col < n)
             *reinterpret_cast<uint64_t *>(
                 sample + int64_t(row0 + 8 * s) * n + col) = gathered;
         }
+      }
       return input;
     }
 
