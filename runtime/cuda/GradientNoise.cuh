@@ -78,11 +78,48 @@ struct GradientNoise {
     }
   }
 
+  /// The standard normal values addAll adds to elements index .. index +
+  /// W - 1 (W of 4 or more), nothing when the noise is off: a kernel draws
+  /// them while its loads are in flight and adds them with addDrawn.
+  template <int W>
+  __device__ __forceinline__ void draw(float (&z)[W], int64_t index) const {
+    static_assert(W >= 4, "draw: vectors of 4 or more");
+    if (!on)
+      return;
+    switch (int(uint64_t(index) & 3u)) {
+    case 0:
+      drawFrom<0>(z, index);
+      break;
+    case 1:
+      drawFrom<1>(z, index);
+      break;
+    case 2:
+      drawFrom<2>(z, index);
+      break;
+    default:
+      drawFrom<3>(z, index);
+      break;
+    }
+  }
+
+  /// g[k] + std z[k], as addAll adds.
+  template <int W>
+  __device__ __forceinline__ void addDrawn(float (&g)[W],
+                                           const float (&z)[W]) const {
+    if (!on)
+      return;
+#pragma unroll
+    for (int k = 0; k < W; ++k)
+      g[k] = __fmaf_rn(std, z[k], g[k]);
+  }
+
 private:
-  /// addAll with the first element at lane kLane of its quad (a constant, so
-  /// that z stays in registers).
+  /// The values of elements index .. index + W - 1 with the first at lane
+  /// kLane of its quad (a constant, so that the quads' values stay in
+  /// registers).
   template <int kLane, int W>
-  __device__ __forceinline__ void addFrom(float (&g)[W], int64_t index) const {
+  __device__ __forceinline__ void drawFrom(float (&out)[W],
+                                           int64_t index) const {
     constexpr int kQuads = (kLane + W + 3) / 4;
     float z[4 * kQuads];
     const uint64_t first = uint64_t(index) >> 2;
@@ -91,7 +128,17 @@ private:
       gradientNoiseQuadF32(generator, key, step, first + q, z + 4 * q);
 #pragma unroll
     for (int k = 0; k < W; ++k)
-      g[k] = __fmaf_rn(std, z[kLane + k], g[k]);
+      out[k] = z[kLane + k];
+  }
+
+  /// addAll with the first element at lane kLane of its quad.
+  template <int kLane, int W>
+  __device__ __forceinline__ void addFrom(float (&g)[W], int64_t index) const {
+    float z[W];
+    drawFrom<kLane>(z, index);
+#pragma unroll
+    for (int k = 0; k < W; ++k)
+      g[k] = __fmaf_rn(std, z[k], g[k]);
   }
 };
 

@@ -70,37 +70,62 @@ __device__ __forceinline__ float fromE8m0(uint8_t s) {
                    : __uint_as_float(uint32_t(s) << 23);
 }
 
-/// W consecutive values of one MXFP8 row (elements, then scales: types.h),
-/// from element i on (i a multiple of W, W dividing 32 so that the W share
-/// one scale; with W >= 4 the elements are aligned to W bytes).
+/// The bytes of W consecutive values of one MXFP8 row as loaded, before
+/// decoding (W of 4, 8 or 16): their e4m3 elements and their block's scale.
+template <int W> struct MxRaw {
+  static_assert(W == 4 || W == 8 || W == 16, "MXFP8 vectors of 4, 8 or 16");
+  uint32_t w[W / 4];
+  uint8_t scale;
+};
+
+/// Loads the bytes of W consecutive values of one MXFP8 row (elements, then
+/// scales: types.h) from element i on (i a multiple of W, W dividing 32 so
+/// that the W share one scale; the elements aligned to W bytes).
+template <int W>
+__device__ __forceinline__ void fetchMx(const uint8_t *elems,
+                                        const uint8_t *scales, int64_t i,
+                                        MxRaw<W> &raw) {
+  raw.scale = scales[i / kMxBlock];
+  if constexpr (W == 16) {
+    const uint4 v = *reinterpret_cast<const uint4 *>(elems + i);
+    raw.w[0] = v.x, raw.w[1] = v.y, raw.w[2] = v.z, raw.w[3] = v.w;
+  } else if constexpr (W == 8) {
+    const uint2 v = *reinterpret_cast<const uint2 *>(elems + i);
+    raw.w[0] = v.x, raw.w[1] = v.y;
+  } else {
+    raw.w[0] = *reinterpret_cast<const uint32_t *>(elems + i);
+  }
+}
+
+/// The values of fetched bytes.
+template <int W>
+__device__ __forceinline__ void decodeMx(const MxRaw<W> &raw,
+                                         float (&out)[W]) {
+  const float scale = fromE8m0(raw.scale);
+#pragma unroll
+  for (int k = 0; k < W / 4; ++k) {
+    const float2 lo = fromE4m3x2(raw.w[k]), hi = fromE4m3x2(raw.w[k] >> 16);
+    out[4 * k] = lo.x * scale;
+    out[4 * k + 1] = lo.y * scale;
+    out[4 * k + 2] = hi.x * scale;
+    out[4 * k + 3] = hi.y * scale;
+  }
+}
+
+/// W consecutive values of one MXFP8 row from element i on (fetchMx's
+/// conditions; any i for W = 1).
 template <int W>
 __device__ __forceinline__ void loadMx(const uint8_t *elems,
                                        const uint8_t *scales, int64_t i,
                                        float (&out)[W]) {
   static_assert(W == 1 || W == 4 || W == 8 || W == 16,
                 "MXFP8 vectors of 1, 4, 8 or 16");
-  const float scale = fromE8m0(scales[i / kMxBlock]);
   if constexpr (W == 1) {
-    out[0] = fromE4m3(elems[i]) * scale;
+    out[0] = fromE4m3(elems[i]) * fromE8m0(scales[i / kMxBlock]);
   } else {
-    uint32_t w[W / 4];
-    if constexpr (W == 16) {
-      const uint4 v = *reinterpret_cast<const uint4 *>(elems + i);
-      w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
-    } else if constexpr (W == 8) {
-      const uint2 v = *reinterpret_cast<const uint2 *>(elems + i);
-      w[0] = v.x, w[1] = v.y;
-    } else {
-      w[0] = *reinterpret_cast<const uint32_t *>(elems + i);
-    }
-#pragma unroll
-    for (int k = 0; k < W / 4; ++k) {
-      const float2 lo = fromE4m3x2(w[k]), hi = fromE4m3x2(w[k] >> 16);
-      out[4 * k] = lo.x * scale;
-      out[4 * k + 1] = lo.y * scale;
-      out[4 * k + 2] = hi.x * scale;
-      out[4 * k + 3] = hi.y * scale;
-    }
+    MxRaw<W> raw;
+    fetchMx<W>(elems, scales, i, raw);
+    decodeMx<W>(raw, out);
   }
 }
 
@@ -122,6 +147,13 @@ struct MxRowsView {
                                        float (&out)[W]) const {
     const uint8_t *row = base + b * stride;
     loadMx<W>(row, row + dim, j, out);
+  }
+  /// load's bytes, undecoded (W of 4, 8 or 16).
+  template <int W>
+  __device__ __forceinline__ void fetch(int64_t b, int64_t j,
+                                        MxRaw<W> &raw) const {
+    const uint8_t *row = base + b * stride;
+    fetchMx<W>(row, row + dim, j, raw);
   }
 };
 

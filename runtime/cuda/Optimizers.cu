@@ -212,9 +212,48 @@ template <class Rows> struct RowsGradient {
     for (int k = 0; k < W; ++k)
       out[k] = 0.0f + sum[k];
   }
+  /// load<W> of fetched rows (batch <= kMxRowsAhead; mxAheadUpdateKernel).
+  template <int W>
+  __device__ __forceinline__ void loadAhead(const MxRowsAhead<W> &ahead,
+                                            float (&out)[W]) const {
+    float sum[W];
+    weightedRowSumsAhead<W>(c, batch, ahead, sum);
+#pragma unroll
+    for (int k = 0; k < W; ++k)
+      out[k] = 0.0f + sum[k];
+  }
 };
 
 constexpr int kThreads = 256;
+
+/// The driver's finiteness check of the gradient on the values the kernel
+/// reads anyway (StepState::nonFiniteGradient: an infinity or NaN has every
+/// exponent bit set).
+template <int W>
+__device__ __forceinline__ void checkFinite(const float (&raw)[W],
+                                            bool &finite) {
+#pragma unroll
+  for (int k = 0; k < W; ++k)
+    finite &= (__float_as_uint(raw[k]) & 0x7f800000u) != 0x7f800000u;
+}
+
+/// Elements [i, i + W) of an update from their noised gradient and their
+/// loaded state: gradScale, the optimizer's step and the compute-type copy.
+template <int W, class Opt>
+__device__ __forceinline__ void
+applyElements(const Opt &opt, const StepScalars &s, int64_t i,
+              const float (&noised)[W], typename Opt::template State<W> &state,
+              bf16 *copy) {
+  float g[W];
+#pragma unroll
+  for (int k = 0; k < W; ++k)
+    g[k] = __fmul_rn(noised[k], s.gradScale);
+  float w[W];
+  opt.template apply<W>(s, i, state, g, w);
+  // The compute-type copy: storeVec rounds as the cast kernel does.
+  if (copy)
+    storeVec<W>(copy + i, w);
+}
 
 /// Elements [i, i + W) of an update, from their gradient `raw` (before the
 /// noise): the driver's finiteness check of the gradient on the values the
@@ -237,21 +276,11 @@ __device__ __forceinline__ void stepElements(const Opt &opt,
   typename Opt::template State<W> state;
   if constexpr (kStateFirst)
     opt.template load<W>(i, state);
-#pragma unroll
-  for (int k = 0; k < W; ++k)
-    finite &= (__float_as_uint(raw[k]) & 0x7f800000u) != 0x7f800000u;
+  checkFinite<W>(raw, finite);
   noise.addAll<W>(raw, noiseIndex + i);
-  float g[W];
-#pragma unroll
-  for (int k = 0; k < W; ++k)
-    g[k] = __fmul_rn(raw[k], s.gradScale);
   if constexpr (!kStateFirst)
     opt.template load<W>(i, state);
-  float w[W];
-  opt.template apply<W>(s, i, state, g, w);
-  // The compute-type copy: storeVec rounds as the cast kernel does.
-  if (copy)
-    storeVec<W>(copy + i, w);
+  applyElements<W>(opt, s, i, raw, state, copy);
 }
 
 // At most 64 registers, so that 4 blocks of kThreads fit on a
@@ -274,6 +303,46 @@ __global__ void __launch_bounds__(kThreads, 4)
     atomicOr(nonFinite, 1);
 }
 
+/// SGD on MXFP8 rows of at most kMxRowsAhead samples, V
+/// elements a thread (n a multiple of V): every row's bytes and scales and
+/// the optimizer's state are loaded before the noise is drawn, so that the
+/// draw's arithmetic (some 45 instructions an element) runs while they are
+/// in flight; then the rows are decoded and summed, and the elements
+/// finished as in updateKernel (the same sums, noise and steps). The values
+/// held across the draw need more than 64 registers: with updateKernel's
+/// bound (4 blocks a multiprocessor) this spilled and took 72.6 us against
+/// updateKernel's 65.0 (B8 n11.5M with noise, one H200); with 3 blocks and
+/// 76 registers 57.9 us against 65.0 (without noise 54.9 against 54.7; B5
+/// 51.8 against 62.4), the same bits.
+template <int V, class Opt>
+__global__ void __launch_bounds__(kThreads, 3)
+    mxAheadUpdateKernel(Opt opt, RowsGradient<MxRowsView> grad, int64_t n,
+                        int64_t noiseIndex, const StepState *state, bf16 *copy,
+                        int32_t *nonFinite) {
+  const StepScalars s = loadScalars(state, opt.beta1, opt.beta2);
+  const GradientNoise noise = GradientNoise::of(*state, noiseIndex >= 0);
+  bool finite = true;
+  const int64_t vectors = n / V;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t v = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+       v < vectors; v += stride) {
+    const int64_t i = v * V;
+    MxRowsAhead<V> ahead;
+    fetchRowsAhead<V>(grad.g, grad.batch, i, ahead);
+    typename Opt::template State<V> st;
+    opt.template load<V>(i, st);
+    float z[V];
+    noise.draw<V>(z, noiseIndex + i);
+    float raw[V];
+    grad.template loadAhead<V>(ahead, raw);
+    checkFinite<V>(raw, finite);
+    noise.addDrawn<V>(raw, z);
+    applyElements<V>(opt, s, i, raw, st, copy);
+  }
+  if (!finite)
+    atomicOr(nonFinite, 1);
+}
+
 /// AdamW on MXFP8 rows, a tile of kMxTile elements at a time in two phases:
 /// every thread first forms the weighted sums of kMxRowWidth elements of the
 /// rows (weightedRowSums, 8-byte loads of every row) into shared memory,
@@ -286,10 +355,11 @@ __global__ void __launch_bounds__(kThreads, 4)
 /// -> 128.1 us a call, 11.23 -> 10.38 ms a step, tokens/s +0.7 %; 165 -> 160
 /// us in gpu-check. Its second phase loads the AdamW state before it draws
 /// the noise (stepElements' kStateFirst): 106.5 -> 104.4 us for B8 n11.5M
-/// with noise on one H200, the same without noise (102.5). SGD's tiles were slower (updateRows). The sums and the
-/// element steps are updateKernel's (the same weightedRowSums, the same
-/// noise index per element, stepElements), so the bits are too: gpu-check
-/// holds them against rows_weighted_sum and the plain update.
+/// with noise on one H200, the same without noise (102.5). SGD's tiles were
+/// slower (updateRows). The sums and the element steps are updateKernel's
+/// (the same weightedRowSums, the same noise index per element,
+/// stepElements), so the bits are too: gpu-check holds them against
+/// rows_weighted_sum and the plain update.
 constexpr int kMxRowWidth = 8;
 constexpr int kMxTile = kThreads * kMxRowWidth;
 
@@ -454,7 +524,11 @@ void updateRows(Rank *rank, DType rows, const char *name, const Opt &opt,
     const MxRowsView rows(g, n);
     // AdamW in tiles (mxTileUpdateKernel); SGD and momentum, with less
     // state a thread, are faster fused: SGD's tiles took 93.2 us a call
-    // against 82.6 in the T = 1024 program (kernel-times, one H200).
+    // against 82.6 in the T = 1024 program (kernel-times, one H200). SGD
+    // with up to 8 samples fetches its rows ahead of the noise
+    // (mxAheadUpdateKernel); momentum, which holds its velocity too, took
+    // 88.2 us that way against updateKernel's 80.2 (B8 n11.5M with noise,
+    // one H200) and stays fused.
     if constexpr (std::is_same_v<Opt, AdamW>) {
       if (vectorizable(state) && rows.aligned(g, kMxRowWidth) &&
           aligned16(copy)) {
@@ -472,7 +546,21 @@ void updateRows(Rank *rank, DType rows, const char *name, const Opt &opt,
     // Row b starts at g + b * (n + n / 32) (types.h): its vectors of V
     // bytes are aligned where that stride is a multiple of V; a vector
     // never leaves its block (V divides 32).
-    if (vectorizable(state) && rows.aligned(g, V) && aligned16(copy))
+    const bool aligned =
+        vectorizable(state) && rows.aligned(g, V) && aligned16(copy);
+    if constexpr (std::is_same_v<Opt, Sgd>) {
+      if (aligned && batch <= kMxRowsAhead) {
+        const int64_t blocks = (n / V + kThreads - 1) / kThreads;
+        mxAheadUpdateKernel<V>
+            <<<oneWave<mxAheadUpdateKernel<V, Opt>>(rank, blocks), kThreads,
+               0, computeStream(rank)>>>(opt, grad, n, noiseIndex,
+                                         deviceStepState(rank), copy,
+                                         deviceNonFiniteFlag(rank));
+        checkLaunch(name);
+        return;
+      }
+    }
+    if (aligned)
       launchUpdate<V>(rank, opt, grad, n, noiseIndex, copy);
     else
       launchUpdate<1>(rank, opt, grad, n, noiseIndex, copy);

@@ -57,6 +57,49 @@ __device__ __forceinline__ void weightedRowSums(const Rows &g, const float *c,
   }
 }
 
+/// The bytes of MXFP8 rows 0 .. batch - 1 at j, batch <= kMxRowsAhead,
+/// fetched and not yet decoded, so that a kernel can work while their loads
+/// are in flight (fetchRowsAhead) and sum them after
+/// (weightedRowSumsAhead). Undecoded, 8 rows of 8 elements take 24
+/// registers instead of 64.
+constexpr int kMxRowsAhead = 8;
+template <int W> struct MxRowsAhead {
+  MxRaw<W> rows[kMxRowsAhead];
+};
+
+template <int W>
+__device__ __forceinline__ void fetchRowsAhead(const MxRowsView &g,
+                                               int64_t batch, int64_t j,
+                                               MxRowsAhead<W> &ahead) {
+#pragma unroll
+  for (int b = 0; b < kMxRowsAhead; ++b)
+    if (b < batch)
+      g.template fetch<W>(b, j, ahead.rows[b]);
+}
+
+/// weightedRowSums of the fetched rows: the same sum, in the same order.
+template <int W>
+__device__ __forceinline__ void
+weightedRowSumsAhead(const float *c, int64_t batch,
+                     const MxRowsAhead<W> &ahead, float (&sum)[W]) {
+#pragma unroll
+  for (int k = 0; k < W; ++k)
+    sum[k] = 0.0f;
+#pragma unroll
+  for (int b = 0; b < kMxRowsAhead; ++b) {
+    if (b >= batch)
+      break;
+    const float cb = c[b];
+    if (cb == 0.0f)
+      continue;
+    float row[W];
+    decodeMx<W>(ahead.rows[b], row);
+#pragma unroll
+    for (int k = 0; k < W; ++k)
+      sum[k] = __fmaf_rn(cb, row[k], sum[k]);
+  }
+}
+
 } // namespace dprt::cuda
 
 #endif // DPRT_CUDA_WEIGHTEDROWS_CUH

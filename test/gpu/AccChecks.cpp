@@ -72,121 +72,126 @@ void sameBits(Context &ctx, const std::string &output, Buffer &x, Buffer &y) {
 /// update, which they replace. Rows of f32 and bf16, with one masked sample
 /// (NaN rows), with and without noise; n = 65536 (16-byte loads of the rows
 /// and 4 floats of the master a thread), odd, and misaligned by an element.
+/// MXFP8 rows of 65536 also with 5 and 12 samples: SGD's kernel that
+/// fetches the rows ahead of the noise takes at most 8 (Optimizers.cu).
 void updateRowsChecks(Context &ctx) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const char *names[] = {"sgd_update_rows", "momentum_update_rows",
                          "momentum_update_rows", "adamw_update_rows"};
-  const int64_t batch = 8;
   for (DType dt : {F32, BF16, DType::MXFP8})
     for (int shape = 0; shape < 4; ++shape)
-      for (bool noise : {false, true})
-        for (int opt = 0; opt < 4; ++opt) {
-          // MXFP8 rows hold whole blocks of 32: 100000 for the odd length
-          // (rows not 8-byte aligned: the fused update). Shape 3, MXFP8
-          // only: 67840 = 33 tiles of 2048 and 256 elements, rows 8-byte
-          // aligned, so AdamW's tiles (Optimizers.cu) end in a partial one.
-          if (shape == 3 && dt != DType::MXFP8)
-            continue;
-          const int64_t n = shape == 1   ? (dt == DType::MXFP8 ? 100000 : 100003)
-                            : shape == 3 ? 67840
-                                         : 65536;
-          const int64_t mis = shape == 2 ? 1 : 0;
-          const bool nesterov = opt == 2;
-          if (!ctx.begin(names[opt], nameOf(dt),
-                         dims({{"B", batch}, {"n", n}}, shape == 1) +
-                             (mis ? " misaligned" : "") +
-                             (nesterov ? " nesterov" : "") +
-                             (noise ? " noise" : "") + " masked"))
-            continue;
-          ctx.guarded([&] {
-            dprt::StepState state = checkedUpdateState();
-            state.noiseStd = 0.5;
-            state.noiseKey[0] = 0x243f6a8885a308d3ull;
-            state.noiseKey[1] = 0x13198a2e03707344ull;
-            state.noiseGenerator =
-                static_cast<int32_t>(dprt::NoiseGeneratorKind::Philox);
-            ctx.setStepState(state);
-            const int64_t index = noise ? 1000003 : -1;
-            // The fused update on (w, a, b); the composition it replaces on
-            // (w2, a2, b2).
-            Buffer w(F32, n, mis), a(F32, n, mis), b(F32, n, mis),
-                g(dt, batch * n, mis, n), c(F32, batch), w2(F32, n, mis),
-                a2(F32, n, mis), b2(F32, n, mis), grad(F32, n, mis);
-            // With bf16 rows the fused update also stores the bf16 copy of
-            // the weights (params, what layers read) at p; the composition
-            // casts w2 into p2.
-            const bool copy = dt == BF16;
-            Buffer p(BF16, n, mis), p2(BF16, n, mis);
-            void *ph = copy ? p.h() : nullptr, *pd = copy ? p.d() : nullptr;
-            w.randn(ctx.rng);
-            a.randn(ctx.rng, 0.1);
-            b.uniform(ctx.rng, 0, 0.01);
-            g.randn(ctx.rng);
-            for (int64_t i = n; i < 2 * n; ++i)
-              g.set(i, nan);
-            g.upload();
-            clipFactorsWithMaskedSample(c, ctx.rng);
-            for (int64_t i = 0; i < n; ++i) {
-              w2.set(i, w.get(i));
-              a2.set(i, a.get(i));
-              b2.set(i, b.get(i));
-            }
-            for (Buffer *x : {&w2, &a2, &b2})
-              x->upload();
-            if (opt == 0) {
-              cpu::sgd_update_rows(ctx.cpu, dt, w.h(), g.h(), c.h(), batch, n,
-                                   index, BF16, ph);
-              gpu::sgd_update_rows(ctx.gpu, dt, w.d(), g.d(), c.d(), batch, n,
-                                   index, BF16, pd);
-            } else if (opt < 3) {
-              cpu::momentum_update_rows(ctx.cpu, dt, w.h(), a.h(), g.h(), c.h(),
-                                        batch, n, 0.9, nesterov, index, BF16,
-                                        ph);
-              gpu::momentum_update_rows(ctx.gpu, dt, w.d(), a.d(), g.d(), c.d(),
-                                        batch, n, 0.9, nesterov, index, BF16,
-                                        pd);
-            } else {
-              cpu::adamw_update_rows(ctx.cpu, dt, w.h(), a.h(), b.h(), g.h(),
-                                     c.h(), batch, n, 0.9, 0.999, 1e-8, index,
-                                     BF16, ph);
-              gpu::adamw_update_rows(ctx.gpu, dt, w.d(), a.d(), b.d(), g.d(),
-                                     c.d(), batch, n, 0.9, 0.999, 1e-8, index,
-                                     BF16, pd);
-            }
-            ctx.compare("master", w, 1e-6);
-            if (opt > 0)
-              ctx.compare(opt < 3 ? "velocity" : "m", a, 1e-6);
-            if (opt == 3)
-              ctx.compare("v", b, 1e-6);
-            // A master within 1e-6 of the CPU's can round to the neighbouring
-            // bf16: the copies agree normwise to far better than 1 ulp.
-            if (copy)
-              ctx.compare("params", p, 1e-4);
-            gpu::zero(ctx.gpu, grad.d(), n * int64_t(sizeof(float)));
-            gpu::rows_weighted_sum(ctx.gpu, dt, g.d(), c.d(), grad.d(), batch,
-                                   n);
-            if (opt == 0)
-              gpu::sgd_update(ctx.gpu, F32, w2.d(), grad.d(), n, index);
-            else if (opt < 3)
-              gpu::momentum_update(ctx.gpu, F32, w2.d(), a2.d(), grad.d(), n,
-                                   0.9, nesterov, index);
-            else
-              gpu::adamw_update(ctx.gpu, F32, w2.d(), a2.d(), b2.d(), grad.d(),
-                                n, 0.9, 0.999, 1e-8, index);
-            gpu::synchronize(ctx.gpu);
-            const std::string same = " = rows_weighted_sum + update";
-            sameBits(ctx, "master" + same, w, w2);
-            if (opt > 0)
-              sameBits(ctx, (opt < 3 ? "velocity" : "m") + same, a, a2);
-            if (opt == 3)
-              sameBits(ctx, "v" + same, b, b2);
-            if (copy) {
-              gpu::cast(ctx.gpu, F32, w2.d(), BF16, p2.d(), n);
+      for (int64_t batch : {8, 5, 12})
+        for (bool noise : {false, true})
+          for (int opt = 0; opt < 4; ++opt) {
+            if (batch != 8 && (dt != DType::MXFP8 || shape != 0))
+              continue;
+            // MXFP8 rows hold whole blocks of 32: 100000 for the odd length
+            // (rows not 8-byte aligned: the fused update). Shape 3, MXFP8
+            // only: 67840 = 33 tiles of 2048 and 256 elements, rows 8-byte
+            // aligned, so AdamW's tiles (Optimizers.cu) end in a partial one.
+            if (shape == 3 && dt != DType::MXFP8)
+              continue;
+            const int64_t n = shape == 1
+                                  ? (dt == DType::MXFP8 ? 100000 : 100003)
+                              : shape == 3 ? 67840
+                                           : 65536;
+            const int64_t mis = shape == 2 ? 1 : 0;
+            const bool nesterov = opt == 2;
+            if (!ctx.begin(names[opt], nameOf(dt),
+                           dims({{"B", batch}, {"n", n}}, shape == 1) +
+                               (mis ? " misaligned" : "") +
+                               (nesterov ? " nesterov" : "") +
+                               (noise ? " noise" : "") + " masked"))
+              continue;
+            ctx.guarded([&] {
+              dprt::StepState state = checkedUpdateState();
+              state.noiseStd = 0.5;
+              state.noiseKey[0] = 0x243f6a8885a308d3ull;
+              state.noiseKey[1] = 0x13198a2e03707344ull;
+              state.noiseGenerator =
+                  static_cast<int32_t>(dprt::NoiseGeneratorKind::Philox);
+              ctx.setStepState(state);
+              const int64_t index = noise ? 1000003 : -1;
+              // The fused update on (w, a, b); the composition it replaces on
+              // (w2, a2, b2).
+              Buffer w(F32, n, mis), a(F32, n, mis), b(F32, n, mis),
+                  g(dt, batch * n, mis, n), c(F32, batch), w2(F32, n, mis),
+                  a2(F32, n, mis), b2(F32, n, mis), grad(F32, n, mis);
+              // With bf16 rows the fused update also stores the bf16 copy of
+              // the weights (params, what layers read) at p; the composition
+              // casts w2 into p2.
+              const bool copy = dt == BF16;
+              Buffer p(BF16, n, mis), p2(BF16, n, mis);
+              void *ph = copy ? p.h() : nullptr, *pd = copy ? p.d() : nullptr;
+              w.randn(ctx.rng);
+              a.randn(ctx.rng, 0.1);
+              b.uniform(ctx.rng, 0, 0.01);
+              g.randn(ctx.rng);
+              for (int64_t i = n; i < 2 * n; ++i)
+                g.set(i, nan);
+              g.upload();
+              clipFactorsWithMaskedSample(c, ctx.rng);
+              for (int64_t i = 0; i < n; ++i) {
+                w2.set(i, w.get(i));
+                a2.set(i, a.get(i));
+                b2.set(i, b.get(i));
+              }
+              for (Buffer *x : {&w2, &a2, &b2})
+                x->upload();
+              if (opt == 0) {
+                cpu::sgd_update_rows(ctx.cpu, dt, w.h(), g.h(), c.h(), batch, n,
+                                     index, BF16, ph);
+                gpu::sgd_update_rows(ctx.gpu, dt, w.d(), g.d(), c.d(), batch, n,
+                                     index, BF16, pd);
+              } else if (opt < 3) {
+                cpu::momentum_update_rows(ctx.cpu, dt, w.h(), a.h(), g.h(),
+                                          c.h(), batch, n, 0.9, nesterov, index,
+                                          BF16, ph);
+                gpu::momentum_update_rows(ctx.gpu, dt, w.d(), a.d(), g.d(),
+                                          c.d(), batch, n, 0.9, nesterov, index,
+                                          BF16, pd);
+              } else {
+                cpu::adamw_update_rows(ctx.cpu, dt, w.h(), a.h(), b.h(), g.h(),
+                                       c.h(), batch, n, 0.9, 0.999, 1e-8, index,
+                                       BF16, ph);
+                gpu::adamw_update_rows(ctx.gpu, dt, w.d(), a.d(), b.d(), g.d(),
+                                       c.d(), batch, n, 0.9, 0.999, 1e-8, index,
+                                       BF16, pd);
+              }
+              ctx.compare("master", w, 1e-6);
+              if (opt > 0)
+                ctx.compare(opt < 3 ? "velocity" : "m", a, 1e-6);
+              if (opt == 3)
+                ctx.compare("v", b, 1e-6);
+              // A master within 1e-6 of the CPU's can round to the neighbouring
+              // bf16: the copies agree normwise to far better than 1 ulp.
+              if (copy)
+                ctx.compare("params", p, 1e-4);
+              gpu::zero(ctx.gpu, grad.d(), n * int64_t(sizeof(float)));
+              gpu::rows_weighted_sum(ctx.gpu, dt, g.d(), c.d(), grad.d(), batch,
+                                     n);
+              if (opt == 0)
+                gpu::sgd_update(ctx.gpu, F32, w2.d(), grad.d(), n, index);
+              else if (opt < 3)
+                gpu::momentum_update(ctx.gpu, F32, w2.d(), a2.d(), grad.d(), n,
+                                     0.9, nesterov, index);
+              else
+                gpu::adamw_update(ctx.gpu, F32, w2.d(), a2.d(), b2.d(),
+                                  grad.d(), n, 0.9, 0.999, 1e-8, index);
               gpu::synchronize(ctx.gpu);
-              sameBits(ctx, "params" + same + " + cast", p, p2);
-            }
-          });
-        }
+              const std::string same = " = rows_weighted_sum + update";
+              sameBits(ctx, "master" + same, w, w2);
+              if (opt > 0)
+                sameBits(ctx, (opt < 3 ? "velocity" : "m") + same, a, a2);
+              if (opt == 3)
+                sameBits(ctx, "v" + same, b, b2);
+              if (copy) {
+                gpu::cast(ctx.gpu, F32, w2.d(), BF16, p2.d(), n);
+                gpu::synchronize(ctx.gpu);
+                sameBits(ctx, "params" + same + " + cast", p, p2);
+              }
+            });
+          }
 }
 
 /// The update kernels' own finiteness check of the gradient they read
