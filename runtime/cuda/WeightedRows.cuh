@@ -3,7 +3,10 @@
 // One definition of the per-element sum rows_weighted_sum adds and the
 // *_update_rows optimizers feed to their update. Both kernels inline this
 // same code, with explicit FMAs (no contraction left to nvcc), so the two
-// give the same bits (kernels.inc).
+// give the same bits (kernels.inc). weightedRowSumsAhead is the same sum
+// over rows fetched earlier (SGD's mxAheadUpdateKernel): the same products
+// added in the same order, which gpu-check holds bit for bit against
+// rows_weighted_sum.
 //
 //===----------------------------------------------------------------------===//
 
