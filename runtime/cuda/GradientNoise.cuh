@@ -14,6 +14,8 @@
 #include "dprt/rank.h"
 #include "dprt/rng.h"
 
+#include <type_traits>
+
 namespace dprt::cuda {
 
 /// N(0, noiseStd^2) at (noise key, StepState::step, index), added in f32 as
@@ -58,23 +60,8 @@ struct GradientNoise {
       for (int k = 0; k < W; ++k)
         g[k] = add(g[k], index + k);
     } else {
-      // The lane of the first element in its quad: the same in every thread
-      // of a launch whose vectors start at multiples of W, so the branches
-      // below do not diverge.
-      switch (int(uint64_t(index) & 3u)) {
-      case 0:
-        addFrom<0>(g, index);
-        break;
-      case 1:
-        addFrom<1>(g, index);
-        break;
-      case 2:
-        addFrom<2>(g, index);
-        break;
-      default:
-        addFrom<3>(g, index);
-        break;
-      }
+      atLane(index,
+             [&](auto lane) { addFrom<decltype(lane)::value>(g, index); });
     }
   }
 
@@ -86,20 +73,8 @@ struct GradientNoise {
     static_assert(W >= 4, "draw: vectors of 4 or more");
     if (!on)
       return;
-    switch (int(uint64_t(index) & 3u)) {
-    case 0:
-      drawFrom<0>(z, index);
-      break;
-    case 1:
-      drawFrom<1>(z, index);
-      break;
-    case 2:
-      drawFrom<2>(z, index);
-      break;
-    default:
-      drawFrom<3>(z, index);
-      break;
-    }
+    atLane(index,
+           [&](auto lane) { drawFrom<decltype(lane)::value>(z, index); });
   }
 
   /// g[k] + std z[k], as addAll adds.
@@ -114,6 +89,28 @@ struct GradientNoise {
   }
 
 private:
+  /// f(lane) with the lane of element `index` in its quad as a constant
+  /// (std::integral_constant), so that the quads' values stay in registers.
+  /// The lane is the same in every thread of a launch whose vectors start at
+  /// multiples of 4, so the branches do not diverge.
+  template <class F>
+  static __device__ __forceinline__ void atLane(int64_t index, const F &f) {
+    switch (int(uint64_t(index) & 3u)) {
+    case 0:
+      f(std::integral_constant<int, 0>{});
+      break;
+    case 1:
+      f(std::integral_constant<int, 1>{});
+      break;
+    case 2:
+      f(std::integral_constant<int, 2>{});
+      break;
+    default:
+      f(std::integral_constant<int, 3>{});
+      break;
+    }
+  }
+
   /// The values of elements index .. index + W - 1 with the first at lane
   /// kLane of its quad (a constant, so that the quads' values stay in
   /// registers).

@@ -208,9 +208,7 @@ template <class Rows> struct RowsGradient {
   __device__ __forceinline__ void load(int64_t i, float (&out)[W]) const {
     float sum[W];
     weightedRowSums<W>(g, c, batch, i, sum);
-#pragma unroll
-    for (int k = 0; k < W; ++k)
-      out[k] = 0.0f + sum[k];
+    addedToZero<W>(sum, out);
   }
   /// load<W> of fetched rows (batch <= kMxRowsAhead; mxAheadUpdateKernel).
   template <int W>
@@ -218,6 +216,12 @@ template <class Rows> struct RowsGradient {
                                             float (&out)[W]) const {
     float sum[W];
     weightedRowSumsAhead<W>(c, batch, ahead, sum);
+    addedToZero<W>(sum, out);
+  }
+  /// What += sum leaves in a zeroed buffer.
+  template <int W>
+  static __device__ __forceinline__ void addedToZero(const float (&sum)[W],
+                                                     float (&out)[W]) {
 #pragma unroll
     for (int k = 0; k < W; ++k)
       out[k] = 0.0f + sum[k];

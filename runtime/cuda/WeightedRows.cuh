@@ -18,6 +18,18 @@
 
 namespace dprt::cuda {
 
+/// sum[k] += cb row[k] for k < W, nothing when cb is 0 (a masked or
+/// dropped sample), so that whatever its row holds (NaN too) it adds nothing.
+template <int W>
+__device__ __forceinline__ void addWeightedRow(float cb, const float (&row)[W],
+                                               float (&sum)[W]) {
+  if (cb == 0.0f)
+    return;
+#pragma unroll
+  for (int k = 0; k < W; ++k)
+    sum[k] = __fmaf_rn(cb, row[k], sum[k]);
+}
+
 /// sum[k] = the sum over b, in order, of c[b] g[b, j + k] for k < W, in f32;
 /// a sample with c[b] = 0 (masked or dropped) is skipped, so that whatever
 /// its row holds (NaN too) it adds nothing. Rows is PlainRowsView or
@@ -30,13 +42,6 @@ __device__ __forceinline__ void weightedRowSums(const Rows &g, const float *c,
 #pragma unroll
   for (int k = 0; k < W; ++k)
     sum[k] = 0.0f;
-  auto add = [&](float cb, const float(&row)[W]) {
-    if (cb == 0.0f)
-      return;
-#pragma unroll
-    for (int k = 0; k < W; ++k)
-      sum[k] = __fmaf_rn(cb, row[k], sum[k]);
-  };
   // Eight rows' loads in flight before their sums (a row whose c is 0 is
   // read, never added): one at a time left the update kernels, with their
   // registers, waiting on memory (B8 bf16 n11.5M on an H200: sgd 134 ->
@@ -51,12 +56,12 @@ __device__ __forceinline__ void weightedRowSums(const Rows &g, const float *c,
       g.template load<W>(b + q, j, row[q]);
 #pragma unroll
     for (int q = 0; q < kAhead; ++q)
-      add(c[b + q], row[q]);
+      addWeightedRow<W>(c[b + q], row[q], sum);
   }
   for (; b < batch; ++b) {
     float row[W];
     g.template load<W>(b, j, row);
-    add(c[b], row);
+    addWeightedRow<W>(c[b], row, sum);
   }
 }
 
@@ -66,9 +71,7 @@ __device__ __forceinline__ void weightedRowSums(const Rows &g, const float *c,
 /// (weightedRowSumsAhead). Undecoded, 8 rows of 8 elements take 24
 /// registers instead of 64.
 constexpr int kMxRowsAhead = 8;
-template <int W> struct MxRowsAhead {
-  MxRaw<W> rows[kMxRowsAhead];
-};
+template <int W> struct MxRowsAhead { MxRaw<W> rows[kMxRowsAhead]; };
 
 template <int W>
 __device__ __forceinline__ void fetchRowsAhead(const MxRowsView &g,
@@ -83,8 +86,8 @@ __device__ __forceinline__ void fetchRowsAhead(const MxRowsView &g,
 /// weightedRowSums of the fetched rows: the same sum, in the same order.
 template <int W>
 __device__ __forceinline__ void
-weightedRowSumsAhead(const float *c, int64_t batch,
-                     const MxRowsAhead<W> &ahead, float (&sum)[W]) {
+weightedRowSumsAhead(const float *c, int64_t batch, const MxRowsAhead<W> &ahead,
+                     float (&sum)[W]) {
 #pragma unroll
   for (int k = 0; k < W; ++k)
     sum[k] = 0.0f;
@@ -92,14 +95,13 @@ weightedRowSumsAhead(const float *c, int64_t batch,
   for (int b = 0; b < kMxRowsAhead; ++b) {
     if (b >= batch)
       break;
+    // A skipped row is not decoded either.
     const float cb = c[b];
     if (cb == 0.0f)
       continue;
     float row[W];
     decodeMx<W>(ahead.rows[b], row);
-#pragma unroll
-    for (int k = 0; k < W; ++k)
-      sum[k] = __fmaf_rn(cb, row[k], sum[k]);
+    addWeightedRow<W>(cb, row, sum);
   }
 }
 
