@@ -1,4 +1,4 @@
-//===- Optimizers.cu - Clip factors and optimizer steps on the GPU --------===//
+//===- Optimizers.cu - Optimizer steps on the GPU -------------------------===//
 //
 // Master weights, gradients and optimizer state are f32, and so is each
 // element's arithmetic, in explicit fmas (PyTorch's fused optimizers' f32).
@@ -12,11 +12,11 @@
 // 6.21; DP off's AdamW 8.19 and 7.79. In one call's A/B, f32 alone took
 // 0.87 and 0.33 ms of the DP updates' time off (docs/PERFORMANCE.md). The
 // learning rate, its schedule factor lrScale, the weight decay, gradScale and
-// the step count (and the clip factors' bound C) are read from the StepState in
-// the arena by the kernels themselves, on the device, so that the run sets them
-// without recompiling and a captured graph stays valid when the driver uploads
-// a new state between steps. Each optimizer block reads them once, into shared
-// memory.
+// the step count are read from the StepState in the arena by the kernels
+// themselves, on the device, so that the run sets them without recompiling
+// and a captured graph stays valid when the driver uploads a new state
+// between steps. Each optimizer block reads them once, into shared memory.
+// The clip factors the *_update_rows forms read are Clipping.cu's.
 //
 // Each optimizer is one element step (Sgd, Momentum, AdamW) that one kernel
 // runs on a gradient read from a buffer (the plain update) or formed from
@@ -410,31 +410,6 @@ __global__ void __launch_bounds__(kThreads, 4)
     atomicOr(nonFinite, 1);
 }
 
-__global__ void clipFactorsKernel(const float *n2, const float *mask, float *c,
-                                  int64_t batch, int64_t unitRecords,
-                                  ClipMode mode, double clipShare, double gamma,
-                                  double relErr, const StepState *state) {
-  // The run's C times this factor's share of it.
-  const double maxNorm = state->clipNorm * clipShare;
-  for (int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; b < batch;
-       b += int64_t(gridDim.x) * blockDim.x) {
-    const double sq = n2[b / unitRecords];
-    const double mk = mask[b];
-    // A masked sample, or one whose norm is NaN (min(1, NaN) would let it
-    // through unclipped), contributes nothing. A Gram norm can round to
-    // slightly below zero; its true value is >= 0.
-    if (mk == 0.0 || sq != sq) {
-      c[b] = 0.0f;
-      continue;
-    }
-    const double norm = sqrt(sq > 0.0 ? sq : 0.0) * (1.0 + relErr);
-    const double f = mode == ClipMode::Automatic
-                         ? maxNorm / (norm + gamma)
-                         : fmin(1.0, maxNorm / (norm + 1e-6));
-    c[b] = float(mk * f);
-  }
-}
-
 /// Four f32 a thread when every pointer is 16-byte aligned.
 bool vectorizable(std::initializer_list<const void *> ptrs) {
   for (const void *p : ptrs)
@@ -600,25 +575,6 @@ bool updatesMetNonFinite(Rank *rank) {
   checkCuda(cudaMemcpy(&host, flag, sizeof(host), cudaMemcpyDeviceToHost),
             "cudaMemcpy(nonFiniteGradient)");
   return host != 0;
-}
-
-void clip_factors(Rank *rank, DType acc, const void *n2, const void *mask,
-                  void *c, int64_t batch, int64_t unitRecords, ClipMode mode,
-                  double clipShare, double gamma, double relErr) {
-  requireAcc(acc, "clip_factors");
-  if (unitRecords < 1 || batch % unitRecords != 0)
-    throw std::invalid_argument("clip_factors: the batch " +
-                                std::to_string(batch) +
-                                " is not a multiple of the unit's " +
-                                std::to_string(unitRecords) + " records");
-  if (batch <= 0)
-    return;
-  clipFactorsKernel<<<gridFor(rank, batch, kThreads), kThreads, 0,
-                      computeStream(rank)>>>(
-      static_cast<const float *>(n2), static_cast<const float *>(mask),
-      static_cast<float *>(c), batch, unitRecords, mode, clipShare, gamma,
-      relErr, deviceStepState(rank));
-  checkLaunch("clip_factors");
 }
 
 void sgd_update(Rank *rank, DType acc, void *master, const void *grad,
