@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BoxMullerCheck.h"
 #include "Cases.h"
 
 #include "dprt/backend.h"
@@ -546,6 +547,24 @@ void accChecks(Context &ctx) {
         ctx.result("z (relative rms <= 1e-6)", row.pass, note);
         ctx.result("z (max |gpu - host| <= 4e-6)", row.maxAbs <= 4e-6, note);
       });
+  // rng.h's device Box-Muller (logf's, sqrtf's and sincospif's steps
+  // without the branches its uniforms never take) against those functions,
+  // bit for bit, for every value of each uniform.
+  if (ctx.begin("box_muller", dn, "every u and v"))
+    ctx.guarded([&] {
+      const BoxMullerMismatches m = boxMullerMismatches();
+      char note[160];
+      std::snprintf(note, sizeof note,
+                    "%llu, %llu, %llu of 2^24 differ; pairs %llu of %llu; "
+                    "first 0x%08x",
+                    (unsigned long long)m.radius, (unsigned long long)m.sine,
+                    (unsigned long long)m.cosine, (unsigned long long)m.pairs,
+                    (unsigned long long)m.pairsTried, m.firstBits);
+      ctx.result("sqrt(-2 ln u) = sqrtf(-2 logf(u))", m.radius == 0, note);
+      ctx.result("sin, cos = sincospif(2 v)", m.sine == 0 && m.cosine == 0,
+                 note);
+      ctx.result("pairs = boxMullerPairF32", m.pairs == 0, note);
+    });
   updateRowsChecks(ctx);
   updateFlagChecks(ctx);
   {

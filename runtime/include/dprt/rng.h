@@ -280,6 +280,92 @@ DPRT_HOST_DEVICE inline void boxMullerPairF32(float u, float v, float &c,
 #endif
 }
 
+#ifdef __CUDACC__
+/// -2 ln u for u = k 2^-24, k in [1, 2^24] (uniformOpenClosedF32): the steps
+/// of CUDA's logf (libdevice's __nv_logf, its coefficients and order of
+/// operations) without its branches for subnormal, zero, infinite and NaN
+/// arguments, which u never is; bit-identical to -2.0f * logf(u)
+/// (dpc-gpu-check's box_muller compares them for every k). u = 1 gives -0.
+__device__ __forceinline__ float minusTwoLogUniformF32(float u) {
+  const int32_t bits = __float_as_int(u);
+  // u = 2^e m with m in [2/3, 4/3).
+  const int32_t e = (bits - 0x3f2aaaab) & int32_t(0xff800000u);
+  const float f = __fsub_rn(__int_as_float(bits - e), 1.0f);
+  float p = __fmaf_rn(-0x1.0aa04ep-3f, f, 0x1.2073ecp-3f);
+  p = __fmaf_rn(p, f, -0x1.f19b98p-4f);
+  p = __fmaf_rn(p, f, 0x1.1e52aap-3f);
+  p = __fmaf_rn(p, f, -0x1.55b172p-3f);
+  p = __fmaf_rn(p, f, 0x1.99da16p-3f);
+  p = __fmaf_rn(p, f, -0x1.fffe44p-3f);
+  p = __fmaf_rn(p, f, 0x1.5554f0p-2f);
+  p = __fmaf_rn(p, f, -0.5f);
+  p = __fmaf_rn(__fmul_rn(p, f), f, f); // ln m
+  const float exponent = __fmaf_rn(float(e), 0x1p-23f, 0.0f);
+  return __fmul_rn(-2.0f, __fmaf_rn(exponent, 0x1.62e430p-1f, p));
+}
+
+/// sqrtf(x) for x = -0 or finite x >= 2^-101: the steps of CUDA's IEEE
+/// square root without its branch to the slow path, which it takes only for
+/// x below 2^-101 (zero included), infinite or NaN. -0 gives -0, as sqrtf
+/// does (the bound in fmaxf keeps rsqrt finite there).
+__device__ __forceinline__ float sqrtNormalF32(float x) {
+  float r;
+  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(fmaxf(x, 0x1p-100f)));
+  const float s = __fmul_rn(x, r), h = __fmul_rn(r, 0.5f);
+  return __fmaf_rn(__fmaf_rn(-s, s, x), h, s);
+}
+
+/// sincospif(2 v) for v = j 2^-24, j = bits >> 8 (uniformClosedOpenF32):
+/// CUDA's sincospif (libdevice's __nv_sincospif) with its argument reduction
+/// done on the integer j, and without its branches for integer and huge
+/// arguments; bit-identical (the sine of 2 v = 1 is +0 there, here from
+/// 0 - s). dpc-gpu-check's box_muller compares them for every j.
+__device__ __forceinline__ void sinCosTwoPiUniformF32(uint32_t bits, float &sn,
+                                                      float &cs) {
+  const uint32_t j = bits >> 8;
+  // n = rint(4 v), ties to even; r = 2 v - n / 2 = (j - n 2^22) 2^-23 exactly.
+  const uint32_t n = (j + 0x1fffffu + ((j >> 22) & 1u)) >> 22;
+  const float r = float(int32_t(j - (n << 22))) * 0x1p-23f;
+  const float r2 = __fmul_rn(r, r);
+  float ps = __fmaf_rn(-0x1.2f5992p-1f, r2, 0x1.466b20p+1f);
+  float pc = __fmaf_rn(0x1.d09c24p-3f, r2, -0x1.55a5c0p+0f);
+  ps = __fmaf_rn(ps, r2, -0x1.4abbecp+2f);
+  pc = __fmaf_rn(pc, r2, 0x1.03c19ep+2f);
+  const float r3 = __fmaf_rn(r2, r, 0.0f);
+  pc = __fmaf_rn(pc, r2, -0x1.3bd3ccp+2f);
+  ps = __fmaf_rn(ps, r3, 0.0f);
+  pc = __fmaf_rn(pc, r2, 1.0f);
+  ps = __fmaf_rn(0x1.921fb6p+1f, r, ps);
+  float s = (n & 1u) ? pc : ps, c = (n & 1u) ? ps : pc;
+  if (n & 2u)
+    s = __fsub_rn(0.0f, s);
+  if ((n + 1u) & 2u)
+    c = __fmaf_rn(c, -1.0f, 0.0f);
+  sn = s;
+  cs = c;
+}
+#endif
+
+/// boxMullerPairF32 of u = uniformOpenClosedF32(uBits) and v =
+/// uniformClosedOpenF32(vBits). On the GPU from the steps of logf, sqrtf and
+/// sincospif without their branches for arguments these uniforms never are
+/// (above): the same bits as boxMullerPairF32, in fewer instructions for the
+/// noise the DP updates draw for every element.
+DPRT_HOST_DEVICE inline void
+boxMullerPairBitsF32(uint32_t uBits, uint32_t vBits, float &c, float &s) {
+#ifdef __CUDA_ARCH__
+  const float r =
+      sqrtNormalF32(minusTwoLogUniformF32(uniformOpenClosedF32(uBits)));
+  float sn, cs;
+  sinCosTwoPiUniformF32(vBits, sn, cs);
+  c = r * cs;
+  s = r * sn;
+#else
+  boxMullerPairF32(uniformOpenClosedF32(uBits), uniformClosedOpenF32(vBits), c,
+                   s);
+#endif
+}
+
 /// Box-Muller, cosine branch, in double: u in (0, 1], v in [0, 1).
 DPRT_HOST_DEVICE inline double boxMullerF64(double u, double v) {
   const double kTwoPi = 6.28318530717958647692;
@@ -295,10 +381,8 @@ DPRT_HOST_DEVICE inline void gradientNoiseQuadF32(NoiseGenerator generator,
                                                   float z[4]) {
   uint32_t bits[4];
   randomBlock(generator, key, step, quad, kGradientNoiseF32Stream, bits);
-  boxMullerPairF32(uniformOpenClosedF32(bits[0]), uniformClosedOpenF32(bits[1]),
-                   z[0], z[1]);
-  boxMullerPairF32(uniformOpenClosedF32(bits[2]), uniformClosedOpenF32(bits[3]),
-                   z[2], z[3]);
+  boxMullerPairBitsF32(bits[0], bits[1], z[0], z[1]);
+  boxMullerPairBitsF32(bits[2], bits[3], z[2], z[3]);
 }
 
 /// The standard normal value of f32 gradient element `index` (global) at
