@@ -310,14 +310,15 @@ __global__ void __launch_bounds__(kThreads, 4)
 /// SGD on MXFP8 rows of at most kMxRowsAhead samples, V
 /// elements a thread (n a multiple of V): every row's bytes and scales and
 /// the optimizer's state are loaded before the noise is drawn, so that the
-/// draw's arithmetic (some 45 instructions an element) runs while they are
-/// in flight; then the rows are decoded and summed, and the elements
-/// finished as in updateKernel (the same sums, noise and steps). The values
-/// held across the draw need more than 64 registers: with updateKernel's
-/// bound (4 blocks a multiprocessor) this spilled and took 72.6 us against
-/// updateKernel's 65.0 (B8 n11.5M with noise, one H200); with 3 blocks and
-/// 76 registers 57.9 us against 65.0 (without noise 54.9 against 54.7; B5
-/// 51.8 against 62.4), the same bits.
+/// draw's arithmetic (Philox and Box-Muller for every element) runs while
+/// they are in flight; then the rows are decoded and summed, and the
+/// elements finished as in updateKernel (the same sums, noise and steps).
+/// The values held across the draw need more than 64 registers: with
+/// updateKernel's bound (4 blocks a multiprocessor) this spilled and took
+/// 72.6 us against updateKernel's 65.0 (B8 n11.5M with noise, one H200);
+/// with 3 blocks and 76 registers 57.9 us against 65.0 (without noise 54.9
+/// against 54.7; B5 51.8 against 62.4), the same bits. With rng.h's
+/// branch-free Box-Muller since: 55.7 against 61.3.
 template <int V, class Opt>
 __global__ void __launch_bounds__(kThreads, 3)
     mxAheadUpdateKernel(Opt opt, RowsGradient<MxRowsView> grad, int64_t n,
@@ -385,12 +386,13 @@ __global__ void __launch_bounds__(kThreads, 4)
     if (j < n) {
       float sum[kMxRowWidth];
       weightedRowSums<kMxRowWidth>(rows, c, batch, j, sum);
-      // What a zeroed buffer holds after += sum (RowsGradient).
+      float held[kMxRowWidth];
+      RowsGradient<MxRowsView>::addedToZero<kMxRowWidth>(sum, held);
 #pragma unroll
       for (int q = 0; q < kMxRowWidth / 4; ++q)
         sums[threadIdx.x * (kMxRowWidth / 4) + q] =
-            make_float4(0.0f + sum[4 * q], 0.0f + sum[4 * q + 1],
-                        0.0f + sum[4 * q + 2], 0.0f + sum[4 * q + 3]);
+            make_float4(held[4 * q], held[4 * q + 1], held[4 * q + 2],
+                        held[4 * q + 3]);
     }
     __syncthreads();
 #pragma unroll
@@ -507,7 +509,8 @@ void updateRows(Rank *rank, DType rows, const char *name, const Opt &opt,
     // with up to 8 samples fetches its rows ahead of the noise
     // (mxAheadUpdateKernel); momentum, which holds its velocity too, took
     // 88.2 us that way against updateKernel's 80.2 (B8 n11.5M with noise,
-    // one H200) and stays fused.
+    // one H200; 80.3 against 78.4 with the branch-free Box-Muller) and
+    // stays fused.
     if constexpr (std::is_same_v<Opt, AdamW>) {
       if (vectorizable(state) && rows.aligned(g, kMxRowWidth) &&
           aligned16(copy)) {

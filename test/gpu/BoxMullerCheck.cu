@@ -20,8 +20,9 @@ __device__ void count(unsigned long long *counters, Counter c, uint32_t bits) {
   atomicCAS(&counters[kFirst], 0ull, 0x100000000ull | bits);
 }
 
-/// Word `w` of every 2^24 values of the top 24 bits (the uniforms' bits),
-/// with the low 8 bits (which the uniforms drop) varied too.
+/// Every one of the 2^24 values of a word's top 24 bits (the bits the
+/// uniforms keep), its low 8 bits (which they drop) varied too, as u
+/// against sqrtf(-2 logf(u)) and as v against sincospif(2 v).
 __global__ void everyUniform(unsigned long long *counters) {
   for (uint32_t j = blockIdx.x * blockDim.x + threadIdx.x; j < (1u << 24);
        j += gridDim.x * blockDim.x) {
