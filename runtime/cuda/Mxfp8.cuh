@@ -41,6 +41,18 @@ __device__ __forceinline__ int mxBlockExponent(float amax) {
   return e < -126 ? -126 : e > 127 ? 127 : e;
 }
 
+/// mxBlockExponent(amax) + 127, the e8m0 scale byte, for a finite amax >=
+/// 0, without branches: adding 0x1FFFFF to amax's bits carries into its
+/// exponent exactly where the fraction is above 0x600000 (f > 0.875), so
+/// the sum's exponent field is k + 126 or k + 127 as the rule asks, and
+/// the clamp at 1 is the one at -126 (zero and subnormals). The largest
+/// finite amax gives 247, so no clamp above is needed. Equal to the rule
+/// for all 2^31 - 2^23 finite amax (dpc-gpu-check's mx_scale_byte).
+__device__ __forceinline__ uint32_t mxScaleByte(float amax) {
+  const int biased = int((__float_as_uint(amax) + 0x1FFFFFu) >> 23) - 8;
+  return uint32_t(biased < 1 ? 1 : biased);
+}
+
 /// 2^e for e in [-126, 127] (a normal f32), exactly.
 __device__ __forceinline__ float exp2Int(int e) {
   return __uint_as_float(uint32_t(e + 127) << 23);

@@ -127,6 +127,26 @@ struct MxQuantizeRows {
       return r;
     }
 
+    /// Rounds (x0, y0) and (x1, y1) to e4m3 (cvt.rn.satfinite): `word`
+    /// holds x0, y0, x1, y1 from its low byte up, h0 and h1 the two pairs'
+    /// values as f16x2 (x in the low half), which hold every e4m3 exactly.
+    /// In PTX so that the pairs, 16-bit registers, are packed by one permute
+    /// with no masks of the upper bits the compiler cannot see are zero.
+    static CUTLASS_DEVICE void quantizeSlots(float x0, float y0, float x1,
+                                             float y1, uint32_t &word,
+                                             uint32_t &h0, uint32_t &h1) {
+      asm("{\n"
+          "  .reg .b16 lo, hi;\n"
+          "  cvt.rn.satfinite.e4m3x2.f32 lo, %4, %3;\n"
+          "  cvt.rn.satfinite.e4m3x2.f32 hi, %6, %5;\n"
+          "  mov.b32 %0, {lo, hi};\n"
+          "  cvt.rn.f16x2.e4m3x2 %1, lo;\n"
+          "  cvt.rn.f16x2.e4m3x2 %2, hi;\n"
+          "}"
+          : "=r"(word), "=r"(h0), "=r"(h1)
+          : "f"(x0), "f"(y0), "f"(x1), "f"(y1));
+    }
+
     /// The whole subtile's values of this thread arrive in one call (the
     /// epilogue's fragment is the subtile's 32), so that the quantization
     /// works on registers.
@@ -153,9 +173,16 @@ struct MxQuantizeRows {
         float &a = amax[(e / 2) & 1][(e / 16) % kBlocks];
         a = maxNaN(a, fabsf(at(e)));
       }
-      // The quad's four lanes hold the block's 32 columns between them.
+      // The quad's four lanes hold the block's 32 columns between them. A
+      // block with an infinity or NaN holds NaN elements (types.h): its
+      // inverse scale is NaN, so that each product is NaN, which cvt
+      // stores as e4m3's NaN (0x7F), and its sum of squares is NaN too,
+      // with no select for each value. The scale byte comes without
+      // branches (mxScaleByte). On one H200 the per-value selects, the
+      // slots' shifts and masks and the exponent's branches were about 250
+      // of the 1703 instructions a tile and warp executed
+      // (docs/PERFORMANCE.md).
       float scale[2][kBlocks], inverse[2][kBlocks];
-      bool finite[2][kBlocks];
       CUTLASS_PRAGMA_UNROLL
       for (int s = 0; s < 2; ++s)
         CUTLASS_PRAGMA_UNROLL
@@ -163,30 +190,33 @@ struct MxQuantizeRows {
           float &a = amax[s][k];
           a = maxNaN(a, __shfl_xor_sync(0xFFFFFFFFu, a, 1));
           a = maxNaN(a, __shfl_xor_sync(0xFFFFFFFFu, a, 2));
-          finite[s][k] = a <= 3.4e38f; // false for NaN and infinity
-          const int e = finite[s][k] ? mxBlockExponent(a) : 0;
-          scale[s][k] = exp2Int(e);
-          inverse[s][k] = exp2Int(-e);
+          const bool finite = a <= 3.4e38f; // false for NaN and infinity
+          // 2^E and 2^-E from the scale byte E + 127 (1 to 247); a
+          // non-finite block's scale is whatever its byte gives.
+          const uint32_t byte = mxScaleByte(a);
+          scale[s][k] = __uint_as_float(byte << 23);
+          inverse[s][k] = finite ? __uint_as_float((254u - byte) << 23)
+                                 : __uint_as_float(0x7FFFFFFFu);
           (s == 0 ? scaleBytes0 : scaleBytes1) |=
-              uint64_t(finite[s][k] ? uint8_t(e + 127) : 0xFF)
-              << (8 * (epiN * kBlocks + k));
+              uint64_t(finite ? byte : 0xFFu) << (8 * (epiN * kBlocks + k));
         }
       // Pairs of neighbouring columns: one conversion each way for two
       // values; words[k][g] holds group g's pair of block k, slot 0's in
       // its low 16 bits and slot 1's in its high 16.
       float held2[2][kBlocks] = {};
-      uint32_t words[kBlocks][4] = {};
+      uint32_t words[kBlocks][4];
       CUTLASS_PRAGMA_UNROLL
-      for (int e = 0; e < kCount; e += 2) {
-        const int s = (e / 2) & 1, k = (e / 16) % kBlocks, g = (e / 4) % 4;
-        const __nv_fp8x2_storage_t q = __nv_cvt_float2_to_fp8x2(
-            make_float2(at(e) * inverse[s][k], at(e + 1) * inverse[s][k]),
-            __NV_SATFINITE, __NV_E4M3);
-        // A block with an infinity or NaN holds NaN elements (types.h).
-        words[k][g] |= uint32_t(finite[s][k] ? q : 0x7F7Fu) << (16 * s);
-        const float2 h = __half22float2(
-            __half2(__nv_cvt_fp8x2_to_halfraw2(q, __NV_E4M3)));
-        held2[s][k] = fmaf(h.x, h.x, fmaf(h.y, h.y, held2[s][k]));
+      for (int e = 0; e < kCount; e += 4) {
+        const int k = (e / 16) % kBlocks, g = (e / 4) % 4;
+        uint32_t h[2];
+        quantizeSlots(at(e) * inverse[0][k], at(e + 1) * inverse[0][k],
+                      at(e + 2) * inverse[1][k], at(e + 3) * inverse[1][k],
+                      words[k][g], h[0], h[1]);
+        CUTLASS_PRAGMA_UNROLL
+        for (int s = 0; s < 2; ++s) {
+          const float2 v = __half22float2(*reinterpret_cast<__half2 *>(&h[s]));
+          held2[s][k] = fmaf(v.x, v.x, fmaf(v.y, v.y, held2[s][k]));
+        }
       }
       // ||e4m3 * 2^E||^2 = 2^E (2^E sum e4m3^2), in two steps so that a
       // small scale's square does not leave f32's normal range.
@@ -194,8 +224,7 @@ struct MxQuantizeRows {
       for (int s = 0; s < 2; ++s)
         CUTLASS_PRAGMA_UNROLL
         for (int k = 0; k < kBlocks; ++k)
-          squares += finite[s][k] ? held2[s][k] * scale[s][k] * scale[s][k]
-                                  : __uint_as_float(0x7FFFFFFFu);
+          squares += held2[s][k] * scale[s][k] * scale[s][k];
       // The quad's transpose: lane q gathers group q of each block (8
       // bytes a slot, 2 from each lane) and stores it, so that a warp's
       // store covers 8 rows of 32 contiguous bytes. Lane j holds the 4 x 4
@@ -287,6 +316,7 @@ using Product =
     NormGemm<cutlass::layout::ColumnMajor, cutlass::layout::RowMajor, void,
              cutlass::layout::RowMajor, void, cutlass::layout::RowMajor, Store,
              Shape<_64, Int<kEpilogueN>>>;
+
 using Gemm = Product::Gemm;
 
 typename Gemm::Arguments arguments(const LinearProblem &p, void *g,

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "BoxMullerCheck.h"
+#include "MxScaleByteCheck.h"
 #include "Cases.h"
 
 #include "dprt/backend.h"
@@ -564,6 +565,17 @@ void accChecks(Context &ctx) {
       ctx.result("sin, cos = sincospif(2 v)", m.sine == 0 && m.cosine == 0,
                  note);
       ctx.result("pairs = boxMullerPairF32", m.pairs == 0, note);
+    });
+  // The per-sample MXFP8 product's branch-free scale byte against the
+  // rule (mxBlockExponent), for every finite amax.
+  if (ctx.begin("mx_scale_byte", dn, "every finite amax"))
+    ctx.guarded([&] {
+      const MxScaleByteMismatches m = mxScaleByteMismatches();
+      char note[96];
+      std::snprintf(note, sizeof note, "%llu of %llu differ; first 0x%08x",
+                    (unsigned long long)m.differ,
+                    (unsigned long long)m.tried, m.firstBits);
+      ctx.result("mxScaleByte = mxBlockExponent + 127", m.differ == 0, note);
     });
   updateRowsChecks(ctx);
   updateFlagChecks(ctx);

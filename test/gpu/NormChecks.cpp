@@ -335,6 +335,30 @@ void normChecks(Context &ctx, DType dt, bool odd) {
                                   g.d(), n2.d(), batch, tokens, in, out);
       ctx.compare("g", g, 1e-3);
       ctx.compare("n2", n2, 1e-4);
+      // The NaN blocks' bytes (their values read NaN through the scale
+      // whatever they hold): on both sides, scale 0xFF and 32 elements of
+      // e4m3's NaN, 0x7F, in the same blocks.
+      const int64_t rowBytes = dprt::storageBytes(DType::MXFP8, out * in);
+      std::vector<uint8_t> gpuBytes(size_t(batch * rowBytes));
+      cudaCheck(cudaMemcpy(gpuBytes.data(), g.d(), gpuBytes.size(),
+                           cudaMemcpyDeviceToHost),
+                "cudaMemcpy(g)");
+      const auto *cpuBytes = static_cast<const uint8_t *>(g.h());
+      int64_t nanBlocks = 0, wrong = 0;
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t k = 0; k < out * in / dprt::kMxBlock; ++k) {
+          const int64_t row = b * rowBytes, scale = row + out * in + k;
+          const bool nan = cpuBytes[scale] == 0xFF;
+          nanBlocks += nan;
+          wrong += gpuBytes[size_t(scale)] != cpuBytes[scale];
+          for (int64_t j = 0; nan && j < dprt::kMxBlock; ++j) {
+            const int64_t at = row + k * dprt::kMxBlock + j;
+            wrong += gpuBytes[size_t(at)] != 0x7F || cpuBytes[at] != 0x7F;
+          }
+        }
+      ctx.result("g NaN blocks' bytes", nanBlocks > 0 && wrong == 0,
+                 std::to_string(nanBlocks) + " NaN blocks, " +
+                     std::to_string(wrong) + " bytes differ");
     });
   {
     int64_t batch = 4, tokens = odd ? 17 : 64, out = odd ? 301 : 300;
