@@ -90,6 +90,23 @@ template <int W> struct MxRaw {
   uint8_t scale;
 };
 
+/// fetchMx's loads, from the addresses of the first element and of its
+/// scale.
+template <int W>
+__device__ __forceinline__ void fetchMxAt(const uint8_t *elem,
+                                          const uint8_t *scale, MxRaw<W> &raw) {
+  raw.scale = *scale;
+  if constexpr (W == 16) {
+    const uint4 v = *reinterpret_cast<const uint4 *>(elem);
+    raw.w[0] = v.x, raw.w[1] = v.y, raw.w[2] = v.z, raw.w[3] = v.w;
+  } else if constexpr (W == 8) {
+    const uint2 v = *reinterpret_cast<const uint2 *>(elem);
+    raw.w[0] = v.x, raw.w[1] = v.y;
+  } else {
+    raw.w[0] = *reinterpret_cast<const uint32_t *>(elem);
+  }
+}
+
 /// Loads the bytes of W consecutive values of one MXFP8 row (elements, then
 /// scales: types.h) from element i on (i a multiple of W, W dividing 32 so
 /// that the W share one scale; the elements aligned to W bytes).
@@ -97,16 +114,7 @@ template <int W>
 __device__ __forceinline__ void fetchMx(const uint8_t *elems,
                                         const uint8_t *scales, int64_t i,
                                         MxRaw<W> &raw) {
-  raw.scale = scales[i / kMxBlock];
-  if constexpr (W == 16) {
-    const uint4 v = *reinterpret_cast<const uint4 *>(elems + i);
-    raw.w[0] = v.x, raw.w[1] = v.y, raw.w[2] = v.z, raw.w[3] = v.w;
-  } else if constexpr (W == 8) {
-    const uint2 v = *reinterpret_cast<const uint2 *>(elems + i);
-    raw.w[0] = v.x, raw.w[1] = v.y;
-  } else {
-    raw.w[0] = *reinterpret_cast<const uint32_t *>(elems + i);
-  }
+  fetchMxAt<W>(elems + i, scales + i / kMxBlock, raw);
 }
 
 /// The values of fetched bytes.
@@ -121,6 +129,22 @@ __device__ __forceinline__ void decodeMx(const MxRaw<W> &raw,
     out[4 * k + 1] = lo.y * scale;
     out[4 * k + 2] = hi.x * scale;
     out[4 * k + 3] = hi.y * scale;
+  }
+}
+
+/// The e4m3 values of fetched bytes without their block's scale:
+/// weightedRowSumsAhead multiplies the scale into the row's weight instead
+/// (WeightedRows.cuh).
+template <int W>
+__device__ __forceinline__ void decodeMxElements(const MxRaw<W> &raw,
+                                                 float (&out)[W]) {
+#pragma unroll
+  for (int k = 0; k < W / 4; ++k) {
+    const float2 lo = fromE4m3x2(raw.w[k]), hi = fromE4m3x2(raw.w[k] >> 16);
+    out[4 * k] = lo.x;
+    out[4 * k + 1] = lo.y;
+    out[4 * k + 2] = hi.x;
+    out[4 * k + 3] = hi.y;
   }
 }
 
