@@ -314,15 +314,15 @@ __global__ void __launch_bounds__(kThreads, 4)
 /// they are in flight; then the rows are decoded and summed, and the
 /// elements finished as in updateKernel (the same sums, noise and steps;
 /// the sums' bits differ only where a row's weight c[b] 2^E is subnormal,
-/// WeightedRows.cuh's mxRowWeight). The values held across the draw need more than 64 registers: with
-/// updateKernel's bound (4 blocks a multiprocessor) this spilled and took
-/// 72.6 us against updateKernel's 65.0 (B8 n11.5M with noise, one H200);
-/// with 3 blocks and 76 registers 57.9 us against 65.0 (without noise 54.9
-/// against 54.7; B5 51.8 against 62.4), the same bits. With rng.h's
-/// branch-free Box-Muller since: 55.7 against 61.3. With the scales in
-/// the rows' weights and the rows' addresses a stride apart
-/// (WeightedRows.cuh), at the T = 1024 DP step's clock: 78.3 -> 67.8 us a
-/// call.
+/// WeightedRows.cuh's mxRowWeight). The values held across the draw need
+/// more than 64 registers: with updateKernel's bound (4 blocks a
+/// multiprocessor) this spilled and took 72.6 us against updateKernel's
+/// 65.0 (B8 n11.5M with noise, one H200); with 3 blocks and 76 registers
+/// 57.9 us against 65.0 (without noise 54.9 against 54.7; B5 51.8 against
+/// 62.4), the same bits. With rng.h's branch-free Box-Muller since: 55.7
+/// against 61.3. With the scales in the rows' weights and the rows'
+/// addresses a stride apart (WeightedRows.cuh), at the T = 1024 DP step's
+/// clock: 78.3 -> 67.8 us a call.
 template <int V, class Opt>
 __global__ void __launch_bounds__(kThreads, 3)
     mxAheadUpdateKernel(Opt opt, RowsGradient<MxRowsView> grad, int64_t n,
