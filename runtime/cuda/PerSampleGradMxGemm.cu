@@ -182,8 +182,10 @@ struct MxQuantizeRows {
       // with no select for each value. The scale byte comes without
       // branches (mxScaleByte). Without the per-value selects, the slots'
       // shifts and masks and the exponent's branches the kernel's SASS went
-      // from 2584 to 2288 instructions and each product 1 to 2 % faster on
-      // one H200 (docs/PERFORMANCE.md).
+      // from 2584 to 2288 instructions; on one H200 three of the four
+      // products of the 1.1B model at B8 T1024 took 1.6 to 1.8 % less time
+      // (the fourth, qkv, 335 us against the old kernel's 317 in that run
+      // and 335 to 339 in earlier ones; docs/PERFORMANCE.md).
       float scale[2][kBlocks], inverse[2][kBlocks];
       CUTLASS_PRAGMA_UNROLL
       for (int s = 0; s < 2; ++s)
