@@ -27,35 +27,26 @@ __device__ __forceinline__ bool notFinite(float v) {
   return (__float_as_uint(v) & 0x7f800000u) == 0x7f800000u;
 }
 
-/// The block exponent E of types.h for a finite amax >= 0: the smallest
-/// integer with amax <= 448 * 2^E, clamped to [-126, 127]. With amax =
-/// f 2^k (f in [0.5, 1)): k - 9 where f <= 0.875 (448 = 0.875 * 2^9), else
-/// k - 8. A subnormal or zero amax gets -126.
-__device__ __forceinline__ int mxBlockExponent(float amax) {
-  const uint32_t bits = __float_as_uint(amax);
-  const int biased = int(bits >> 23) & 0xFF;
-  if (biased == 0)
-    return -126;
-  const int k = biased - 126;
-  const int e = (bits & 0x7FFFFFu) <= 0x600000u ? k - 9 : k - 8;
-  return e < -126 ? -126 : e > 127 ? 127 : e;
-}
-
-/// mxBlockExponent(amax) + 127, the e8m0 scale byte, for a finite amax >=
-/// 0, without branches: adding 0x1FFFFF to amax's bits carries into its
-/// exponent exactly where the fraction is above 0x600000 (f > 0.875), so
-/// the sum's exponent field is k + 126 or k + 127 as the rule asks, and
-/// the clamp at 1 is the one at -126 (zero and subnormals). The largest
-/// finite amax gives 247, so no clamp above is needed. Equal to the rule
-/// for all 2^31 - 2^23 finite amax (dpc-gpu-check's mx_scale_byte).
+/// The e8m0 scale byte E + 127 of a block whose largest magnitude is the
+/// finite amax >= 0, without branches. E is the rule's (types.h,
+/// runtime/cpu/Mxfp8.h): the smallest integer with amax <= 448 2^E, clamped
+/// to [-126, 127]; with amax = f 2^k (f in [0.5, 1)), k - 9 where f <= 0.875
+/// (448 = 0.875 2^9), else k - 8, and -126 for a subnormal or zero amax.
+/// Adding 0x1FFFFF to amax's bits carries into its exponent field exactly
+/// where the fraction is above 0x600000 (f > 0.875), so the sum's exponent
+/// field is k + 126 or k + 127 as the rule asks; the clamp at 1 is the one
+/// at -126. The largest finite amax gives 247, so no clamp above is needed.
+/// dpc-gpu-check's mx_scale_byte holds it against the rule written out for
+/// all 2^31 - 2^23 finite amax.
 __device__ __forceinline__ uint32_t mxScaleByte(float amax) {
   const int biased = int((__float_as_uint(amax) + 0x1FFFFFu) >> 23) - 8;
   return uint32_t(biased < 1 ? 1 : biased);
 }
 
-/// 2^e for e in [-126, 127] (a normal f32), exactly.
-__device__ __forceinline__ float exp2Int(int e) {
-  return __uint_as_float(uint32_t(e + 127) << 23);
+/// 2^-E of a scale byte E + 127 in [1, 253], exactly (a normal f32): what
+/// a block's values are multiplied by before they are rounded to e4m3.
+__device__ __forceinline__ float mxInverseScale(uint32_t byte) {
+  return __uint_as_float((254u - byte) << 23);
 }
 
 /// v rounded to e4m3 (nearest even, saturating): cvt.rn.satfinite.
@@ -241,10 +232,10 @@ __device__ __forceinline__ void quantizeMxBlock(const float (&v)[kMxBlock],
       out[k] = 0x7F;
     return;
   }
-  const int e = mxBlockExponent(amax);
-  *scale = uint8_t(e + 127);
-  // e <= 120 for a finite amax (2^128 > FLT_MAX), so 2^-e is normal.
-  const float inverse = exp2Int(-e);
+  // At most 247 for a finite amax, so the inverse is normal.
+  const uint32_t byte = mxScaleByte(amax);
+  *scale = uint8_t(byte);
+  const float inverse = mxInverseScale(byte);
 #pragma unroll
   for (int k = 0; k < kMxBlock; ++k)
     out[k] = toE4m3(v[k] * inverse);

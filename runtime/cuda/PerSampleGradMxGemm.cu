@@ -199,8 +199,8 @@ struct MxQuantizeRows {
           // non-finite block's scale is whatever its byte gives.
           const uint32_t byte = mxScaleByte(a);
           scale[s][k] = __uint_as_float(byte << 23);
-          inverse[s][k] = finite ? __uint_as_float((254u - byte) << 23)
-                                 : __uint_as_float(0x7FFFFFFFu);
+          inverse[s][k] =
+              finite ? mxInverseScale(byte) : __uint_as_float(0x7FFFFFFFu);
           (s == 0 ? scaleBytes0 : scaleBytes1) |=
               uint64_t(finite ? byte : 0xFFu) << (8 * (epiN * kBlocks + k));
         }

@@ -2,12 +2,11 @@
 
 #include "BoxMullerCheck.h"
 
+#include "Check.h"
+
 #include "dprt/rng.h"
 
 #include <cuda_runtime.h>
-
-#include <stdexcept>
-#include <string>
 
 namespace dpc::gpucheck {
 
@@ -61,27 +60,21 @@ __global__ void pairs(unsigned long long *counters, uint64_t n) {
   }
 }
 
-void check(cudaError_t status, const char *what) {
-  if (status != cudaSuccess)
-    throw std::runtime_error(std::string(what) + ": " +
-                             cudaGetErrorString(status));
-}
-
 } // namespace
 
 BoxMullerMismatches boxMullerMismatches() {
   unsigned long long *counters = nullptr;
-  check(cudaMalloc(&counters, kCounters * sizeof(unsigned long long)),
-        "cudaMalloc");
-  check(cudaMemset(counters, 0, kCounters * sizeof(unsigned long long)),
-        "cudaMemset");
+  cudaCheck(cudaMalloc(&counters, kCounters * sizeof(unsigned long long)),
+            "cudaMalloc");
+  cudaCheck(cudaMemset(counters, 0, kCounters * sizeof(unsigned long long)),
+            "cudaMemset");
   constexpr uint64_t kPairsTried = uint64_t(1) << 26;
   everyUniform<<<1024, 256>>>(counters);
   pairs<<<1024, 256>>>(counters, kPairsTried);
-  check(cudaGetLastError(), "box-muller check launch");
+  cudaCheck(cudaGetLastError(), "box-muller check launch");
   unsigned long long host[kCounters];
-  check(cudaMemcpy(host, counters, sizeof host, cudaMemcpyDeviceToHost),
-        "cudaMemcpy");
+  cudaCheck(cudaMemcpy(host, counters, sizeof host, cudaMemcpyDeviceToHost),
+            "cudaMemcpy");
   cudaFree(counters);
   BoxMullerMismatches m;
   m.radius = host[kRadius];

@@ -1,9 +1,9 @@
 //===- MxScaleByteCheck.h - The branch-free MXFP8 scale byte ----*- C++ -*-===//
 //
-// The per-sample product's epilogue takes a block's scale byte from
+// The CUDA backend's MXFP8 quantizers take a block's scale byte from
 // mxScaleByte (cuda/Mxfp8.cuh), a carry into the exponent field in place of
-// mxBlockExponent's branches. This compares the two, on the GPU, for every
-// finite amax >= 0.
+// the rule's branches. This compares it, on the GPU, with the rule written
+// out, for every finite amax >= 0.
 //
 //===----------------------------------------------------------------------===//
 
