@@ -136,9 +136,12 @@ weightedRowSumsAhead(const float *c, int64_t batch, const MxRowsAhead<W> &ahead,
 #pragma unroll
   for (int k = 0; k < W; ++k)
     sum[k] = 0.0f;
+  // batch <= kMxRowsAhead: a 32-bit count, one compare a row instead of
+  // the 64-bit compare's three instructions.
+  const int rows = int(batch);
 #pragma unroll
   for (int b = 0; b < kMxRowsAhead; ++b) {
-    if (b >= batch)
+    if (b >= rows)
       break;
     // A skipped row is not decoded either.
     const float cb = c[b];
