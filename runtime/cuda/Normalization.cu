@@ -1,7 +1,9 @@
 //===- Normalization.cu - RMSNorm and LayerNorm on the GPU ----------------===//
 //
 // One block per row: the row statistics are block reductions in f32 and the
-// row is read again (from L1/L2) to write the result. The per-sample
+// row is read again (from L1/L2) to write the result; the backward with
+// gamma's sums takes 8 rows a block, each held in registers across its
+// sums, the next one's loads in flight (normBackwardRowsAhead). The per-sample
 // gamma/beta gradients are column sums over each sample's tokens,
 // deterministic, in f32: RMSNorm's gamma sums ride on the backward (a block
 // of 8 rows, then a sum over the blocks, chunkSumKernel), which
@@ -22,6 +24,25 @@
 namespace dprt::cuda {
 
 namespace {
+
+/// A thread's 16 bytes of a row as loaded, and as V floats (loadVec's).
+template <class T> __device__ __forceinline__ uint4 loadRaw16(const T *p) {
+  return *reinterpret_cast<const uint4 *>(p);
+}
+template <class T, int V>
+__device__ __forceinline__ void unpack16(const uint4 &raw, float (&out)[V]) {
+  static_assert(V * sizeof(T) == 16, "one 16-byte vector");
+  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (std::is_same_v<T, bf16>) {
+      out[2 * i] = lowBf16(w[i]);
+      out[2 * i + 1] = highBf16(w[i]);
+    } else {
+      out[i] = __uint_as_float(w[i]);
+    }
+  }
+}
 
 template <class T, int V>
 __global__ void rmsNormForwardKernel(const T *x, const T *gamma, T *y,
@@ -185,6 +206,84 @@ __global__ void normBackwardKernel(const T *x, const T *gamma,
                                 accumulate, nullptr);
 }
 
+/// normBackwardRows<T, V, true> where a thread holds at most one 16-byte
+/// vector of a row (V * sizeof(T) == 16, dim <= blockDim.x * V): the same
+/// expressions in the same order, so the same bits, with gamma loaded once
+/// for the block's rows, each row's x and dy kept in registers across its
+/// block sums instead of read again, and the next row's loads issued before
+/// them, so that they are in flight during the barriers. One row's loads at
+/// a time left the kernel, 96 MiB a call at 8192 x 2048 bf16, at 2.0 TB/s:
+/// in the T = 1024 SGD DP step on one H200 50.0 -> 38.9 us a call, in the
+/// T = 8192 SGD DP-off step 48.4 -> 37.7 (kernel-times, docs/PERFORMANCE.md).
+/// The same for the forward (a block taking 8 rows, the next row's x loaded
+/// ahead) was slower than rmsNormForwardKernel's block a row, 23.4 -> 24.4
+/// us, and was not kept.
+template <class T, int V>
+__device__ __forceinline__ void
+normBackwardRowsAhead(const T *x, const T *gamma, const float *mean,
+                      const float *rstd, const T *dy, T *dx, int64_t tokens,
+                      int64_t dim, bool accumulate, float *gammaSums) {
+  __shared__ float buffer[32];
+  const int64_t chunks = (tokens + kNormRows - 1) / kNormRows;
+  const int64_t b = blockIdx.x / chunks, c = blockIdx.x - b * chunks;
+  const int64_t t1 =
+      c * kNormRows + kNormRows < tokens ? c * kNormRows + kNormRows : tokens;
+  const int64_t first = b * tokens + c * kNormRows, end = b * tokens + t1;
+  const int64_t i = int64_t(threadIdx.x) * V;
+  const bool active = i < dim;
+  float colG[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k)
+    colG[k] = 0.0f;
+  // gamma as loaded too: 4 registers instead of V.
+  uint4 gammaRaw = make_uint4(0, 0, 0, 0), xNext = gammaRaw, dyNext = gammaRaw;
+  if (active) {
+    gammaRaw = loadRaw16(gamma + i);
+    xNext = loadRaw16(x + first * dim + i);
+    dyNext = loadRaw16(dy + first * dim + i);
+  }
+  for (int64_t row = first; row < end; ++row) {
+    const uint4 xRaw = xNext, dyRaw = dyNext;
+    if (active && row + 1 < end) {
+      xNext = loadRaw16(x + (row + 1) * dim + i);
+      dyNext = loadRaw16(dy + (row + 1) * dim + i);
+    }
+    const float s = rstd[row];
+    const float mu = mean ? mean[row] : 0.0f;
+    float v[V], d[V], g[V];
+    unpack16<T, V>(xRaw, v);
+    unpack16<T, V>(dyRaw, d);
+    unpack16<T, V>(gammaRaw, g);
+    float sumG = 0.0f, sumGX = 0.0f;
+    if (active) {
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        float gk = d[k] * g[k];
+        sumG += gk;
+        sumGX += gk * ((v[k] - mu) * s);
+      }
+    }
+    const float meanG = mean ? blockSum(sumG, buffer) / float(dim) : 0.0f;
+    const float meanGX = blockSum(sumGX, buffer) / float(dim);
+    if (active) {
+      T *dxr = dx + row * dim;
+      float out[V];
+      if (accumulate)
+        loadVec<V>(dxr + i, out);
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        float xhat = (v[k] - mu) * s;
+        float r = s * (d[k] * g[k] - meanG - xhat * meanGX);
+        out[k] = accumulate ? out[k] + r : r;
+        colG[k] += d[k] * xhat;
+      }
+      storeVec<V>(dxr + i, out);
+    }
+  }
+  if (active)
+    storeVec<V>(gammaSums + blockIdx.x * dim + i, colG);
+}
+
 /// At most 48 registers, as the plain kernel (bf16): with the sums' 8 more,
 /// 5 blocks of 256 a multiprocessor would become 4.
 template <class T, int V>
@@ -195,6 +294,19 @@ __global__ void __maxnreg__(48)
                               float *gammaSums) {
   normBackwardRows<T, V, true>(x, gamma, mean, rstd, dy, dx, tokens, kNormRows,
                                dim, accumulate, gammaSums);
+}
+
+/// normBackwardRowsAhead's kernel, for 16-byte vectors. 56 registers hold
+/// it without spilling (48 spilled 24 bytes): 4 blocks of 256 a
+/// multiprocessor instead of 5.
+template <class T>
+__global__ void __maxnreg__(56)
+    normBackwardAheadKernel(const T *x, const T *gamma, const float *mean,
+                            const float *rstd, const T *dy, T *dx,
+                            int64_t tokens, int64_t dim, bool accumulate,
+                            float *gammaSums) {
+  normBackwardRowsAhead<T, kVec<T>>(x, gamma, mean, rstd, dy, dx, tokens, dim,
+                                    accumulate, gammaSums);
 }
 
 /// dy[r, j] * xhat[r, j]; xhat = (x - mean[r]) * rstd[r], mean may be null.
@@ -244,10 +356,16 @@ void normBackward(Rank *rank, const T *x, const T *gamma, const float *mean,
   // kNormRows rows; else a block a row.
   auto launch = [&](auto vector, float *gammaSums, int64_t blocks) {
     constexpr int V = decltype(vector)::value;
-    if (gammaSums)
-      normBackwardColumnsKernel<T, V><<<unsigned(blocks), threads, 0, stream>>>(
-          x, gamma, mean, rstd, dy, dx, tokens, dim, accumulate, gammaSums);
-    else
+    if (gammaSums) {
+      if constexpr (V == kVec<T>)
+        normBackwardAheadKernel<T><<<unsigned(blocks), threads, 0, stream>>>(
+            x, gamma, mean, rstd, dy, dx, tokens, dim, accumulate, gammaSums);
+      else
+        normBackwardColumnsKernel<T, V>
+            <<<unsigned(blocks), threads, 0, stream>>>(x, gamma, mean, rstd, dy,
+                                                       dx, tokens, dim,
+                                                       accumulate, gammaSums);
+    } else
       normBackwardKernel<T, V><<<unsigned(blocks), threads, 0, stream>>>(
           x, gamma, mean, rstd, dy, dx, tokens, dim, accumulate);
     checkLaunch(name);

@@ -36,25 +36,26 @@ void normalizationChecks(Context &ctx, DType dt, bool odd) {
         ctx.compare("y", y, tol(dt));
         ctx.compare("rstd", rstd, 1e-5);
       });
-    // Aligned rows of 256 vectors (2048 bf16, 1024 f32), 37 of them.
+    // Aligned rows of 256 vectors (2048 bf16, 1024 f32) and of 5 (a block
+    // of 64 threads, 59 of them without a vector), 37 of them: the forward
+    // that takes 8 rows a block, its last block with 5.
     const int64_t wide = dt == DType::BF16 ? 2048 : 1024;
-    if (!odd && ctx.begin("rms_norm_forward", dn,
-                          dims({{"rows", 37}, {"d", wide}}, false) +
-                              " aligned"))
-      ctx.guarded([&] {
-        Buffer x(dt, 37 * wide), g(dt, wide), y(dt, 37 * wide),
-            rstd(F32, 37);
-        x.randn(ctx.rng, 2.0);
-        g.uniform(ctx.rng, 0.5, 1.5);
-        y.poison();
-        rstd.poison();
-        cpu::rms_norm_forward(ctx.cpu, dt, x.h(), g.h(), y.h(), rstd.h(), 37,
-                              wide, 1e-5);
-        gpu::rms_norm_forward(ctx.gpu, dt, x.d(), g.d(), y.d(), rstd.d(), 37,
-                              wide, 1e-5);
-        ctx.compare("y", y, tol(dt));
-        ctx.compare("rstd", rstd, 1e-5);
-      });
+    for (int64_t d : {wide, wide / 256 * 5})
+      if (!odd && ctx.begin("rms_norm_forward", dn,
+                            dims({{"rows", 37}, {"d", d}}, false) + " aligned"))
+        ctx.guarded([&] {
+          Buffer x(dt, 37 * d), g(dt, d), y(dt, 37 * d), rstd(F32, 37);
+          x.randn(ctx.rng, 2.0);
+          g.uniform(ctx.rng, 0.5, 1.5);
+          y.poison();
+          rstd.poison();
+          cpu::rms_norm_forward(ctx.cpu, dt, x.h(), g.h(), y.h(), rstd.h(), 37,
+                                d, 1e-5);
+          gpu::rms_norm_forward(ctx.gpu, dt, x.d(), g.d(), y.d(), rstd.d(), 37,
+                                d, 1e-5);
+          ctx.compare("y", y, tol(dt));
+          ctx.compare("rstd", rstd, 1e-5);
+        });
     if (ctx.begin("layer_norm_forward", dn,
                   dims({{"rows", rows}, {"d", dim}}, odd) +
                       (odd ? " no-beta" : "")))
