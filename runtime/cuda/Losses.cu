@@ -22,6 +22,12 @@ __device__ __forceinline__ bool isCounted(int32_t target, bool hasIgnore,
   return !(hasIgnore && int64_t(target) == ignoreIndex);
 }
 
+/// Vectors a thread of crossEntropyRowKernel loads before it sums them: one
+/// at a time, each value's max test and exp on the critical path, the
+/// kernel read a T = 8192 step's 500 MiB of logits at 1.5 TB/s (344 us a
+/// call on one H200).
+constexpr int kCrossEntropyAhead = 4;
+
 /// Block r: lse[r] = log sum_c exp(logit[r, c]) and tokenLoss[r] =
 /// lse - logit[r, target] for a counted token, 0 for an ignored one.
 template <class T, int V>
@@ -32,22 +38,41 @@ __global__ void crossEntropyRowKernel(const T *logits, const int32_t *targets,
   __shared__ float buffer[32];
   const int64_t r = blockIdx.x;
   const T *row = logits + r * classes;
-  // Online max and sum of exp(v - max); -FLT_MAX rather than -inf so that a
-  // -inf logit adds exp(-inf) = 0 instead of exp(-inf + inf) = NaN.
+  // Online max and sum of exp(v - max), kCrossEntropyAhead vectors at a
+  // time: their loads all in flight, then one rescale of the sum for their
+  // largest value. -FLT_MAX rather than -inf so that a -inf logit adds
+  // exp(-inf) = 0 instead of exp(-inf + inf) = NaN; a vector past the row's
+  // end is -inf and adds nothing. A NaN never wins the max and makes the sum
+  // NaN; so does a +inf logit (exp(inf - inf)), whose lse one at a time was
+  // inf: a non-finite loss either way.
   float m = -FLT_MAX, s = 0.0f;
+  const int64_t stride = int64_t(blockDim.x) * V;
   for (int64_t i = int64_t(threadIdx.x) * V; i < classes;
-       i += int64_t(blockDim.x) * V) {
-    float v[V];
-    loadVec<V>(row + i, v);
+       i += kCrossEntropyAhead * stride) {
+    float v[kCrossEntropyAhead][V];
 #pragma unroll
-    for (int k = 0; k < V; ++k) {
-      if (v[k] > m) {
-        s = s * expf(m - v[k]) + 1.0f;
-        m = v[k];
+    for (int u = 0; u < kCrossEntropyAhead; ++u) {
+      if (i + u * stride < classes) {
+        loadVec<V>(row + i + u * stride, v[u]);
       } else {
-        s += expf(v[k] - m);
+#pragma unroll
+        for (int k = 0; k < V; ++k)
+          v[u][k] = -INFINITY;
       }
     }
+    float top = m;
+#pragma unroll
+    for (int u = 0; u < kCrossEntropyAhead; ++u)
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        top = v[u][k] > top ? v[u][k] : top;
+    s *= expf(m - top);
+    m = top;
+#pragma unroll
+    for (int u = 0; u < kCrossEntropyAhead; ++u)
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        s += expf(v[u][k] - m);
   }
   const float mx = blockMax(m, buffer);
   const float sum = blockSum(s * expf(m - mx), buffer);

@@ -6,7 +6,7 @@
 // sums, the next one's loads in flight (normBackwardRowsAhead). The per-sample
 // gamma/beta gradients are column sums over each sample's tokens,
 // deterministic, in f32: RMSNorm's gamma sums ride on the backward (a block
-// of 8 rows, then a sum over the blocks, chunkSumKernel), which
+// of 8 rows, then a sum over the blocks, chunkSums), which
 // gpu-check's 8192 x 2048 bf16 rms_norm_backward took from 75.6 to 52.8 us
 // and a T = 1024 step's norm backward from 2.40 to 1.75 ms (tokens/s +0.25
 // to +0.58 % over eight programs, one H200); LayerNorm's with beta, and
@@ -389,8 +389,7 @@ void normBackward(Rank *rank, const T *x, const T *gamma, const float *mean,
                    : dgamma;
     launchFor(sums, batch * chunks);
     if (chunks > 1) {
-      chunkSumKernel<><<<unsigned(batch * ((dim + 31) / 32)), 256, 0, stream>>>(
-          sums, chunks, dim, dgamma);
+      chunkSums(stream, sums, batch, chunks, dim, dgamma);
       checkLaunch(name);
     }
     return;

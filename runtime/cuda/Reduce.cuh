@@ -196,33 +196,50 @@ __global__ void columnFinishKernel(const float *partials, int64_t batch,
 }
 
 /// columnFinishKernel's sums for many chunks: out[b, j] = sum over chunks c
-/// of partials[b, c, j], a block taking 32 columns of one sample and its 8
-/// warps the chunks c = g, g + 8, ... (a warp reads 32 consecutive floats),
-/// then warp 0 adding the 8 sums in order. Launch batch * ceil(dim / 32)
-/// blocks of 256. columnFinishKernel's thread a column left most of the GPU
-/// idle over RMSNorm's backward's 128 chunks a sample (18 us a call at
-/// 8 x 2048; Normalization.cu).
-template <int kUnused = 0>
+/// of partials[b, c, j], a block taking 32 columns of one sample and its
+/// kWarps warps the chunks c = g, g + kWarps, ... (a warp reads 32
+/// consecutive floats), then warp 0 adding the kWarps sums in order. Launch
+/// batch * ceil(dim / 32) blocks of 32 kWarps threads (chunkSums).
+/// columnFinishKernel's thread a column left most of the GPU idle over
+/// RMSNorm's backward's 128 chunks a sample (18 us a call at 8 x 2048;
+/// Normalization.cu).
+template <int kWarps>
 __global__ void chunkSumKernel(const float *partials, int64_t chunks,
                                int64_t dim, float *out) {
-  __shared__ float sums[8][33];
+  __shared__ float sums[kWarps][33];
   const int64_t tiles = (dim + 31) / 32;
   const int64_t b = blockIdx.x / tiles;
   const int64_t j = (blockIdx.x - b * tiles) * 32 + (threadIdx.x & 31);
   const int g = threadIdx.x >> 5;
   float acc = 0.0f;
   if (j < dim)
-    for (int64_t c = g; c < chunks; c += 8)
+    for (int64_t c = g; c < chunks; c += kWarps)
       acc += partials[(b * chunks + c) * dim + j];
   sums[g][threadIdx.x & 31] = acc;
   __syncthreads();
   if (g == 0 && j < dim) {
     float total = 0.0f;
 #pragma unroll
-    for (int k = 0; k < 8; ++k)
+    for (int k = 0; k < kWarps; ++k)
       total += sums[k][threadIdx.x];
     out[b * dim + j] = total;
   }
+}
+
+/// out[b, j] = sum over chunks c of partials[b, c, j] on `stream`
+/// (chunkSumKernel): 8 warps a block, 32 where the chunks are many (256 or
+/// more), so that a sample with few column tiles still keeps the GPU's
+/// loads in flight: at 1 x 8192 tokens (1024 chunks of RMSNorm's backward,
+/// 64 blocks of 2048 columns) the 8-warp kernel took 9.3 us a call, 4.1 at
+/// 8 x 1024 (T = 8192 and 1024 steps on one H200). The warp count is a
+/// function of the shape, so the order of the sum is too.
+inline void chunkSums(cudaStream_t stream, const float *partials, int64_t batch,
+                      int64_t chunks, int64_t dim, float *out) {
+  const unsigned blocks = unsigned(batch * ((dim + 31) / 32));
+  if (chunks >= 256)
+    chunkSumKernel<32><<<blocks, 1024, 0, stream>>>(partials, chunks, dim, out);
+  else
+    chunkSumKernel<8><<<blocks, 256, 0, stream>>>(partials, chunks, dim, out);
 }
 
 /// out[b, j] = sum over the tokens t of sample b of op(b * tokens + t, j),

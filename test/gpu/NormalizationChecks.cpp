@@ -144,6 +144,12 @@ void normalizationChecks(Context &ctx, DType dt, bool odd) {
                   dims({{"B", 2}, {"T", 40}, {"d", wide / 8}}, false) +
                       " acc frozen gamma",
                   2, 40, true, true);
+      // 2053 tokens: 257 chunks of 8 rows (the last of 5), summed by
+      // chunkSums' 32-warp blocks.
+      rmsBackward(wide / 8,
+                  dims({{"B", 2}, {"T", 2053}, {"d", wide / 8}}, false) +
+                      " aligned 257 chunks",
+                  2, 2053, false);
     }
     if (!odd)
       rmsBackward(8200,
