@@ -126,6 +126,40 @@ __global__ void layerNormForwardKernel(const T *x, const T *gamma,
 /// columns.
 constexpr int64_t kNormRows = 8;
 
+/// A vector's share of a norm backward row's sums: sumG += g, sumGX += g
+/// xhat with g = dy gamma, xhat = (x - mu) s. normBackwardRows and
+/// normBackwardRowsAhead share it (and rowGradient), so that they give the
+/// same bits.
+template <int V>
+__device__ __forceinline__ void
+addRowSums(const float (&v)[V], const float (&d)[V], const float (&g)[V],
+           float mu, float s, float &sumG, float &sumGX) {
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    float gk = d[k] * g[k];
+    sumG += gk;
+    sumGX += gk * ((v[k] - mu) * s);
+  }
+}
+
+/// A vector of a norm backward row: out (+)= s (dy gamma - meanG - xhat
+/// meanGX) (out holds dx's old values when accumulating) and, with
+/// kColumns, colG += dy xhat.
+template <int V, bool kColumns>
+__device__ __forceinline__ void
+rowGradient(const float (&v)[V], const float (&d)[V], const float (&g)[V],
+            float mu, float s, float meanG, float meanGX, bool accumulate,
+            float (&out)[V], float (&colG)[V]) {
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    float xhat = (v[k] - mu) * s;
+    float r = s * (d[k] * g[k] - meanG - xhat * meanGX);
+    out[k] = accumulate ? out[k] + r : r;
+    if constexpr (kColumns)
+      colG[k] += d[k] * xhat;
+  }
+}
+
 /// dx (+)= rstd * (g - centre * mean_j(g) - xhat * mean_j(g * xhat)) with
 /// g = dy * gamma and xhat = (x - mu) * rstd; mu = 0 and no centring for
 /// RMSNorm (mean == nullptr). Block (b, c) takes the rows of sample b's
@@ -163,12 +197,7 @@ normBackwardRows(const T *x, const T *gamma, const float *mean,
       loadVec<V>(xr + i, v);
       loadVec<V>(gamma + i, g);
       loadVec<V>(dyr + i, d);
-#pragma unroll
-      for (int k = 0; k < V; ++k) {
-        float gk = d[k] * g[k];
-        sumG += gk;
-        sumGX += gk * ((v[k] - mu) * s);
-      }
+      addRowSums<V>(v, d, g, mu, s, sumG, sumGX);
     }
     const float meanG = mean ? blockSum(sumG, buffer) / float(dim) : 0.0f;
     const float meanGX = blockSum(sumGX, buffer) / float(dim);
@@ -179,14 +208,8 @@ normBackwardRows(const T *x, const T *gamma, const float *mean,
       loadVec<V>(dyr + i, d);
       if (accumulate)
         loadVec<V>(dxr + i, out);
-#pragma unroll
-      for (int k = 0; k < V; ++k) {
-        float xhat = (v[k] - mu) * s;
-        float r = s * (d[k] * g[k] - meanG - xhat * meanGX);
-        out[k] = accumulate ? out[k] + r : r;
-        if constexpr (kColumns)
-          colG[k] += d[k] * xhat;
-      }
+      rowGradient<V, kColumns>(v, d, g, mu, s, meanG, meanGX, accumulate, out,
+                               colG);
       storeVec<V>(dxr + i, out);
     }
   }
@@ -255,14 +278,8 @@ normBackwardRowsAhead(const T *x, const T *gamma, const float *mean,
     unpack16<T, V>(dyRaw, d);
     unpack16<T, V>(gammaRaw, g);
     float sumG = 0.0f, sumGX = 0.0f;
-    if (active) {
-#pragma unroll
-      for (int k = 0; k < V; ++k) {
-        float gk = d[k] * g[k];
-        sumG += gk;
-        sumGX += gk * ((v[k] - mu) * s);
-      }
-    }
+    if (active)
+      addRowSums<V>(v, d, g, mu, s, sumG, sumGX);
     const float meanG = mean ? blockSum(sumG, buffer) / float(dim) : 0.0f;
     const float meanGX = blockSum(sumGX, buffer) / float(dim);
     if (active) {
@@ -270,13 +287,8 @@ normBackwardRowsAhead(const T *x, const T *gamma, const float *mean,
       float out[V];
       if (accumulate)
         loadVec<V>(dxr + i, out);
-#pragma unroll
-      for (int k = 0; k < V; ++k) {
-        float xhat = (v[k] - mu) * s;
-        float r = s * (d[k] * g[k] - meanG - xhat * meanGX);
-        out[k] = accumulate ? out[k] + r : r;
-        colG[k] += d[k] * xhat;
-      }
+      rowGradient<V, true>(v, d, g, mu, s, meanG, meanGX, accumulate, out,
+                           colG);
       storeVec<V>(dxr + i, out);
     }
   }
