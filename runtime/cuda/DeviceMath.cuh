@@ -17,6 +17,7 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace dprt::cuda {
 
@@ -65,6 +66,27 @@ __device__ __forceinline__ uint32_t packBf16(float lo, float hi) {
          (uint32_t(__bfloat16_as_ushort(__float2bfloat16_rn(hi))) << 16);
 }
 
+/// A 16-byte vector as loaded (uint4), and its kVec<T> values as f32:
+/// loadVec's conversion, for kernels that hold a row's bytes in registers
+/// before they convert them (Normalization.cu's backward).
+template <class T> __device__ __forceinline__ uint4 loadRaw16(const T *p) {
+  return *reinterpret_cast<const uint4 *>(p);
+}
+template <class T, int V>
+__device__ __forceinline__ void unpack16(const uint4 &raw, float (&out)[V]) {
+  static_assert(V * sizeof(T) == 16, "one 16-byte vector");
+  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (std::is_same_v<T, bf16>) {
+      out[2 * i] = lowBf16(w[i]);
+      out[2 * i + 1] = highBf16(w[i]);
+    } else {
+      out[i] = __uint_as_float(w[i]);
+    }
+  }
+}
+
 /// Half h (0 or 1) of a vector of 2N floats, as a vector of N: the
 /// vectors of two 16-byte accesses (f32 x 8, bf16 x 16) are two of one.
 template <int N>
@@ -110,13 +132,7 @@ __device__ __forceinline__ void loadVec(const bf16 *p, float (&out)[W]) {
     loadVec<8>(p, halfOf<8>(out, 0));
     loadVec<8>(p + 8, halfOf<8>(out, 1));
   } else if constexpr (W == 8) {
-    uint4 v = *reinterpret_cast<const uint4 *>(p);
-    uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      out[2 * i] = lowBf16(w[i]);
-      out[2 * i + 1] = highBf16(w[i]);
-    }
+    unpack16<bf16, 8>(loadRaw16(p), out);
   } else if constexpr (W == 4) {
     uint2 v = *reinterpret_cast<const uint2 *>(p);
     out[0] = lowBf16(v.x);

@@ -25,25 +25,6 @@ namespace dprt::cuda {
 
 namespace {
 
-/// A thread's 16 bytes of a row as loaded, and as V floats (loadVec's).
-template <class T> __device__ __forceinline__ uint4 loadRaw16(const T *p) {
-  return *reinterpret_cast<const uint4 *>(p);
-}
-template <class T, int V>
-__device__ __forceinline__ void unpack16(const uint4 &raw, float (&out)[V]) {
-  static_assert(V * sizeof(T) == 16, "one 16-byte vector");
-  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    if constexpr (std::is_same_v<T, bf16>) {
-      out[2 * i] = lowBf16(w[i]);
-      out[2 * i + 1] = highBf16(w[i]);
-    } else {
-      out[i] = __uint_as_float(w[i]);
-    }
-  }
-}
-
 template <class T, int V>
 __global__ void rmsNormForwardKernel(const T *x, const T *gamma, T *y,
                                      float *rstd, int64_t dim, float eps) {

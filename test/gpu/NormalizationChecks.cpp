@@ -37,8 +37,7 @@ void normalizationChecks(Context &ctx, DType dt, bool odd) {
         ctx.compare("rstd", rstd, 1e-5);
       });
     // Aligned rows of 256 vectors (2048 bf16, 1024 f32) and of 5 (a block
-    // of 64 threads, 59 of them without a vector), 37 of them: the forward
-    // that takes 8 rows a block, its last block with 5.
+    // of 64 threads, 59 of them without a vector), 37 of them.
     const int64_t wide = dt == DType::BF16 ? 2048 : 1024;
     for (int64_t d : {wide, wide / 256 * 5})
       if (!odd && ctx.begin("rms_norm_forward", dn,
