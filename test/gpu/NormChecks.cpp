@@ -377,12 +377,19 @@ void normChecks(Context &ctx, DType dt, bool odd) {
     struct Shape {
       int64_t batch, tokens, dim, vocab;
     };
-    // Few distinct tokens, so that many repeat; the long single sample is
-    // grouped by 55 blocks, and its 7000 positions are read eight at a time.
+    // Few distinct tokens, so that many repeat and runs cross the chunks
+    // of 64 sorted positions; the long single sample is sorted by 110
+    // blocks and summed in 110 chunks; one token everywhere makes one run
+    // through 11 chunks (d = 136: 17 of a block's 128 threads); the
+    // benchmark's shapes at b = 8 and 1 (few repeats).
     std::vector<Shape> shapes = {odd ? Shape{3, 33, 130, 7}
                                      : Shape{3, 100, 256, 20}};
-    if (!odd)
+    if (!odd) {
       shapes.push_back({1, 7000, 64, 300});
+      shapes.push_back({2, 700, 136, 1});
+      shapes.push_back({8, 1024, 2048, 32000});
+      shapes.push_back({1, 8192, 2048, 32000});
+    }
     for (const Shape &s : shapes)
       if (ctx.begin("norm_embedding", dn,
                     dims({{"B", s.batch},

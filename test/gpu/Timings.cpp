@@ -323,6 +323,12 @@ void normTimings(Context &ctx) {
                  gpu::norm_embedding(ctx.gpu, dt, tok.p(), dy.p(), n2.p(), kB,
                                      kT, kD);
                });
+    // One sample of the same tokens: T = 8192, b = 1.
+    timeKernel(ctx, "norm_embedding", dt, "B1 T8192 d2048 V32000",
+               2.0 * kRows * kD, false, [&] {
+                 gpu::norm_embedding(ctx.gpu, dt, tok.p(), dy.p(), n2.p(), 1,
+                                     kRows, kD);
+               });
   }
 }
 
