@@ -201,6 +201,19 @@ void dpc::lowering::buildApply(LoweringContext &context) {
     for (UnitInfo &unit : context.units)
       if (hasTrainable(context, unit))
         allReduceGradient(context, unit.index);
+  // The _rows updates in one group: a backend may run the small ones
+  // together when it closes (the CUDA backend: one launch for the RMSNorm
+  // gammas and the key and value projections instead of one each). Nothing
+  // in between reads what they write: every other call updates, or zeroes
+  // the gradient of, other parameters.
+  const bool grouped = !context.rowsUpdates.empty();
+  auto updateGroup = [&](bool open) {
+    CallArgs args = context.args();
+    args.flag(open);
+    context.call("update_group", args);
+  };
+  if (grouped)
+    updateGroup(true);
   for (UnitInfo &unit : context.units) {
     if (unit.frozen)
       continue;
@@ -292,5 +305,7 @@ void dpc::lowering::buildApply(LoweringContext &context) {
       }
     }
   }
+  if (grouped)
+    updateGroup(false);
   context.endFunc();
 }

@@ -220,4 +220,7 @@ void adamw_update_rows(Rank *rank, DType rows, void *master, void *m, void *v,
   storeCopy(rank, accOf(rows), master, dt, params, n);
 }
 
+// Every update has run when its call returns: a group has nothing to defer.
+void update_group(Rank *, bool) {}
+
 } // namespace dprt::cpu

@@ -34,6 +34,7 @@ namespace dprt::cuda {
 
 struct GemmCache;
 struct CudnnAttentionState;
+struct UpdateGroup;
 
 /// Throws std::runtime_error("dprt::cuda: " + message).
 [[noreturn]] void fail(const std::string &message);
@@ -126,6 +127,9 @@ struct DeviceState {
   /// first attention call; a shared_ptr because the type is complete only
   /// there.
   std::shared_ptr<CudnnAttentionState> cudnn;
+  /// The *_update_rows calls an open update_group defers (Optimizers.cu),
+  /// made on the first update_group call.
+  std::shared_ptr<UpdateGroup> updates;
 
   /// One scratch buffer per stream, so that work on the two streams never
   /// shares one. Grown on demand, never during graph capture; a buffer that

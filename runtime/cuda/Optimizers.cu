@@ -36,6 +36,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 namespace dprt::cuda {
 
@@ -416,6 +417,99 @@ __global__ void __launch_bounds__(kThreads, 4)
     atomicOr(nonFinite, 1);
 }
 
+/// The elements a thread of a _rows update on rows of T takes: AdamW, with
+/// three f32 arrays and f32 arithmetic per element, ran at 2.7 TB/s on 8
+/// bf16 a thread and 3.2 on 4 (B8 n11.5M, one H200); SGD and momentum are
+/// fastest on 8.
+template <class Opt, class T>
+constexpr int kRowsWidth =
+    std::is_same_v<Opt, AdamW> ? (kVec<T> < 4 ? kVec<T> : 4) : kVec<T>;
+
+/// The optimizer `proto` (its hyperparameters) on other buffers: the master
+/// values and up to two state arrays.
+__host__ __device__ inline Sgd withBuffers(const Sgd &, float *master, float *,
+                                           float *) {
+  return Sgd{master};
+}
+__host__ __device__ inline Momentum withBuffers(const Momentum &proto,
+                                                float *master, float *velocity,
+                                                float *) {
+  return Momentum{master, velocity, proto.momentum, proto.nesterov};
+}
+__host__ __device__ inline AdamW withBuffers(const AdamW &proto, float *master,
+                                             float *m, float *v) {
+  return AdamW{proto.beta1, proto.beta2, proto.eps, master, m, v};
+}
+
+/// One _rows update of a group's launch: the buffers of its call, its
+/// elements (a multiple of its rows' width) and its first block.
+struct GroupEntry {
+  float *master, *state1, *state2;
+  const void *g;
+  bf16 *copy;
+  int64_t noiseIndex;
+  int32_t n, firstBlock;
+  bool f32Rows;
+};
+
+/// Updates a group launch takes at most: the launch's parameters stay
+/// within the 4 KB every CUDA version passes.
+constexpr int kGroupEntries = 48;
+
+template <class Opt> struct GroupLaunch {
+  Opt opt;
+  const float *c;
+  int64_t batch;
+  int32_t count;
+  GroupEntry entries[kGroupEntries];
+};
+static_assert(sizeof(GroupLaunch<AdamW>) <= 4000,
+              "a group launch's parameters must fit in 4 KB");
+
+/// The _rows updates of up to 48 parameters in one launch (update_group):
+/// each block belongs to one entry and runs what updateKernel<W> runs for
+/// its elements, W = kRowsWidth (the same loads, sums, noise and steps, so
+/// the same bits). The parameters it is for are small (an RMSNorm's gamma:
+/// 2048 elements in 2 blocks; a key or value projection: 0.5 M in 256),
+/// and their own launches took 4.7 and 11.6 us a call for 0.06 and 13 MB
+/// in the T = 1024 SGD DP step, 65 of them a step.
+template <class Opt>
+__global__ void __launch_bounds__(kThreads, 4)
+    groupUpdateKernel(const __grid_constant__ GroupLaunch<Opt> p,
+                      const StepState *state, int32_t *nonFinite) {
+  int e = 0;
+  while (e + 1 < p.count && p.entries[e + 1].firstBlock <= int(blockIdx.x))
+    ++e;
+  const GroupEntry &entry = p.entries[e];
+  const Opt opt =
+      withBuffers(p.opt, entry.master, entry.state1, entry.state2);
+  const StepScalars s = loadScalars(state, opt.beta1, opt.beta2);
+  const GradientNoise noise = GradientNoise::of(*state, entry.noiseIndex >= 0);
+  const int64_t vector =
+      int64_t(blockIdx.x - entry.firstBlock) * kThreads + threadIdx.x;
+  bool finite = true;
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    constexpr int W = kRowsWidth<Opt, T>;
+    const int64_t i = vector * W;
+    if (i >= entry.n)
+      return;
+    const RowsGradient<PlainRowsView<T>> grad{
+        PlainRowsView<T>{static_cast<const T *>(entry.g), entry.n}, p.c,
+        p.batch};
+    float raw[W];
+    grad.template load<W>(i, raw);
+    stepElements<W>(opt, s, noise, entry.noiseIndex, i, raw, entry.copy,
+                    finite);
+  };
+  if (entry.f32Rows)
+    run(float{});
+  else
+    run(bf16{});
+  if (!finite)
+    atomicOr(nonFinite, 1);
+}
+
 /// Four f32 a thread when every pointer is 16-byte aligned.
 bool vectorizable(std::initializer_list<const void *> ptrs) {
   for (const void *p : ptrs)
@@ -484,6 +578,119 @@ void update(Rank *rank, DType acc, const char *name, const Opt &opt,
   else
     launchUpdate<1>(rank, opt, g, n, noiseIndex, copy);
   checkLaunch(name);
+}
+
+} // namespace
+
+/// The *_update_rows calls an open update_group has deferred: all of one
+/// optimizer with the same hyperparameters, clip factors and batch.
+struct UpdateGroup {
+  bool open = false;
+  OptimizerKind kind = OptimizerKind::SGD;
+  double hyperparameters[3] = {};
+  bool nesterov = false;
+  const float *c = nullptr;
+  int64_t batch = 0;
+  std::vector<GroupEntry> entries;
+  int32_t blocks = 0;
+};
+
+namespace {
+
+/// The group fields of each optimizer: its kind and hyperparameters.
+void describe(const Sgd &, UpdateGroup &g) { g.kind = OptimizerKind::SGD; }
+void describe(const Momentum &opt, UpdateGroup &g) {
+  g.kind = OptimizerKind::Momentum;
+  g.hyperparameters[0] = opt.momentum;
+  g.nesterov = opt.nesterov;
+}
+void describe(const AdamW &opt, UpdateGroup &g) {
+  g.kind = OptimizerKind::AdamW;
+  g.hyperparameters[0] = opt.beta1;
+  g.hyperparameters[1] = opt.beta2;
+  g.hyperparameters[2] = opt.eps;
+}
+
+float *stateBuffer(const Sgd &, int) { return nullptr; }
+float *stateBuffer(const Momentum &opt, int k) {
+  return k == 0 ? opt.velocity : nullptr;
+}
+float *stateBuffer(const AdamW &opt, int k) { return k == 0 ? opt.m : opt.v; }
+
+template <class Opt>
+void launchGroup(Rank *rank, const Opt &proto, const UpdateGroup &group) {
+  GroupLaunch<Opt> p{};
+  p.opt = proto;
+  p.c = group.c;
+  p.batch = group.batch;
+  p.count = int32_t(group.entries.size());
+  std::copy(group.entries.begin(), group.entries.end(), p.entries);
+  groupUpdateKernel<Opt><<<unsigned(group.blocks), kThreads, 0,
+                           computeStream(rank)>>>(p, deviceStepState(rank),
+                                                  deviceNonFiniteFlag(rank));
+  checkLaunch("update_group");
+}
+
+/// Launches the deferred updates, if any, and empties the group.
+void flushGroup(Rank *rank, UpdateGroup &group) {
+  if (group.entries.empty())
+    return;
+  const double *h = group.hyperparameters;
+  switch (group.kind) {
+  case OptimizerKind::SGD:
+    launchGroup(rank, Sgd{nullptr}, group);
+    break;
+  case OptimizerKind::Momentum:
+    launchGroup(rank, Momentum{nullptr, nullptr, h[0], group.nesterov}, group);
+    break;
+  case OptimizerKind::AdamW:
+    launchGroup(rank, AdamW{h[0], h[1], h[2], nullptr, nullptr, nullptr},
+                group);
+    break;
+  }
+  group.entries.clear();
+  group.blocks = 0;
+}
+
+/// Defers a _rows update on rows of T (W = kRowsWidth elements a thread,
+/// every pointer aligned, n a multiple of W) into the open group, if there
+/// is one and the update alone would not fill one wave of updateKernel;
+/// false when it is to run now. A group of another optimizer,
+/// hyperparameters, clip factors or batch, or a full one, is launched
+/// first.
+template <class Opt, class T>
+bool deferToGroup(Rank *rank, const Opt &opt, const T *g, const float *c,
+                  int64_t batch, int64_t n, int64_t noiseIndex, bf16 *copy) {
+  DeviceState &st = deviceState(rank);
+  if (!st.updates || !st.updates->open)
+    return false;
+  constexpr int W = kRowsWidth<Opt, T>;
+  const int64_t blocks = (n / W + kThreads - 1) / kThreads;
+  // updateKernel's bound: 4 blocks of kThreads a multiprocessor.
+  if (blocks >= int64_t(st.smCount) * 4 || n > INT32_MAX)
+    return false;
+  UpdateGroup &group = *st.updates;
+  UpdateGroup key;
+  describe(opt, key);
+  const bool same =
+      key.kind == group.kind && key.nesterov == group.nesterov &&
+      std::equal(key.hyperparameters, key.hyperparameters + 3,
+                 group.hyperparameters) &&
+      c == group.c && batch == group.batch;
+  if (!same || group.entries.size() == size_t(kGroupEntries) ||
+      int64_t(group.blocks) + blocks > INT32_MAX)
+    flushGroup(rank, group);
+  if (group.entries.empty()) {
+    describe(opt, group);
+    group.c = c;
+    group.batch = batch;
+  }
+  group.entries.push_back(GroupEntry{opt.master, stateBuffer(opt, 0),
+                                     stateBuffer(opt, 1), g, copy, noiseIndex,
+                                     int32_t(n), group.blocks,
+                                     std::is_same_v<T, float>});
+  group.blocks += int32_t(blocks);
+  return true;
 }
 
 /// The optimizer on the gradient rows_weighted_sum(rows, g, c) would store
@@ -555,25 +762,39 @@ void updateRows(Rank *rank, DType rows, const char *name, const Opt &opt,
   }
   dispatchCompute(rows, name, [&](auto tag) {
     using T = decltype(tag);
-    // AdamW, with three f32 arrays and f64 arithmetic per element, ran at
-    // 2.7 TB/s on 8 bf16 a thread and 3.2 on 4 (B8 n11.5M, one H200); SGD
-    // and momentum are fastest on 8.
-    constexpr int V =
-        std::is_same_v<Opt, AdamW> ? std::min(4, kVec<T>) : kVec<T>;
+    constexpr int V = kRowsWidth<Opt, T>;
     const RowsGradient<PlainRowsView<T>> grad{
         PlainRowsView<T>{static_cast<const T *>(g), n},
         static_cast<const float *>(c), batch};
     // Row b starts at g + b * n: every row is aligned when g is and n is a
     // multiple of V.
-    if (vectorizable(state) && aligned16(g) && aligned16(copy) && n % V == 0)
+    if (vectorizable(state) && aligned16(g) && aligned16(copy) && n % V == 0) {
+      if (deferToGroup(rank, opt, static_cast<const T *>(g),
+                       static_cast<const float *>(c), batch, n, noiseIndex,
+                       copy))
+        return;
       launchUpdate<V>(rank, opt, grad, n, noiseIndex, copy);
-    else
+    } else
       launchUpdate<1>(rank, opt, grad, n, noiseIndex, copy);
     checkLaunch(name);
   });
 }
 
 } // namespace
+
+void update_group(Rank *rank, bool open) {
+  DeviceState &st = deviceState(rank);
+  if (!st.updates)
+    st.updates = std::make_shared<UpdateGroup>();
+  UpdateGroup &group = *st.updates;
+  if (open == group.open)
+    fail(open ? "update_group: a group is already open (update_group(true) "
+                "twice without update_group(false) between)"
+              : "update_group: no group is open");
+  if (!open)
+    flushGroup(rank, group);
+  group.open = open;
+}
 
 bool updatesMetNonFinite(Rank *rank) {
   const int32_t *flag = deviceNonFiniteFlag(rank);

@@ -196,6 +196,147 @@ void updateRowsChecks(Context &ctx) {
           }
 }
 
+/// A device-to-device copy of `from` into `to` (the same type and size).
+void copyDevice(Buffer &to, Buffer &from) {
+  cudaCheck(cudaMemcpy(to.d(), from.d(),
+                       size_t(from.size()) * size_t(dprt::sizeOf(from.type())),
+                       cudaMemcpyDeviceToDevice),
+            "cudaMemcpy(copyDevice)");
+}
+
+/// update_group: 60 _rows updates of one optimizer in a group (f32 and bf16
+/// rows of 8 to 65536 elements, with noise, a masked sample) against the
+/// same calls one by one, bit for bit (masters, state, bf16 copies). Among
+/// them: more than one launch holds (48), a change of clip factors, an
+/// update too large to defer and one misaligned (both run at once). Also
+/// the errors of a group opened twice and one closed when none is open.
+void updateGroupChecks(Context &ctx) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const char *names[] = {"sgd", "momentum", "adamw"};
+  const int64_t batch = 8, count = 60, big = 1 << 21;
+  const int64_t lengths[] = {2048, 256, 65536, 8, 1024, 512};
+  for (int opt = 0; opt < 3; ++opt) {
+    if (!ctx.begin(std::string("update_group ") + names[opt], "f32+bf16",
+                   "60 updates, B8, noise, masked"))
+      continue;
+    ctx.guarded([&] {
+      dprt::StepState state = checkedUpdateState();
+      state.noiseStd = 0.5;
+      state.noiseKey[0] = 0x243f6a8885a308d3ull;
+      state.noiseKey[1] = 0x13198a2e03707344ull;
+      state.noiseGenerator =
+          static_cast<int32_t>(dprt::NoiseGeneratorKind::Philox);
+      ctx.setStepState(state);
+      struct Entry {
+        int64_t n, at, rowsAt;
+        bool f32Rows, otherFactors, misaligned;
+      };
+      std::vector<Entry> entries;
+      int64_t elements = 0, rows32 = 0, rows16 = 0;
+      for (int64_t e = 0; e < count; ++e) {
+        Entry x{lengths[e % 6], 0, 0, e % 2 == 0, e == 20, e == 35};
+        if (e == 30)
+          x.n = big;
+        // Every master 16-byte aligned (offsets of 8 elements), but the
+        // misaligned one's, one element further.
+        x.at = elements + (x.misaligned ? 1 : 0);
+        elements += x.n + 8;
+        int64_t &rows = x.f32Rows ? rows32 : rows16;
+        x.rowsAt = rows;
+        rows += batch * x.n;
+        entries.push_back(x);
+      }
+      Buffer w(F32, elements), a(F32, elements), b(F32, elements),
+          p(BF16, elements), g32(F32, rows32), g16(BF16, rows16),
+          c(F32, batch), c2(F32, batch), w2(F32, elements), a2(F32, elements),
+          b2(F32, elements), p2(BF16, elements);
+      w.randn(ctx.rng);
+      a.randn(ctx.rng, 0.1);
+      b.uniform(ctx.rng, 0, 0.01);
+      p.randn(ctx.rng);
+      g32.randn(ctx.rng);
+      g16.randn(ctx.rng);
+      // Sample 1's rows are NaN and its clip factor 0: skipped.
+      for (const Entry &x : entries) {
+        Buffer &g = x.f32Rows ? g32 : g16;
+        for (int64_t i = x.rowsAt + x.n; i < x.rowsAt + 2 * x.n; ++i)
+          g.set(i, nan);
+      }
+      g32.upload();
+      g16.upload();
+      clipFactorsWithMaskedSample(c, ctx.rng);
+      clipFactorsWithMaskedSample(c2, ctx.rng);
+      copyDevice(w2, w);
+      copyDevice(a2, a);
+      copyDevice(b2, b);
+      copyDevice(p2, p);
+      auto run = [&](Buffer &wb, Buffer &ab, Buffer &bb, Buffer &pb) {
+        for (int64_t e = 0; e < count; ++e) {
+          const Entry &x = entries[size_t(e)];
+          const size_t rowBytes = x.f32Rows ? 4 : 2;
+          const void *g = static_cast<const char *>(
+                              (x.f32Rows ? g32 : g16).d()) +
+                          x.rowsAt * rowBytes;
+          const void *cx = (x.otherFactors ? c2 : c).d();
+          float *wx = static_cast<float *>(wb.d()) + x.at;
+          float *ax = static_cast<float *>(ab.d()) + x.at;
+          float *bx = static_cast<float *>(bb.d()) + x.at;
+          void *px = static_cast<uint16_t *>(pb.d()) + x.at;
+          const DType rows = x.f32Rows ? F32 : BF16;
+          const int64_t index = 1000003 + 7 * e;
+          if (opt == 0)
+            gpu::sgd_update_rows(ctx.gpu, rows, wx, g, cx, batch, x.n, index,
+                                 BF16, px);
+          else if (opt == 1)
+            gpu::momentum_update_rows(ctx.gpu, rows, wx, ax, g, cx, batch,
+                                      x.n, 0.9, false, index, BF16, px);
+          else
+            gpu::adamw_update_rows(ctx.gpu, rows, wx, ax, bx, g, cx, batch,
+                                   x.n, 0.9, 0.999, 1e-8, index, BF16, px);
+        }
+      };
+      gpu::update_group(ctx.gpu, true);
+      run(w, a, b, p);
+      gpu::update_group(ctx.gpu, false);
+      run(w2, a2, b2, p2);
+      gpu::synchronize(ctx.gpu);
+      const std::string same = " = the calls one by one";
+      sameBits(ctx, "master" + same, w, w2);
+      if (opt > 0)
+        sameBits(ctx, (opt == 1 ? "velocity" : "m") + same, a, a2);
+      if (opt == 2)
+        sameBits(ctx, "v" + same, b, b2);
+      sameBits(ctx, "params" + same, p, p2);
+      // The masters moved: the group ran every update.
+      const std::vector<double> after = w.download(), before = w.hostValues();
+      int64_t moved = 0;
+      for (const Entry &x : entries)
+        moved += after[size_t(x.at)] != before[size_t(x.at)];
+      ctx.result("updates run", moved == count,
+                 std::to_string(moved) + " of " + std::to_string(count) +
+                     " masters changed");
+    });
+  }
+  if (ctx.begin("update_group", "-", "opened twice, closed when not open"))
+    ctx.guarded([&] {
+      auto throws = [&](auto f) {
+        try {
+          f();
+        } catch (const std::exception &) {
+          return true;
+        }
+        return false;
+      };
+      gpu::update_group(ctx.gpu, true);
+      const bool twice = throws([&] { gpu::update_group(ctx.gpu, true); });
+      gpu::update_group(ctx.gpu, false);
+      const bool none = throws([&] { gpu::update_group(ctx.gpu, false); });
+      ctx.result("errors", twice && none,
+                 std::string(twice ? "" : "no error when opened twice; ") +
+                     (none ? "both refused" : "no error when none is open"));
+    });
+}
+
 /// The update kernels' own finiteness check of the gradient they read
 /// (StepState::nonFiniteGradient, which a run that stops at a non-finite
 /// step reads instead of a pass of its own over the gradients): every form
@@ -579,6 +720,7 @@ void accChecks(Context &ctx) {
     });
   updateRowsChecks(ctx);
   updateFlagChecks(ctx);
+  updateGroupChecks(ctx);
   {
     // One rank and no communicator: all_gather copies and reduce_scatter
     // copies or adds, on the communication stream.

@@ -42,12 +42,15 @@ dp.recipe @r for @m {
 // CHECK-LABEL: dprt.func @dp_apply
 // CHECK-DAG: dprt.alloc {bytes = 1024 : i64, carried = "[[HEAD]]", name = "[[HEAD]]", offset = [[HEADOFF]] : i64}
 // CHECK-DAG: dprt.alloc {bytes = 8 : i64, carried = "[[FACTORS]]", name = "[[FACTORS]]", offset = [[COFF]] : i64}
+// The _rows updates in one group, which closes after the last unit.
+// CHECK: "update_group"() {args = [true]}
 // CHECK-COUNT-3: "momentum_update_rows"
 // CHECK: "momentum_update_range"({{.*}}) {args = [{{.*}}, 1664, 0, 512,
 // CHECK-NOT: "zero"({{.*}}) {args = [0 : index, 6656]}
 // CHECK: "zero"({{.*}}) {args = [0 : index, 2048]}
 // CHECK: "momentum_update_range"
 // CHECK: "zero"({{.*}}) {args = [0 : index, 256]}
+// CHECK-NEXT: "update_group"() {args = [false]}
 // CHECK-LABEL: dprt.func @dp_describe
 // CHECK: "describe_update_from_rows"() {args = ["w1"]}
 // CHECK: "describe_update_from_rows"() {args = ["w2"]}
@@ -57,6 +60,7 @@ dp.recipe @r for @m {
 // OFF-NOT: carried
 // OFF-COUNT-3: "rows_weighted_sum"
 // OFF-LABEL: dprt.func @dp_apply
+// OFF-NOT: update_group
 // OFF-NOT: _update_rows
 // OFF-LABEL: dprt.func @dp_describe
 // OFF-NOT: describe_update_from_rows
@@ -87,5 +91,6 @@ dp.recipe @r for @m {
 // CHECK-NOT: carried
 // CHECK: "rows_weighted_sum"
 // CHECK-LABEL: dprt.func @dp_apply
+// CHECK-NOT: update_group
 // CHECK-NOT: _update_rows
 // CHECK: "sgd_update_range"
