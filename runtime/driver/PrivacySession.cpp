@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iomanip>
 #include <limits>
+#include <stdexcept>
 #include <sstream>
 
 namespace dprt::driver {
@@ -337,9 +338,18 @@ std::vector<int64_t> PrivacySession::sample(int64_t step,
   if (recipe_.sampling == SamplingKind::Poisson)
     return privacy::PoissonSampler(samplingKey(), records, q_, generator)
         .sample(step);
+  // The run's steps count from 1, the shuffle sampler's from 0: step t is
+  // sampler step t - 1, so that steps 1 .. E (E = ceil(N / B)) are epoch 0,
+  // each record once. Passed t itself, step E drew epoch 1's first batch
+  // (records epoch 0 had already used) and epoch 0's first batch was never
+  // drawn.
+  if (step < 1)
+    throw std::invalid_argument("PrivacySession::sample: step " +
+                                std::to_string(step) +
+                                "; a run's steps count from 1");
   return privacy::ShuffleSampler(samplingKey(), records, recipe_.shuffleBatch,
                                  generator)
-      .sample(step);
+      .sample(step - 1);
 }
 
 StepState PrivacySession::stepState(int64_t step) const {

@@ -74,9 +74,10 @@ public:
                                const std::string &path, const Dataset *data,
                                int64_t totalSteps, bool keyShared);
 
-  /// The sorted records of the logical batch of `step` over `records`
-  /// records (Poisson or shuffle, as the recipe says), keyed by the run's
-  /// noise key.
+  /// The sorted records of the logical batch of `step` (from 1) over
+  /// `records` records (Poisson or shuffle, as the recipe says), keyed by
+  /// the run's noise key. Shuffled, steps 1 .. ceil(N / B) are the first
+  /// epoch (the sampler's steps 0 ..).
   std::vector<int64_t> sample(int64_t step, int64_t records) const;
   /// The key sample() draws with.
   NoiseKey samplingKey() const;

@@ -69,6 +69,38 @@ TEST(PrivacySession, SamplerAndNoiseUseTheSeedsKey) {
   EXPECT_TRUE(session.noiseKeySource().empty());
 }
 
+// Shuffled batches: the run's steps 1 .. 6 (24 records, batches of 4) are
+// one epoch, every record once, and so are steps 7 .. 12. (Step 6 once drew
+// the sampler's step 6, epoch 1's first batch: in steps 1 .. 6 records 8,
+// 15 and 16 came twice and 5, 17 and 19 never.)
+TEST(PrivacySession, ShuffledStepsFromOneAreWholeEpochs) {
+  RecipeSpec r = poissonRecipe(NoiseGeneratorKind::Philox);
+  r.sampling = SamplingKind::Shuffle;
+  r.rate = 0;
+  r.shuffleBatch = 4;
+  Options options;
+  options.seed = 1;
+  PrivacySession session = PrivacySession::start(options, r, 24, 12, true);
+  for (int64_t epoch = 0; epoch < 2; ++epoch) {
+    std::vector<int64_t> seen;
+    for (int64_t step = 6 * epoch + 1; step <= 6 * epoch + 6; ++step) {
+      const std::vector<int64_t> batch = session.sample(step, 24);
+      EXPECT_EQ(batch.size(), 4u) << "step " << step;
+      seen.insert(seen.end(), batch.begin(), batch.end());
+    }
+    std::sort(seen.begin(), seen.end());
+    std::vector<int64_t> all(24);
+    for (int64_t i = 0; i < 24; ++i)
+      all[size_t(i)] = i;
+    EXPECT_EQ(seen, all) << "epoch " << epoch;
+  }
+  EXPECT_EQ(session.sample(1, 24),
+            privacy::ShuffleSampler(session.samplingKey(), 24, 4,
+                                    NoiseGenerator::Philox)
+                .sample(0));
+  EXPECT_THROW(session.sample(0, 24), std::invalid_argument);
+}
+
 TEST(PrivacySession, SecureRunsTakeTheKeyFromTheFile) {
   TempDir dir;
   writeFile(dir / "key", "00112233445566778899aabbccddeeff"
