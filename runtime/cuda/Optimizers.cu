@@ -460,52 +460,60 @@ template <class Opt> struct GroupLaunch {
   Opt opt;
   const float *c;
   int64_t batch;
-  int32_t count;
+  int32_t count, blocks;
   GroupEntry entries[kGroupEntries];
 };
 static_assert(sizeof(GroupLaunch<AdamW>) <= 4000,
               "a group launch's parameters must fit in 4 KB");
 
 /// The _rows updates of up to 48 parameters in one launch (update_group):
-/// each block belongs to one entry and runs what updateKernel<W> runs for
-/// its elements, W = kRowsWidth (the same loads, sums, noise and steps, so
-/// the same bits). The parameters it is for are small (an RMSNorm's gamma:
-/// 2048 elements in 2 blocks; a key or value projection: 0.5 M in 256),
-/// and their own launches took 4.7 and 11.6 us a call for 0.06 and 13 MB
-/// in the T = 1024 SGD DP step, 65 of them a step.
+/// the entries' blocks of 256 vectors (p.blocks in all, entry e's from
+/// firstBlock on), taken by the launch's blocks in turn, each running what
+/// updateKernel<W> runs for its elements, W = kRowsWidth (the same loads,
+/// sums, noise and steps, so the same bits). The parameters it is for are
+/// small (an RMSNorm's gamma: 2048 elements in 2 blocks; a key or value
+/// projection: 0.5 M in 256), and their own launches took 4.7 and 11.6 us
+/// a call for 0.06 and 13 MB in the T = 1024 SGD DP step, 65 of them a
+/// step. One wave of blocks that loop, so that the step's scalars and the
+/// noise key are read once a block, not once per 256 vectors.
 template <class Opt>
 __global__ void __launch_bounds__(kThreads, 4)
     groupUpdateKernel(const __grid_constant__ GroupLaunch<Opt> p,
                       const StepState *state, int32_t *nonFinite) {
-  int e = 0;
-  while (e + 1 < p.count && p.entries[e + 1].firstBlock <= int(blockIdx.x))
-    ++e;
-  const GroupEntry &entry = p.entries[e];
-  const Opt opt =
-      withBuffers(p.opt, entry.master, entry.state1, entry.state2);
-  const StepScalars s = loadScalars(state, opt.beta1, opt.beta2);
-  const GradientNoise noise = GradientNoise::of(*state, entry.noiseIndex >= 0);
-  const int64_t vector =
-      int64_t(blockIdx.x - entry.firstBlock) * kThreads + threadIdx.x;
+  const StepScalars s = loadScalars(state, p.opt.beta1, p.opt.beta2);
+  const GradientNoise drawn = GradientNoise::of(*state, true);
   bool finite = true;
-  auto run = [&](auto tag) {
-    using T = decltype(tag);
-    constexpr int W = kRowsWidth<Opt, T>;
-    const int64_t i = vector * W;
-    if (i >= entry.n)
-      return;
-    const RowsGradient<PlainRowsView<T>> grad{
-        PlainRowsView<T>{static_cast<const T *>(entry.g), entry.n}, p.c,
-        p.batch};
-    float raw[W];
-    grad.template load<W>(i, raw);
-    stepElements<W>(opt, s, noise, entry.noiseIndex, i, raw, entry.copy,
-                    finite);
-  };
-  if (entry.f32Rows)
-    run(float{});
-  else
-    run(bf16{});
+  int e = 0;
+  for (int32_t block = blockIdx.x; block < p.blocks; block += gridDim.x) {
+    // Blocks only move forward: so does their entry.
+    while (e + 1 < p.count && p.entries[e + 1].firstBlock <= block)
+      ++e;
+    const GroupEntry &entry = p.entries[e];
+    const Opt opt =
+        withBuffers(p.opt, entry.master, entry.state1, entry.state2);
+    GradientNoise noise = drawn;
+    noise.on = drawn.on && entry.noiseIndex >= 0;
+    const int64_t vector =
+        int64_t(block - entry.firstBlock) * kThreads + threadIdx.x;
+    auto run = [&](auto tag) {
+      using T = decltype(tag);
+      constexpr int W = kRowsWidth<Opt, T>;
+      const int64_t i = vector * W;
+      if (i >= entry.n)
+        return;
+      const RowsGradient<PlainRowsView<T>> grad{
+          PlainRowsView<T>{static_cast<const T *>(entry.g), entry.n}, p.c,
+          p.batch};
+      float raw[W];
+      grad.template load<W>(i, raw);
+      stepElements<W>(opt, s, noise, entry.noiseIndex, i, raw, entry.copy,
+                      finite);
+    };
+    if (entry.f32Rows)
+      run(float{});
+    else
+      run(bf16{});
+  }
   if (!finite)
     atomicOr(nonFinite, 1);
 }
@@ -624,10 +632,12 @@ void launchGroup(Rank *rank, const Opt &proto, const UpdateGroup &group) {
   p.c = group.c;
   p.batch = group.batch;
   p.count = int32_t(group.entries.size());
+  p.blocks = group.blocks;
   std::copy(group.entries.begin(), group.entries.end(), p.entries);
-  groupUpdateKernel<Opt><<<unsigned(group.blocks), kThreads, 0,
-                           computeStream(rank)>>>(p, deviceStepState(rank),
-                                                  deviceNonFiniteFlag(rank));
+  groupUpdateKernel<Opt>
+      <<<oneWave<groupUpdateKernel<Opt>>(rank, group.blocks), kThreads, 0,
+         computeStream(rank)>>>(p, deviceStepState(rank),
+                                deviceNonFiniteFlag(rank));
   checkLaunch("update_group");
 }
 
