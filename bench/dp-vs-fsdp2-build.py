@@ -4,17 +4,21 @@
 For every shape, optimizer and DP setting: scripts/gen-llama.py writes the
 model, this script replaces its recipe with the benchmark's, and
 `dpc --backend cuda` compiles it. Run where dpc is built (`make build`); the
-folder then travels to the GPU machine (xz-compressed programs: the 16 of
-commit 3f2169c take 38 MiB, gzip'd 55 MiB, unpacked about 170 MiB; a device
-call carries at most 64 MiB).
+folder then travels to the GPU machine. A device call carries at most 64
+MiB with the repository: the 16 programs of commit 232aef6 take 45 MiB as
+16 .xz files, 6 MiB as one solid tar.xz (the default: most of each program
+is the same runtime), about 210 MiB unpacked.
 
     bench/dp-vs-fsdp2-build.py gpu-run/dp-vs-fsdp2
 
 Folder contents:
     manifest.json            shapes, recipe, steps, programs (read by the runner)
-    SHAPE-OPT-dp.xz          DP-SGD: flat clipping C = 1, Gaussian noise sigma = 1
-    SHAPE-OPT-nodp.xz        DP off: clip = #dp.clip<none>, noise = #dp.none
-                             (.gz with --compress gzip, no suffix with none)
+    programs.tar.xz          the programs (--compress solid, the default), which
+                             the runner unpacks beside the manifest on first use:
+      SHAPE-OPT-dp           DP-SGD: flat clipping C = 1, Gaussian noise sigma = 1
+      SHAPE-OPT-nodp         DP off: clip = #dp.clip<none>, noise = #dp.none
+                             (each its own SHAPE-OPT-*.xz with --compress xz,
+                             .gz with gzip, no suffix and no archive with none)
     SHAPE-OPT-{dp,nodp}.mlir the compiled model and recipe
 with SHAPE one of t1024, t4096, t8192, v128k-t2048 and OPT sgd or adamw.
 A program dpc cannot build (the DP-off recipe before dpc accepts it) is
@@ -159,7 +163,7 @@ def build(program, text, out, dpc, backend, compress, dpc_args):
         lines = (r.stderr or r.stdout or f"exit {r.returncode}").strip().splitlines()
         program.error = next((l for l in lines if "error" in l), lines[0] if lines else "")
         return program
-    if compress != "none":
+    if compress not in ("none", "solid"):
         suffix, opener = {"xz": (".xz", lambda p: lzma.open(p, "wb", preset=6)),
                           "gzip": (".gz", lambda p: gzip.open(p, "wb", compresslevel=6))}[compress]
         with open(binary, "rb") as src, opener(binary + suffix) as dst:
@@ -214,10 +218,12 @@ def main():
                          "epoch of the run with shuffle; 47 logical batches with "
                          "poisson, q = 0.021 as in docs/PERFORMANCE.md)")
     ap.add_argument("--jobs", type=int, default=2, help="dpc runs at once (default 2)")
-    ap.add_argument("--compress", choices=["xz", "gzip", "none"], default="xz",
-                    help="how the programs are packed (default xz: a third smaller "
-                         "than gzip, which no longer fits 16 programs into a "
-                         "device call)")
+    ap.add_argument("--compress", choices=["solid", "xz", "gzip", "none"],
+                    default="solid",
+                    help="how the programs are packed (default solid: one "
+                         "programs.tar.xz, 6 MiB for 16 programs against 45 MiB "
+                         "as separate .xz files, which no longer fit into a "
+                         "device call beside the repository)")
     ap.add_argument("--dpc-arg", action="append", default=[], metavar="ARG",
                     help="one more dpc argument for every program, e.g. "
                          "--dpc-arg=--materialized-norms=auto (repeatable; "
@@ -262,6 +268,21 @@ def main():
             state = f"{p.file} ({p.bytes / 2**20:.1f} MiB)" if p.file else f"not built: {p.error}"
             print(f"{p.name:24s} {p.build_s:5.1f} s  {state}", flush=True)
 
+    archive = None
+    if a.compress == "solid" and any(p.file for p in programs):
+        # One xz stream over all programs (tar's order: the manifest's).
+        archive = "programs.tar.xz"
+        files = [p.file for p in programs if p.file]
+        r = subprocess.run(["tar", "-C", a.out, "-cf", "-", *files], capture_output=True)
+        if r.returncode != 0:
+            sys.exit("dp-vs-fsdp2-build: tar failed: " + r.stderr.decode(errors="replace"))
+        with open(os.path.join(a.out, archive), "wb") as f:
+            x = subprocess.run(["xz", "-6", "-T0", "-c"], input=r.stdout, stdout=f)
+        if x.returncode != 0:
+            sys.exit("dp-vs-fsdp2-build: xz failed")
+        for name in files:
+            os.remove(os.path.join(a.out, name))
+
     commit, dirty = git_describe(a.dpc)
     manifest = {
         "format": 1,
@@ -279,6 +300,8 @@ def main():
         "shapes": [],
         "programs": [asdict(p) for p in programs],
     }
+    if archive:
+        manifest["archive"] = archive
     for s in ordered:
         logical = a.accum * s.batch
         n = a.records or (logical * total_steps if a.sampling == "shuffle" else 47 * logical)
@@ -287,8 +310,10 @@ def main():
         json.dump(manifest, f, indent=2)
         f.write("\n")
     built = sum(1 for p in programs if p.file)
-    size = sum(p.bytes or 0 for p in programs) / 2**20
-    print(f"{built} of {len(programs)} programs in {a.out} ({size:.1f} MiB), "
+    size = (os.path.getsize(os.path.join(a.out, archive)) if archive
+            else sum(p.bytes or 0 for p in programs)) / 2**20
+    print(f"{built} of {len(programs)} programs in {a.out} ({size:.1f} MiB"
+          f"{' in ' + archive if archive else ''}), "
           f"DPC {commit}{' (uncommitted changes)' if dirty else ''}")
     return 0 if built else 1
 

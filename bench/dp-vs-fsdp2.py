@@ -181,6 +181,32 @@ def write_tok(path, shape, records, seed):
             f.write("\n")
 
 
+def unpack_archive(manifest, folder):
+    """The programs of a solid build (dp-vs-fsdp2-build.py --compress solid)
+    into `folder`, beside the manifest, unless they are there already."""
+    archive = manifest.get("archive")
+    if not archive:
+        return
+    missing = [p["file"] for p in manifest["programs"]
+               if p.get("file") and not os.path.exists(os.path.join(folder, p["file"]))]
+    if not missing:
+        return
+    path = os.path.join(folder, archive)
+    if not os.path.exists(path):
+        sys.exit(f"dp-vs-fsdp2: {path} is missing, and with it {', '.join(missing)}")
+    t0 = time.monotonic()
+    with tarfile.open(path, "r:xz") as tar:
+        names = set(tar.getnames())
+        lost = [m for m in missing if m not in names]
+        if lost:
+            sys.exit(f"dp-vs-fsdp2: {path} lacks {', '.join(lost)}")
+        # The "data" filter (Python 3.12, and backports) where it exists.
+        safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+        for m in missing:
+            tar.extract(m, folder, **safe)
+    log(f"programs: {len(missing)} unpacked from {archive} ({time.monotonic() - t0:.1f} s)")
+
+
 def run_process(cmd, env, timeout, logf, title):
     """Runs cmd in its own process group (so that a stop also ends its
     children, such as Inductor's compile workers) with its output into the
@@ -361,6 +387,7 @@ def main():
 
     with open(os.path.join(a.programs, "manifest.json")) as f:
         manifest = json.load(f)
+    unpack_archive(manifest, a.programs)
     all_shapes = manifest["shapes"]
     if a.shapes:
         by_name = {s["name"]: s for s in all_shapes}

@@ -45,6 +45,8 @@ nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv
 nvidia-smi topo -m 2>/dev/null | head -4
 for f in "$run"/*.gz; do gunzip -c "$f" > "$work/$(basename "${f%.gz}")"; done
 for f in "$run"/*.xz; do xz -dc "$f" > "$work/$(basename "${f%.xz}")"; done
+# bench/dp-vs-fsdp2-build.py's default since 2026-11-29: one solid archive.
+if [ -f "$run/programs.tar.xz" ]; then tar -xJf "$run/programs.tar.xz" -C "$work"; fi
 chmod +x "$work"/t1024-* "$work"/small-*
 launch2=(torchrun --standalone --nproc-per-node 2 --no-python)
 
