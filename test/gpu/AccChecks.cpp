@@ -41,6 +41,17 @@ dprt::StepState checkedUpdateState() {
   return state;
 }
 
+/// checkedUpdateState with Philox noise of std 0.5 under a fixed key (an
+/// update draws it where its noise index is not -1).
+dprt::StepState noisedUpdateState() {
+  dprt::StepState state = checkedUpdateState();
+  state.noiseStd = 0.5;
+  state.noiseKey[0] = 0x243f6a8885a308d3ull;
+  state.noiseKey[1] = 0x13198a2e03707344ull;
+  state.noiseGenerator = static_cast<int32_t>(dprt::NoiseGeneratorKind::Philox);
+  return state;
+}
+
 /// The bytes of the device side of `b`, to compare results bit for bit (a
 /// -0 against a +0 too).
 std::vector<uint8_t> deviceBytes(Buffer &b) {
@@ -106,13 +117,7 @@ void updateRowsChecks(Context &ctx) {
                                (noise ? " noise" : "") + " masked"))
               continue;
             ctx.guarded([&] {
-              dprt::StepState state = checkedUpdateState();
-              state.noiseStd = 0.5;
-              state.noiseKey[0] = 0x243f6a8885a308d3ull;
-              state.noiseKey[1] = 0x13198a2e03707344ull;
-              state.noiseGenerator =
-                  static_cast<int32_t>(dprt::NoiseGeneratorKind::Philox);
-              ctx.setStepState(state);
+              ctx.setStepState(noisedUpdateState());
               const int64_t index = noise ? 1000003 : -1;
               // The fused update on (w, a, b); the composition it replaces on
               // (w2, a2, b2).
@@ -220,13 +225,7 @@ void updateGroupChecks(Context &ctx) {
                    "60 updates, B8, noise, masked"))
       continue;
     ctx.guarded([&] {
-      dprt::StepState state = checkedUpdateState();
-      state.noiseStd = 0.5;
-      state.noiseKey[0] = 0x243f6a8885a308d3ull;
-      state.noiseKey[1] = 0x13198a2e03707344ull;
-      state.noiseGenerator =
-          static_cast<int32_t>(dprt::NoiseGeneratorKind::Philox);
-      ctx.setStepState(state);
+      ctx.setStepState(noisedUpdateState());
       struct Entry {
         int64_t n, at, rowsAt;
         bool f32Rows, otherFactors, misaligned;
