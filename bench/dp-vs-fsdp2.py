@@ -20,7 +20,10 @@ still gives the most important rows. --estimate prints the plan only.
 
 Raw results go to $OUT (default /tmp/dp-vs-fsdp2-out): results.jsonl (one
 object per run: command, wall time, parsed numbers, DPC's per-step metrics),
-dp-vs-fsdp2.log (every run's output), table.md; with --save-compile-cache,
+dp-vs-fsdp2.log (every run's output), table.md, smi.csv (nvidia-smi's SM
+clock and power every 200 ms: each run's record and the table give their
+medians, as under the 700 W cap the clock decides the speed and differs
+from one H200 to the next); with --save-compile-cache,
 compile-cache.tar.gz (Inductor's and Triton's caches, for --compile-cache in
 a later call).
 """
@@ -35,6 +38,7 @@ import re
 import shlex
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -205,6 +209,73 @@ def unpack_archive(manifest, folder):
         for m in missing:
             tar.extract(m, folder, **safe)
     log(f"programs: {len(missing)} unpacked from {archive} ({time.monotonic() - t0:.1f} s)")
+
+
+class ClockSampler:
+    """nvidia-smi's SM clock and board power every 200 ms into a file, for
+    the medians over a run's samples at the power cap (650 W or more: the
+    regime the runs are compared in) or over all of them when none reached
+    it. Without nvidia-smi, or if it fails, there are no medians and the
+    runs go on."""
+    CAP_W = 650.0
+
+    def __init__(self, path, env):
+        self.path, self.proc = path, None
+        try:
+            self.out = open(path, "w")
+            self.proc = subprocess.Popen(
+                ["nvidia-smi", "--query-gpu=timestamp,clocks.sm,power.draw",
+                 "--format=csv,noheader,nounits", "-lms", "200"],
+                stdout=self.out, stderr=subprocess.DEVNULL, env=env)
+        except OSError:
+            self.proc = None
+
+    def samples(self):
+        """(seconds since the epoch, MHz, W) of every whole line so far."""
+        rows = []
+        try:
+            with open(self.path) as f:
+                for line in f:
+                    parts = [x.strip() for x in line.split(",")]
+                    if len(parts) != 3:
+                        continue
+                    try:
+                        t = datetime.datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f")
+                        rows.append((t.timestamp(), float(parts[1]), float(parts[2])))
+                    except ValueError:
+                        continue
+        except OSError:
+            pass
+        return rows
+
+    def medians(self, begin=None, end=None):
+        """{median_mhz, median_w, samples, at_cap} over [begin, end] (seconds
+        since the epoch; all samples without them), or None."""
+        rows = [r for r in self.samples()
+                if (begin is None or r[0] >= begin) and (end is None or r[0] <= end)]
+        capped = [r for r in rows if r[2] >= self.CAP_W]
+        use = capped or rows
+        if not use:
+            return None
+        return {"median_mhz": statistics.median(r[1] for r in use),
+                "median_w": statistics.median(r[2] for r in use),
+                "samples": len(use), "at_cap": bool(capped)}
+
+    def stop(self):
+        if self.proc:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+            self.out.close()
+
+
+def clock_text(m):
+    if not m:
+        return ""
+    where = "at >= 650 W" if m["at_cap"] else "below 650 W"
+    return f"{m['median_mhz']:.0f} MHz at {m['median_w']:.0f} W ({m['samples']} samples {where})"
 
 
 def run_process(cmd, env, timeout, logf, title):
@@ -468,6 +539,7 @@ def main():
 
     cells = {}
     deadline = t0 + a.budget
+    clock = ClockSampler(os.path.join(a.out, "smi.csv"), env) if a.device == "cuda" else None
     for n, job in enumerate(jobs):
         shape = job.shape
         rec = {"key": job.key, "shape": shape["name"], "system": job.system,
@@ -482,10 +554,15 @@ def main():
                                                f"{max(left, 0):.0f} s left of the budget")
             for opt in job.optimizers:
                 cells[(shape["name"], opt, job.system)] = {"status": "skipped"}
-        elif job.system in ("dp", "nodp"):
-            run_dpc(job, rec, cells, manifest, data, env, left, logf, a)
         else:
-            run_fsdp2(job, rec, cells, manifest, env, left, logf, a, n)
+            began = time.time()
+            if job.system in ("dp", "nodp"):
+                run_dpc(job, rec, cells, manifest, data, env, left, logf, a)
+            else:
+                run_fsdp2(job, rec, cells, manifest, env, left, logf, a, n)
+            # The whole run's samples: start-up, warm-up and timed steps.
+            if clock and (m := clock.medians(began, time.time())):
+                rec["clock"] = m
         job.record_status = rec["status"]
         with open(results_path, "a") as f:
             f.write(json.dumps(rec) + "\n")
@@ -495,9 +572,15 @@ def main():
         if rec["status"] != "ok":
             summary = f"{rec['status']}: {rec.get('error', '')[:100]}" + \
                 (f" ({summary})" if summary else "")
-        log(f"{job.key:34s} {took:24s} {summary}")
+        log(f"{job.key:34s} {took:24s} {summary}" +
+            (f"  [{clock_text(rec['clock'])}]" if "clock" in rec else ""))
 
     text = table(shapes, optimizers, cells)
+    if clock:
+        clock.stop()
+        overall = clock.medians()
+        if overall:
+            text += f"\nSM clock over the call, median: {clock_text(overall)} (smi.csv)."
     title = (f"DPC against PyTorch FSDP2 without DP, one GPU ({header.get('gpu', 'cpu')}), "
              f"torch {header['torch']}, DPC {manifest.get('dpc_commit')}, {header['date']}; "
              f"{manifest['warmup']} warm-up + {manifest['steps']} timed steps, "
