@@ -590,33 +590,45 @@ void update(Rank *rank, DType acc, const char *name, const Opt &opt,
 
 } // namespace
 
-/// The *_update_rows calls an open update_group has deferred: all of one
-/// optimizer with the same hyperparameters, clip factors and batch.
-struct UpdateGroup {
-  bool open = false;
+/// What the updates of one launch share: the optimizer and its
+/// hyperparameters, the clip factors and the batch.
+struct GroupKey {
   OptimizerKind kind = OptimizerKind::SGD;
   double hyperparameters[3] = {};
   bool nesterov = false;
   const float *c = nullptr;
   int64_t batch = 0;
+
+  bool operator==(const GroupKey &o) const {
+    return kind == o.kind && nesterov == o.nesterov && c == o.c &&
+           batch == o.batch &&
+           std::equal(hyperparameters, hyperparameters + 3,
+                      o.hyperparameters);
+  }
+};
+
+/// The *_update_rows calls an open update_group has deferred, all of one
+/// key.
+struct UpdateGroup {
+  bool open = false;
+  GroupKey key;
   std::vector<GroupEntry> entries;
   int32_t blocks = 0;
 };
 
 namespace {
 
-/// The group fields of each optimizer: its kind and hyperparameters.
-void describe(const Sgd &, UpdateGroup &g) { g.kind = OptimizerKind::SGD; }
-void describe(const Momentum &opt, UpdateGroup &g) {
-  g.kind = OptimizerKind::Momentum;
-  g.hyperparameters[0] = opt.momentum;
-  g.nesterov = opt.nesterov;
+/// An update's group key: its optimizer's kind and hyperparameters.
+GroupKey keyOf(const Sgd &, const float *c, int64_t batch) {
+  return GroupKey{OptimizerKind::SGD, {}, false, c, batch};
 }
-void describe(const AdamW &opt, UpdateGroup &g) {
-  g.kind = OptimizerKind::AdamW;
-  g.hyperparameters[0] = opt.beta1;
-  g.hyperparameters[1] = opt.beta2;
-  g.hyperparameters[2] = opt.eps;
+GroupKey keyOf(const Momentum &opt, const float *c, int64_t batch) {
+  return GroupKey{
+      OptimizerKind::Momentum, {opt.momentum}, opt.nesterov, c, batch};
+}
+GroupKey keyOf(const AdamW &opt, const float *c, int64_t batch) {
+  return GroupKey{
+      OptimizerKind::AdamW, {opt.beta1, opt.beta2, opt.eps}, false, c, batch};
 }
 
 float *stateBuffer(const Sgd &, int) { return nullptr; }
@@ -629,8 +641,8 @@ template <class Opt>
 void launchGroup(Rank *rank, const Opt &proto, const UpdateGroup &group) {
   GroupLaunch<Opt> p{};
   p.opt = proto;
-  p.c = group.c;
-  p.batch = group.batch;
+  p.c = group.key.c;
+  p.batch = group.key.batch;
   p.count = int32_t(group.entries.size());
   p.blocks = group.blocks;
   std::copy(group.entries.begin(), group.entries.end(), p.entries);
@@ -645,13 +657,14 @@ void launchGroup(Rank *rank, const Opt &proto, const UpdateGroup &group) {
 void flushGroup(Rank *rank, UpdateGroup &group) {
   if (group.entries.empty())
     return;
-  const double *h = group.hyperparameters;
-  switch (group.kind) {
+  const double *h = group.key.hyperparameters;
+  switch (group.key.kind) {
   case OptimizerKind::SGD:
     launchGroup(rank, Sgd{nullptr}, group);
     break;
   case OptimizerKind::Momentum:
-    launchGroup(rank, Momentum{nullptr, nullptr, h[0], group.nesterov}, group);
+    launchGroup(rank, Momentum{nullptr, nullptr, h[0], group.key.nesterov},
+                group);
     break;
   case OptimizerKind::AdamW:
     launchGroup(rank, AdamW{h[0], h[1], h[2], nullptr, nullptr, nullptr},
@@ -680,21 +693,12 @@ bool deferToGroup(Rank *rank, const Opt &opt, const T *g, const float *c,
   if (blocks >= int64_t(st.smCount) * 4 || n > INT32_MAX)
     return false;
   UpdateGroup &group = *st.updates;
-  UpdateGroup key;
-  describe(opt, key);
-  const bool same =
-      key.kind == group.kind && key.nesterov == group.nesterov &&
-      std::equal(key.hyperparameters, key.hyperparameters + 3,
-                 group.hyperparameters) &&
-      c == group.c && batch == group.batch;
-  if (!same || group.entries.size() == size_t(kGroupEntries) ||
+  const GroupKey key = keyOf(opt, c, batch);
+  if (!(key == group.key) || group.entries.size() == size_t(kGroupEntries) ||
       int64_t(group.blocks) + blocks > INT32_MAX)
     flushGroup(rank, group);
-  if (group.entries.empty()) {
-    describe(opt, group);
-    group.c = c;
-    group.batch = batch;
-  }
+  if (group.entries.empty())
+    group.key = key;
   group.entries.push_back(GroupEntry{opt.master, stateBuffer(opt, 0),
                                      stateBuffer(opt, 1), g, copy, noiseIndex,
                                      int32_t(n), group.blocks,
