@@ -185,6 +185,17 @@ def write_tok(path, shape, records, seed):
             f.write("\n")
 
 
+def extract(tar, folder, members=None):
+    """tar's members (all without a list) into folder, through the "data"
+    filter where this Python has it (3.11.4 and 3.12 on, and backports)."""
+    safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+    if members is None:
+        tar.extractall(folder, **safe)
+    else:
+        for m in members:
+            tar.extract(m, folder, **safe)
+
+
 def unpack_archive(manifest, folder):
     """The programs of a solid build (dp-vs-fsdp2-build.py --compress solid)
     into `folder`, beside the manifest, unless they are there already."""
@@ -204,10 +215,7 @@ def unpack_archive(manifest, folder):
         lost = [m for m in missing if m not in names]
         if lost:
             sys.exit(f"dp-vs-fsdp2: {path} lacks {', '.join(lost)}")
-        # The "data" filter (Python 3.12, and backports) where it exists.
-        safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-        for m in missing:
-            tar.extract(m, folder, **safe)
+        extract(tar, folder, missing)
     log(f"programs: {len(missing)} unpacked from {archive} ({time.monotonic() - t0:.1f} s)")
 
 
@@ -222,11 +230,12 @@ class ClockSampler:
     def __init__(self, path, env):
         self.path, self.proc = path, None
         try:
-            self.out = open(path, "w")
-            self.proc = subprocess.Popen(
-                ["nvidia-smi", "--query-gpu=timestamp,clocks.sm,power.draw",
-                 "--format=csv,noheader,nounits", "-lms", "200"],
-                stdout=self.out, stderr=subprocess.DEVNULL, env=env)
+            with open(path, "w") as out:
+                # The child keeps its own copy of the descriptor.
+                self.proc = subprocess.Popen(
+                    ["nvidia-smi", "--query-gpu=timestamp,clocks.sm,power.draw",
+                     "--format=csv,noheader,nounits", "-lms", "200"],
+                    stdout=out, stderr=subprocess.DEVNULL, env=env)
         except OSError:
             self.proc = None
 
@@ -268,7 +277,6 @@ class ClockSampler:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-            self.out.close()
 
 
 def clock_text(m):
@@ -507,10 +515,7 @@ def main():
     if a.compile_cache:
         os.makedirs(cache, exist_ok=True)
         with tarfile.open(a.compile_cache) as tar:
-            try:
-                tar.extractall(cache, filter="data")
-            except TypeError:  # Python before 3.11.4 has no filters
-                tar.extractall(cache)
+            extract(tar, cache)
 
     header = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
               "manifest": {k: v for k, v in manifest.items() if k != "programs"}}
