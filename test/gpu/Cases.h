@@ -3,7 +3,8 @@
 // KernelChecks.cpp compares every CUDA kernel with the CPU backend's on
 // random inputs (a fresh seed per case), with the per-sample norms and
 // clipped weight gradients in NormChecks.cpp, the acc-buffer kernels
-// (optimizers, clip factors, materialized rows) in AccChecks.cpp, rope and
+// (optimizers, clip factors, materialized rows) in AccChecks.cpp, the rows
+// updates, update groups and the finiteness flag in UpdateChecks.cpp, rope and
 // attention in AttentionChecks.cpp and runCaptured and the driver's
 // finiteness check in CapturedChecks.cpp; Timings.cpp
 // times kernels at the sizes of the 1.1B Llama model; NcclChecks.cpp checks
@@ -71,6 +72,13 @@ std::string dims(std::initializer_list<std::pair<const char *, int64_t>> d,
 void kernelChecks(Context &ctx);
 /// Kernels on acc (f32) buffers and materialized rows (AccChecks.cpp).
 void accChecks(Context &ctx);
+/// The *_update_rows optimizers, update_group and the update kernels'
+/// finiteness flag (UpdateChecks.cpp; run by accChecks).
+void updateChecks(Context &ctx);
+/// The StepState of the optimizer checks: step 3, gradScale 0.25, lrScale
+/// 0.5 and the run's learning rate and weight decay, which the kernels read
+/// from it (UpdateChecks.cpp).
+dprt::StepState checkedUpdateState();
 /// Per-sample norms and clipped weight gradients (NormChecks.cpp), for each
 /// dtype and shape kind.
 void normChecks(Context &ctx, DType dt, bool odd);
