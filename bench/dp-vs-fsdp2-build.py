@@ -276,8 +276,13 @@ def main():
         r = subprocess.run(["tar", "-C", a.out, "-cf", "-", *files], capture_output=True)
         if r.returncode != 0:
             sys.exit("dp-vs-fsdp2-build: tar failed: " + r.stderr.decode(errors="replace"))
+        # One thread and a dictionary larger than a program (12.5 MiB), so
+        # that each program is coded against the ones before it: with -T0 on
+        # two cores xz cuts the stream into blocks of 24 MiB, coded apart,
+        # and the 16 programs of 207646f took 47 MiB instead of 6.2.
         with open(os.path.join(a.out, archive), "wb") as f:
-            x = subprocess.run(["xz", "-6", "-T0", "-c"], input=r.stdout, stdout=f)
+            x = subprocess.run(["xz", "-T1", "--lzma2=preset=6,dict=64MiB", "-c"],
+                               input=r.stdout, stdout=f)
         if x.returncode != 0:
             sys.exit("dp-vs-fsdp2-build: xz failed")
         for name in files:
