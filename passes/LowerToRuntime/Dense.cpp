@@ -1,9 +1,7 @@
 //===- Dense.cpp - Embeddings and linear layers ---------------------------===//
 //
 // dp.embedding, dp.position_embedding, dp.linear and dp.linear_grad_input
-// to the kernels of runtime/cpu/Dense.cpp (a down projection's input
-// gradient that a GLU's gradient reads right after: to the GLU's
-// glu_backward_product, Elementwise.cpp).
+// to the kernels of runtime/cpu/Dense.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -70,13 +68,6 @@ LogicalResult lowerLinear(LinearOp l, LoweringContext &context) {
 LogicalResult lowerLinearGradInput(LinearGradInputOp g,
                                    LoweringContext &context) {
   Value dx = context.accTarget(g.getAcc(), g, g.getDx(), "dx");
-  // The GLU's gradient right after computes the product itself
-  // (glu_backward_product); dx stays its buffer for a backend that stores
-  // the product.
-  Value result = g.getDx();
-  if (result.hasOneUse() &&
-      gluProductSource(result, *result.getUsers().begin()) == g)
-    return success();
   CallArgs a = context.args();
   a.dtype(context.dt)
       .buffer(context.buf(g.getDy()))

@@ -116,9 +116,8 @@ LogicalResult lowerGlu(GluOp glu, LoweringContext &context) {
 }
 
 /// glu_backward for a dp.glu_grad (output null) or a dp.glu_grad_remat
-/// (output: the GLU output it also makes), or glu_backward_product with the
-/// down projection's input gradient that makes dy (gluProductSource). A
-/// gradient nothing reads is not formed (null to the kernel).
+/// (output: the GLU output it also makes). A gradient nothing reads is not
+/// formed (null to the kernel).
 void callGluBackward(Operation *op, ActivationKind kind, Value gate, Value up,
                      Value dy, Value dgateResult, Value dupResult, Value output,
                      LoweringContext &context) {
@@ -135,21 +134,8 @@ void callGluBackward(Operation *op, ActivationKind kind, Value gate, Value up,
       .attr(rt::ActivationAttr::get(context.getContext(),
                                     runtimeActivation(kind)))
       .buffer(context.buf(gate))
-      .buffer(context.buf(up));
-  if (LinearGradInputOp product = gluProductSource(dy, op)) {
-    a.buffer(context.buf(product.getDy()))
-        .buffer(context.paramPointer(product.getWeightAttr()))
-        .buffer(context.buf(dy))
-        .bufferOrNull(dgate)
-        .bufferOrNull(dup)
-        .bufferOrNull(y)
-        .i64(rowsOf(product.getDy()))
-        .i64(lastDim(dy))
-        .i64(lastDim(product.getDy()));
-    context.call("glu_backward_product", a);
-    return;
-  }
-  a.buffer(context.buf(dy))
+      .buffer(context.buf(up))
+      .buffer(context.buf(dy))
       .bufferOrNull(dgate)
       .bufferOrNull(dup)
       .bufferOrNull(y)
@@ -170,20 +156,6 @@ LogicalResult lowerGluGradRemat(GluGradRematOp g, LoweringContext &context) {
 }
 
 } // namespace
-
-LinearGradInputOp dpc::lowering::gluProductSource(Value dy,
-                                                  Operation *gluGrad) {
-  auto product = dy.getDefiningOp<LinearGradInputOp>();
-  if (!product || product.getAcc() || !dy.hasOneUse() ||
-      product->getNextNode() != gluGrad)
-    return {};
-  Value gluDy;
-  if (auto g = dyn_cast<GluGradOp>(gluGrad))
-    gluDy = g.getDy();
-  else if (auto g = dyn_cast<GluGradRematOp>(gluGrad))
-    gluDy = g.getDy();
-  return gluDy == dy ? product : LinearGradInputOp();
-}
 
 void dpc::lowering::populateElementwiseLowerings(OpLoweringRegistry &registry) {
   registry.add(lowerActivation<ReluOp>);

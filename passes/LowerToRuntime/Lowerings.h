@@ -54,15 +54,6 @@ private:
   llvm::DenseMap<mlir::TypeID, OpLowering> lowerings;
 };
 
-/// The down projection's input gradient that `gluGrad` (a dp.glu_grad or
-/// dp.glu_grad_remat) reads as its dy, where the two lower to one
-/// glu_backward_product: a dp.linear_grad_input that accumulates onto
-/// nothing, whose result only `gluGrad` reads, right before it (so that its
-/// operands are still where it left them). Null where they stay apart.
-/// Elementwise.cpp emits the fused call; Dense.cpp leaves the product to it.
-dp::LinearGradInputOp gluProductSource(mlir::Value dy,
-                                       mlir::Operation *gluGrad);
-
 // Op lowerings, one family per runtime kernel file.
 void populateDenseLowerings(OpLoweringRegistry &registry);
 void populateNormalizationLowerings(OpLoweringRegistry &registry);

@@ -150,14 +150,6 @@ void glu_backward(Rank *, DType dt, Activation act, const void *gate,
   });
 }
 
-void glu_backward_product(Rank *rank, DType dt, Activation act,
-                          const void *gate, const void *up, const void *dz,
-                          const void *w, void *dy, void *dgate, void *dup,
-                          void *y, int64_t rows, int64_t width, int64_t depth) {
-  linear_backward_input(rank, dt, dz, w, dy, rows, width, depth, false);
-  glu_backward(rank, dt, act, gate, up, dy, dgate, dup, y, rows * width);
-}
-
 void mul_backward(Rank *, DType dt, const void *a, const void *b,
                   const void *dy, void *da, void *db, int64_t n,
                   bool accumulateA, bool accumulateB) {

@@ -10,7 +10,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "GluProductGemm.h"
 #include "NormGemms.h"
 #include "Reduce.cuh"
 
@@ -151,32 +150,6 @@ bool fusedGramNorm(Rank *rank, DType dt, const void *dy, const void *ka,
 
 bool fusedNormProductsBuilt() { return true; }
 
-bool fusedGluProduct(Rank *rank, DType dt, const sm90::GluProductProblem &p) {
-  if (!fusedAsked("DPRT_GLU_PRODUCT", true) || !fusedHardware(rank, dt) ||
-      !sm90::takesGluProduct(p.act, p.rows, p.width, p.depth))
-    return false;
-  // TMA's operands and the epilogue's 16-byte accesses; a null output is
-  // not formed.
-  const void *pointers[] = {p.dz, p.w, p.gate, p.up, p.dgate, p.dup, p.y};
-  for (const void *v : pointers)
-    if (v && !aligned16(v))
-      return false;
-  const int sms = deviceState(rank).smCount;
-  void *workspace =
-      scratch(rank, kComputeStream, sm90::gluProductWorkspace(p, sms));
-  switch (sm90::runGluProduct(p, workspace, sms, computeStream(rank))) {
-  case sm90::RunStatus::Refused:
-    return false;
-  case sm90::RunStatus::Failed:
-    fail(std::string("glu_backward_product: the fused product failed: ") +
-         cudaGetErrorString(cudaGetLastError()));
-  case sm90::RunStatus::Ran:
-    break;
-  }
-  checkLaunch("glu_backward_product");
-  return true;
-}
-
 bool fusedPerSampleGradRuns(Rank *rank, DType dt, int64_t batch, int64_t tokens,
                             int64_t in, int64_t out) {
   // The variable first, so that a bad value is an error on every GPU.
@@ -217,9 +190,6 @@ bool fusedGramNorm(Rank *, DType, const void *, const void *, float *, int64_t,
   return false;
 }
 bool fusedNormProductsBuilt() { return false; }
-bool fusedGluProduct(Rank *, DType, const sm90::GluProductProblem &) {
-  return false;
-}
 bool fusedPerSampleGradRuns(Rank *, DType, int64_t, int64_t, int64_t, int64_t) {
   return false;
 }

@@ -118,55 +118,6 @@ void clipFactorsWithMaskedSample(Buffer &c, std::mt19937_64 &rng) {
 
 namespace {
 
-/// glu_backward_product against the CPU's product and glu_backward, on each
-/// path (DPRT_GLU_PRODUCT): the fused one (sm_90a, bf16, widths and depths
-/// that are multiples of 8) and the two passes. Even shapes: the fused
-/// product's partial tiles (64 x 256) in both dimensions, every output, the
-/// rematerialized output glu_forward's bits; odd: a width the fused product
-/// refuses, dup null.
-void gluProductChecks(Context &ctx, DType dt, bool odd) {
-  const int64_t rows = odd ? 77 : 1000, width = odd ? 130 : 1032,
-                depth = odd ? 66 : 264;
-  for (const char *path : {"fused", "two-pass"}) {
-    if (!ctx.begin(
-            "glu_backward_product.silu", dprt::nameOf(dt),
-            dims({{"rows", rows}, {"width", width}, {"depth", depth}}, odd) +
-                ", " + path))
-      continue;
-    setenv("DPRT_GLU_PRODUCT", path, 1);
-    ctx.guarded([&] {
-      const Activation act = Activation::Silu;
-      const int64_t n = rows * width;
-      Buffer dz(dt, rows * depth), w(dt, depth * width), gate(dt, n), up(dt, n),
-          dy(dt, n), dgate(dt, n), dup(dt, n), y(dt, n), forward(dt, n);
-      dz.randn(ctx.rng);
-      w.randn(ctx.rng, 1.0 / std::sqrt(double(depth)));
-      gate.randn(ctx.rng, 3.0);
-      up.randn(ctx.rng);
-      dy.poison();
-      dgate.poison();
-      dup.poison();
-      y.poison();
-      void *duph = odd ? nullptr : dup.h(), *dupd = odd ? nullptr : dup.d();
-      cpu::glu_backward_product(ctx.cpu, dt, act, gate.h(), up.h(), dz.h(),
-                                w.h(), dy.h(), dgate.h(), duph, y.h(), rows,
-                                width, depth);
-      gpu::glu_backward_product(ctx.gpu, dt, act, gate.d(), up.d(), dz.d(),
-                                w.d(), dy.d(), dgate.d(), dupd, y.d(), rows,
-                                width, depth);
-      ctx.compare("dgate", dgate, tol(dt));
-      if (!odd)
-        ctx.compare("dup", dup, tol(dt));
-      ctx.compare("y", y, tol(dt));
-      gpu::glu_forward(ctx.gpu, dt, act, gate.d(), up.d(), forward.d(), n);
-      gpu::synchronize(ctx.gpu);
-      Row same = compareValues(y.download(), forward.download(), 0);
-      ctx.result("y = glu_forward", same.pass, same.note);
-    });
-  }
-  unsetenv("DPRT_GLU_PRODUCT");
-}
-
 void denseChecks(Context &ctx, DType dt, bool odd) {
   const std::string dn = dprt::nameOf(dt);
   const int64_t mis = odd ? 1 : 0;
@@ -269,7 +220,6 @@ void denseChecks(Context &ctx, DType dt, bool odd) {
         ctx.compare("dx", dx, tol(dt));
       });
   }
-  gluProductChecks(ctx, dt, odd);
   // A product large enough that its first call times cuBLASLt's candidates
   // (Gemm.cpp): each candidate's runs add into dx, so tuning must save dx
   // and put it back, and the product then run once on the original.

@@ -486,24 +486,6 @@ void layerTimings(Context &ctx) {
                  gpu::glu_backward(ctx.gpu, dt, Activation::Silu, a.p(), b.p(),
                                    y.p(), da.p(), db.p(), out.p(), n);
                });
-    // The down projection's input gradient with the GLU's backward (and
-    // its rematerialized output): one product whose epilogue does the GLU,
-    // against the product and glu_backward.silu+output.
-    {
-      DeviceBuffer dz(dt, kRows * kD, ++seed), w(dt, kD * kFF, ++seed);
-      for (const char *path : {"fused", "two-pass"}) {
-        setenv("DPRT_GLU_PRODUCT", path, 1);
-        timeKernel(ctx, "glu_backward_product.silu", dt,
-                   shape + "x" + std::to_string(kD) + ", " + path,
-                   2.0 * kRows * kD * kFF, true, [&] {
-                     gpu::glu_backward_product(
-                         ctx.gpu, dt, Activation::Silu, a.p(), b.p(), dz.p(),
-                         w.p(), y.p(), da.p(), db.p(), out.p(), kRows, kFF,
-                         kD);
-                   });
-      }
-      unsetenv("DPRT_GLU_PRODUCT");
-    }
     timeKernel(ctx, "mul_forward", dt, shape, 3.0 * 2 * n, false,
                [&] { gpu::mul_forward(ctx.gpu, dt, a.p(), b.p(), y.p(), n); });
     timeKernel(ctx, "mul_backward", dt, shape, 5.0 * 2 * n, false, [&] {
