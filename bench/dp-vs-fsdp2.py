@@ -28,6 +28,7 @@ compile-cache.tar.gz (Inductor's and Triton's caches, for --compile-cache in
 a later call).
 """
 import argparse
+import atexit
 import datetime
 import gzip
 import lzma
@@ -238,6 +239,9 @@ class ClockSampler:
                     stdout=out, stderr=subprocess.DEVNULL, env=env)
         except OSError:
             self.proc = None
+        # nvidia-smi -lms runs until stopped: stop it however the runner
+        # ends (stop() again is harmless).
+        atexit.register(self.stop)
 
     def samples(self):
         """(seconds since the epoch, MHz, W) of every whole line so far."""
@@ -271,7 +275,7 @@ class ClockSampler:
                 "samples": len(use), "at_cap": bool(capped)}
 
     def stop(self):
-        if self.proc:
+        if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             try:
                 self.proc.wait(timeout=5)
@@ -282,7 +286,8 @@ class ClockSampler:
 def clock_text(m):
     if not m:
         return ""
-    where = "at >= 650 W" if m["at_cap"] else "below 650 W"
+    cap = f"{ClockSampler.CAP_W:.0f} W"
+    where = f"at >= {cap}" if m["at_cap"] else f"below {cap}"
     return f"{m['median_mhz']:.0f} MHz at {m['median_w']:.0f} W ({m['samples']} samples {where})"
 
 

@@ -127,7 +127,7 @@ struct DeviceState {
   /// first attention call; a shared_ptr because the type is complete only
   /// there.
   std::shared_ptr<CudnnAttentionState> cudnn;
-  /// The *_update_rows calls an open update_group defers (Optimizers.cu),
+  /// The *_update_rows calls an open update_group defers (UpdateGroups.cu),
   /// made on the first update_group call.
   std::shared_ptr<UpdateGroup> updates;
 

@@ -14,7 +14,7 @@
 
 #include "dprt/kernels.h"
 
-#include <stdexcept>
+#include <algorithm>
 #include <string>
 #include <vector>
 
