@@ -74,8 +74,10 @@ void setPreference(cublasLtMatmulPreference_t pref,
       "cublasLtMatmulPreferenceSetAttribute");
 }
 
-/// How many of the heuristic's candidates tuning times.
+/// How many of the heuristic's candidates tuning times: its first without
+/// a workspace, then at most kWorkspaceCandidates of its first with one.
 constexpr int kCandidates = 8;
+constexpr int kWorkspaceCandidates = 4;
 /// A candidate replaces the heuristic's first choice only when it is this
 /// much faster, so that timing noise does not pick between equals.
 constexpr double kTuningMargin = 0.02;
@@ -83,17 +85,45 @@ constexpr double kTuningMargin = 0.02;
 /// they would gain microseconds, and timing a shape's candidates costs
 /// milliseconds (each candidate's kernel is loaded on its first launch).
 constexpr double kTuningMinFlop = 1e10;
+/// What a candidate that needs cuBLASLt's workspace costs in a step beyond
+/// its timed runs, in ms. cuBLASLt zeroes the workspace before every such
+/// launch (nvjet's dynamic tile scheduler asks for 4 bytes; split-K for
+/// more): one more node in the step's graph and one more gap. Taking only
+/// kernels without a workspace removed 243 such memsets a step from the
+/// 1.1B model's DP-off program at T = 8192 and 194 from its DP program at
+/// T = 1024, which ran 0.4 % and 0.6 % faster (one H200, docs/
+/// PERFORMANCE.md): 2 to 3.3 us a memset. So a candidate with a workspace
+/// must win by this much more.
+constexpr double kWorkspaceCostMs = 3e-3;
+
+bool needsWorkspace(const cublasLtMatmulHeuristicResult_t &r) {
+  return r.workspaceSize > 0;
+}
 
 /// The C that beta C reads.
 const void *readC(const Gemm &g) { return g.addend ? g.addend : g.c; }
 
-/// Runs `g` with `algo`; false where the library declines it.
-bool runWith(DeviceState &st, const GemmPlan &plan, const Gemm &g,
-             const cublasLtMatmulAlgo_t &algo, cudaStream_t stream) {
+/// Runs `g` with `algo`. The workspace goes only to an algorithm that asked
+/// for one: given a workspace, cuBLASLt runs even those that need none with
+/// nvjet's dynamic tile scheduler, which zeroes 4 bytes of it first
+/// (kWorkspaceCostMs).
+cublasStatus_t launch(DeviceState &st, const GemmPlan &plan, const Gemm &g,
+                      const cublasLtMatmulAlgo_t &algo, size_t workspaceBytes,
+                      cudaStream_t stream) {
+  const bool workspace = workspaceBytes > 0;
   return cublasLtMatmul(st.lt, plan.op, &g.alpha, g.b, plan.a, g.a, plan.b,
                         &g.beta, readC(g), plan.c, g.c, plan.c, &algo,
-                        st.ltWorkspace, st.ltWorkspaceBytes,
-                        stream) == CUBLAS_STATUS_SUCCESS;
+                        workspace ? st.ltWorkspace : nullptr,
+                        workspace ? st.ltWorkspaceBytes : 0, stream);
+}
+
+/// Runs `g` with `candidate`'s algorithm; false where the library declines
+/// it.
+bool runWith(DeviceState &st, const GemmPlan &plan, const Gemm &g,
+             const cublasLtMatmulHeuristicResult_t &candidate,
+             cudaStream_t stream) {
+  return launch(st, plan, g, candidate.algo, candidate.workspaceSize, stream) ==
+         CUBLAS_STATUS_SUCCESS;
 }
 
 /// The index of the fastest of `candidates` on `g`'s own operands. Each runs
@@ -124,7 +154,7 @@ int fastestCandidate(DeviceState &st, const GemmPlan &plan, const Gemm &g,
   }
   std::vector<int> live;
   for (size_t i = 0; i < found.size(); ++i)
-    if (runWith(st, plan, g, found[i].algo, stream))
+    if (runWith(st, plan, g, found[i], stream))
       live.push_back(int(i));
   // A declined launch may leave an error behind; it did not run.
   (void)cudaGetLastError();
@@ -156,7 +186,7 @@ int fastestCandidate(DeviceState &st, const GemmPlan &plan, const Gemm &g,
   for (cudaEvent_t &e : events)
     checkCuda(cudaEventCreate(&e), "cudaEventCreate");
   record(0);
-  runWith(st, plan, g, found[size_t(live[0])].algo, stream);
+  runWith(st, plan, g, found[size_t(live[0])], stream);
   record(1);
   checkCuda(cudaEventSynchronize(events[1]), "cudaEventSynchronize");
   const int rounds = std::clamp(
@@ -167,7 +197,7 @@ int fastestCandidate(DeviceState &st, const GemmPlan &plan, const Gemm &g,
   record(0);
   for (int r = 0; r < rounds; ++r)
     for (size_t j = 0; j < n; ++j) {
-      runWith(st, plan, g, found[size_t(live[j])].algo, stream);
+      runWith(st, plan, g, found[size_t(live[j])], stream);
       record(size_t(r) * n + j + 1);
     }
   checkCuda(cudaEventSynchronize(events.back()), "cudaEventSynchronize");
@@ -185,18 +215,23 @@ int fastestCandidate(DeviceState &st, const GemmPlan &plan, const Gemm &g,
   for (cudaEvent_t e : events)
     cudaEventDestroy(e);
   restore();
-  // The heuristic's first stays unless another beats it by the margin.
+  // The heuristic's first stays unless another beats it by the margin; a
+  // candidate that needs the workspace pays for its memset too.
+  std::vector<double> cost(n);
+  for (size_t j = 0; j < n; ++j)
+    cost[j] = median[j] +
+              (needsWorkspace(found[size_t(live[j])]) ? kWorkspaceCostMs : 0);
   size_t chosen = 0;
   for (size_t j = 1; j < n; ++j)
-    if (median[j] < median[chosen] &&
-        (chosen != 0 || live[0] != 0 ||
-         median[j] < (1.0 - kTuningMargin) * median[0]))
+    if (cost[j] < cost[chosen] && (chosen != 0 || live[0] != 0 ||
+                                   cost[j] < (1.0 - kTuningMargin) * cost[0]))
       chosen = j;
   if (st.gemmTuningLog) {
     std::string times;
     for (size_t j = 0; j < n; ++j)
       times += " " + std::to_string(live[j]) + ":" +
-               std::to_string(int(std::lround(1000.0 * median[j])));
+               std::to_string(int(std::lround(1000.0 * median[j]))) + "/ws" +
+               std::to_string(found[size_t(live[j])].workspaceSize);
     std::fprintf(stderr, "dprt: %s: chose %d of %zu in %d rounds (us:%s)\n",
                  describe(g).c_str(), live[chosen], found.size(), rounds,
                  times.c_str());
@@ -204,10 +239,49 @@ int fastestCandidate(DeviceState &st, const GemmPlan &plan, const Gemm &g,
   return live[chosen];
 }
 
+/// The heuristic's first `count` algorithms for `plan` with at most
+/// `maxWorkspace` bytes of workspace, those it could not run dropped.
+std::vector<cublasLtMatmulHeuristicResult_t>
+heuristic(DeviceState &st, const GemmPlan &plan, uint64_t maxWorkspace,
+          int count, int64_t alignA, int64_t alignB, int64_t alignC,
+          cublasStatus_t &status) {
+  cublasLtMatmulPreference_t pref = nullptr;
+  checkCublas(cublasLtMatmulPreferenceCreate(&pref),
+              "cublasLtMatmulPreferenceCreate");
+  checkCublas(cublasLtMatmulPreferenceSetAttribute(
+                  pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &maxWorkspace,
+                  sizeof(maxWorkspace)),
+              "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)");
+  setPreference(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                uint32_t(alignA));
+  setPreference(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                uint32_t(alignB));
+  setPreference(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                uint32_t(alignC));
+  setPreference(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                uint32_t(alignC));
+  std::vector<cublasLtMatmulHeuristicResult_t> results(
+      static_cast<size_t>(count));
+  int found = 0;
+  status = cublasLtMatmulAlgoGetHeuristic(st.lt, plan.op, plan.a, plan.b,
+                                          plan.c, plan.c, pref, count,
+                                          results.data(), &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  results.resize(status == CUBLAS_STATUS_SUCCESS ? size_t(std::max(found, 0))
+                                                 : 0);
+  results.erase(std::remove_if(results.begin(), results.end(),
+                               [](const cublasLtMatmulHeuristicResult_t &r) {
+                                 return r.state != CUBLAS_STATUS_SUCCESS;
+                               }),
+                results.end());
+  return results;
+}
+
 /// Descriptors and algorithm for `g` in column-major terms: A' = B, B' = A,
 /// m' = n, n' = m (see Gemm.h). With tuning on and the stream not being
-/// captured, the heuristic's first `kCandidates` are timed on `g` itself
-/// and the fastest kept (fastestCandidate); else its first.
+/// captured, the heuristic's candidates (kCandidates) are timed on `g`
+/// itself and the fastest kept (fastestCandidate); else its first without a
+/// workspace (with one where there is none).
 GemmPlan makePlan(DeviceState &st, const Gemm &g, int64_t alignA,
                   int64_t alignB, int64_t alignC, cudaStream_t stream) {
   GemmPlan plan;
@@ -249,41 +323,30 @@ GemmPlan makePlan(DeviceState &st, const Gemm &g, int64_t alignA,
                     : makeLayout(g.ab, g.k, g.m, g.lda, g.batch, g.strideA);
   plan.c = makeLayout(g.cd, g.n, g.m, g.ldc, g.batch, g.strideC);
 
-  cublasLtMatmulPreference_t pref = nullptr;
-  checkCublas(cublasLtMatmulPreferenceCreate(&pref),
-              "cublasLtMatmulPreferenceCreate");
-  uint64_t workspace = st.ltWorkspaceBytes;
-  checkCublas(cublasLtMatmulPreferenceSetAttribute(
-                  pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
-                  sizeof(workspace)),
-              "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)");
-  setPreference(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                uint32_t(alignA));
-  setPreference(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                uint32_t(alignB));
-  setPreference(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                uint32_t(alignC));
-  setPreference(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                uint32_t(alignC));
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   checkCuda(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing");
   const bool tune =
       st.gemmTuning && capture == cudaStreamCaptureStatusNone &&
       2.0 * double(g.m) * double(g.n) * double(g.k) * double(g.batch) >=
           kTuningMinFlop;
-  std::vector<cublasLtMatmulHeuristicResult_t> results(tune ? kCandidates : 1);
-  int found = 0;
-  cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-      st.lt, plan.op, plan.a, plan.b, plan.c, plan.c, pref, int(results.size()),
-      results.data(), &found);
-  cublasLtMatmulPreferenceDestroy(pref);
-  results.resize(size_t(std::max(found, 0)));
-  results.erase(std::remove_if(results.begin(), results.end(),
-                               [](const cublasLtMatmulHeuristicResult_t &r) {
-                                 return r.state != CUBLAS_STATUS_SUCCESS;
-                               }),
-                results.end());
-  if (status != CUBLAS_STATUS_SUCCESS || results.empty()) {
+  // The heuristic's candidates that need no workspace first (the first of
+  // them is the default: no memset before it, kWorkspaceCostMs); those that
+  // need one after them, as tuning's alternatives or where none needs none.
+  const int count = tune ? kCandidates : 1;
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  std::vector<cublasLtMatmulHeuristicResult_t> results =
+      heuristic(st, plan, 0, count, alignA, alignB, alignC, status);
+  if (tune || results.empty()) {
+    cublasStatus_t withWorkspace = CUBLAS_STATUS_SUCCESS;
+    int more = tune ? kWorkspaceCandidates : 1;
+    for (const auto &r : heuristic(st, plan, st.ltWorkspaceBytes, count, alignA,
+                                   alignB, alignC, withWorkspace))
+      if (needsWorkspace(r) && more-- > 0)
+        results.push_back(r);
+    if (status != CUBLAS_STATUS_SUCCESS)
+      status = withWorkspace;
+  }
+  if (results.empty()) {
     cublasLtMatmulDescDestroy(plan.op);
     cublasLtMatrixLayoutDestroy(plan.a);
     cublasLtMatrixLayoutDestroy(plan.b);
@@ -303,6 +366,7 @@ GemmPlan makePlan(DeviceState &st, const Gemm &g, int64_t alignA,
             .count();
   }
   plan.algo = results[size_t(chosen)].algo;
+  plan.workspaceBytes = results[size_t(chosen)].workspaceSize;
   return plan;
 }
 
@@ -397,9 +461,7 @@ void gemm(Rank *rank, const Gemm &g) {
                     sizeof(g.bias)),
                 "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
   cublasStatus_t status =
-      cublasLtMatmul(st.lt, plan.op, &g.alpha, g.b, plan.a, g.a, plan.b,
-                     &g.beta, readC(g), plan.c, g.c, plan.c, &plan.algo,
-                     st.ltWorkspace, st.ltWorkspaceBytes, stream);
+      launch(st, plan, g, plan.algo, plan.workspaceBytes, stream);
   if (status != CUBLAS_STATUS_SUCCESS)
     fail("cublasLtMatmul failed for " + describe(g) + ": " +
          cublasLtGetStatusString(status));

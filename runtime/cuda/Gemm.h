@@ -84,6 +84,8 @@ struct GemmPlan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  /// What `algo` asked for (0: it runs without cuBLASLt's workspace).
+  size_t workspaceBytes = 0;
 };
 
 struct GemmCache {

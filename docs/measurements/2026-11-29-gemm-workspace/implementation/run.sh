@@ -1,0 +1,15 @@
+#!/bin/bash
+R=$OUT/r; mkdir -p $R
+nvidia-smi > $R/gpu.txt; date -u >> $R/gpu.txt
+xz -dc gpu-run/gc.xz > /tmp/gc && chmod +x /tmp/gc
+( time /tmp/gc --no-timing ) > $R/gc.txt 2>&1; tail -4 $R/gc.txt; grep FAIL $R/gc.txt | head -5
+for round in 1 2; do
+  for d in ab new; do
+    date -u +"%T $d $round" >> $R/marks.txt
+    python3 bench/dp-vs-fsdp2.py gpu-run/$d --systems dp,nodp --budget 200 --out $R/$d-$round --work /tmp/w-$d > $R/tab-$d-$round.txt 2>&1
+    echo "$d $round"; grep 'tokens/s' $R/tab-$d-$round.txt | grep -v DPC | cut -c1-100
+  done
+done
+DPRT_GEMM_TUNING_LOG=1 DPC_KERNEL_TIMES=$R/kt-new-t8192-sgd-nodp.md DPC_KERNEL_TIMES_MARK=gatherRowsKernel DPC_KERNEL_TIMES_LAST=11 LD_PRELOAD=$PWD/gpu-run/kt/kernel-times.so /tmp/w-new/t8192-sgd-nodp --data /tmp/w-new/t8192.tok --steps 14 > $R/kt-new-t8192.log 2>&1
+grep -i "kernel time\|GPU idle\|memset" $R/kt-new-t8192-sgd-nodp.md | head -6; grep -c "chose" $R/kt-new-t8192.log; grep -i "tuned\|gemm" $R/kt-new-t8192.log | grep -v chose | head -3
+tar czf $OUT/all.tgz -C $OUT r
