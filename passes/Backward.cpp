@@ -9,6 +9,13 @@
 // embedding_grad and a linear_grad_weight of the same parameter: each adds
 // its part into the one gradient (dp-clip-plan clips their sum).
 //
+// The weight gradients of linear layers that read an RMSNorm's result come
+// after that RMSNorm's derivative, in every program: dp-rematerialize can
+// then fold the norm's clone into its derivative (which makes the result
+// again) without moving them, and the per-sample squared norms are added in
+// the same order with and without rematerialization or recomputation (their
+// programs train the same bits).
+//
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
@@ -79,10 +86,33 @@ private:
 
   LogicalResult differentiate(Operation *op);
 
+  /// The RMSNorm whose result `x` is, or null.
+  Operation *normOf(Value x) {
+    return x ? dyn_cast_or_null<RMSNormOp>(x.getDefiningOp()) : nullptr;
+  }
+
+  /// Emits the weight gradients held back for `op`'s derivative.
+  void emitDeferred(Operation *op) {
+    auto it = deferred.find(op);
+    if (it == deferred.end())
+      return;
+    for (LinearOp linear : it->second) {
+      builder.create<LinearGradWeightOp>(
+          linear.getLoc(), linear.getWeightAttr(), linear.getInput(),
+          deferredDy.lookup(linear.getOperation()), Value());
+      ++numWeightGradOps;
+    }
+    deferred.erase(it);
+  }
+
   ModelOp model;
   OpBuilder &builder;
   llvm::DenseSet<Value> differentiable;
   llvm::DenseMap<Value, Value> grads;
+  /// Linear layers whose weight gradient waits for the derivative of the
+  /// RMSNorm they read (in the order they were reached), and their dy.
+  llvm::DenseMap<Operation *, SmallVector<LinearOp>> deferred;
+  llvm::DenseMap<Operation *, Value> deferredDy;
 };
 
 LogicalResult StepBuilder::build(ForwardOp forward) {
@@ -138,9 +168,11 @@ LogicalResult StepBuilder::build(ForwardOp forward) {
   }
 
   grads[loss] = step.getMask();
-  for (Operation *op : llvm::reverse(layers))
+  for (Operation *op : llvm::reverse(layers)) {
     if (failed(differentiate(op)))
       return failure();
+    emitDeferred(op);
+  }
   builder.create<YieldOp>(forward.getLoc(), ValueRange{loss});
   return success();
 }
@@ -180,9 +212,14 @@ LogicalResult StepBuilder::differentiate(Operation *op) {
         if (Value r = linear.getAddend())
           addGrad(r, dy, loc);
         if (isTrainable(linear.getWeightAttr())) {
-          builder.create<LinearGradWeightOp>(loc, linear.getWeightAttr(),
-                                             linear.getInput(), dy, Value());
-          ++numWeightGradOps;
+          if (Operation *norm = normOf(linear.getInput())) {
+            deferred[norm].push_back(linear);
+            deferredDy[linear.getOperation()] = dy;
+          } else {
+            builder.create<LinearGradWeightOp>(loc, linear.getWeightAttr(),
+                                               linear.getInput(), dy, Value());
+            ++numWeightGradOps;
+          }
         }
         if (FlatSymbolRefAttr bias = linear.getBiasAttr();
             bias && isTrainable(bias)) {
@@ -222,8 +259,8 @@ LogicalResult StepBuilder::differentiate(Operation *op) {
         if (!scaleGrad && !needsGrad(x))
           return success();
         auto grad = builder.create<RMSNormGradOp>(
-            loc, x.getType(), perSampleGradType(x), norm.getScaleAttr(), x,
-            norm.getOutput(), dy, accFor(x));
+            loc, x.getType(), perSampleGradType(x), Type(), norm.getScaleAttr(),
+            x, norm.getOutput(), dy, accFor(x));
         ++numInputGradOps;
         setGrad(x, grad.getDx());
         if (scaleGrad) {

@@ -50,7 +50,32 @@ struct RematerializePass : dpc::impl::RematerializeBase<RematerializePass> {
 
   void rematerialize(StepOp step);
   void fuseIntoGradient(GluOp clone);
+  void fuseIntoGradient(RMSNormOp clone, RMSNormOp forward);
 };
+
+/// Moves `readers` (in `body`, none of them `grad`) after `grad`, keeping
+/// their order, when everything that reads what they make comes after
+/// `grad` too; false, moving nothing, when something does not. Readers
+/// already after `grad` stay where they are.
+bool moveReadersAfter(Operation *grad, SmallVector<Operation *> readers) {
+  llvm::erase_if(readers, [&](Operation *reader) {
+    return grad->isBeforeInBlock(reader);
+  });
+  llvm::sort(readers,
+             [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  readers.erase(std::unique(readers.begin(), readers.end()), readers.end());
+  for (Operation *reader : readers)
+    for (Value result : reader->getResults())
+      for (Operation *user : result.getUsers())
+        if (!grad->isBeforeInBlock(user))
+          return false;
+  Operation *after = grad;
+  for (Operation *reader : readers) {
+    reader->moveAfter(after);
+    after = reader;
+  }
+  return true;
+}
 
 void RematerializePass::rematerialize(StepOp step) {
   Block &body = step.getBodyBlock();
@@ -163,10 +188,15 @@ void RematerializePass::rematerialize(StepOp step) {
       });
   step->setAttr("dp.rematerialized",
                 builder.getI64IntegerAttr(int64_t(chosen.size())));
-  for (Operation *op : chosen)
+  for (Operation *op : chosen) {
     if (auto glu = dyn_cast<GluOp>(op))
       fuseIntoGradient(
           cast<GluOp>(mapping.lookup(glu.getOutput()).getDefiningOp()));
+    if (auto norm = dyn_cast<RMSNormOp>(op))
+      fuseIntoGradient(
+          cast<RMSNormOp>(mapping.lookup(norm.getOutput()).getDefiningOp()),
+          norm);
+  }
 }
 
 /// A rematerialized GLU output is read by the down projection's weight
@@ -194,17 +224,8 @@ void RematerializePass::fuseIntoGradient(GluOp clone) {
     return;
   // Readers after the gradient read its output where they are; those before
   // it move after it.
-  llvm::erase_if(readers, [&](Operation *reader) {
-    return grad->isBeforeInBlock(reader);
-  });
-  llvm::sort(readers,
-             [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
-  readers.erase(std::unique(readers.begin(), readers.end()), readers.end());
-  for (Operation *reader : readers)
-    for (Value result : reader->getResults())
-      for (Operation *user : result.getUsers())
-        if (!grad->isBeforeInBlock(user))
-          return;
+  if (!moveReadersAfter(grad, readers))
+    return;
   OpBuilder builder(grad);
   auto fused = builder.create<GluGradRematOp>(
       grad.getLoc(), grad.getDgate().getType(), grad.getDup().getType(),
@@ -213,12 +234,50 @@ void RematerializePass::fuseIntoGradient(GluOp clone) {
   grad.getDgate().replaceAllUsesWith(fused.getDgate());
   grad.getDup().replaceAllUsesWith(fused.getDup());
   clone.getOutput().replaceAllUsesWith(fused.getOutput());
-  Operation *after = fused;
-  for (Operation *reader : readers) {
-    reader->moveAfter(after);
-    after = reader;
-  }
   grad.erase();
+  clone.erase();
+  ++numFusedIntoGradient;
+}
+
+/// The same for an RMSNorm: its derivative reads x and the forward's rstd,
+/// and its clone's readers (the weight gradients of the projections it
+/// feeds) need nothing the derivative makes; dp-backward already puts them
+/// after it in every program, so that the per-sample norms are added in the
+/// same order with and without this fold. One pass over x then forms dx,
+/// the scale's gradients and the result again (dp.rms_norm_grad's third
+/// result, from the forward's rstd: the forward's bits), and the clone's
+/// reads of x and its rstd are saved. The derivative names the forward op
+/// again as the one whose statistics it reads.
+void RematerializePass::fuseIntoGradient(RMSNormOp clone, RMSNormOp forward) {
+  Block *body = clone->getBlock();
+  RMSNormGradOp grad;
+  for (Operation *user : clone.getOutput().getUsers())
+    if (auto g = dyn_cast<RMSNormGradOp>(user))
+      if (g.getY() == clone.getOutput() && g.getX() == clone.getInput() &&
+          g.getScaleAttr() == clone.getScaleAttr() && !g.getRecomputed() &&
+          g->getBlock() == body)
+        grad = g;
+  if (!grad)
+    return;
+  SmallVector<Operation *> readers;
+  for (Operation *reader : clone.getOutput().getUsers()) {
+    if (reader == grad.getOperation())
+      continue;
+    if (reader->getBlock() != body)
+      return;
+    readers.push_back(reader);
+  }
+  if (!moveReadersAfter(grad, readers))
+    return;
+  OpBuilder builder(grad);
+  auto fused = builder.create<RMSNormGradOp>(
+      grad.getLoc(), grad.getDx().getType(), grad.getScaleGrads().getType(),
+      clone.getOutput().getType(), grad.getScaleAttr(), grad.getX(),
+      forward.getOutput(), grad.getDy(), grad.getAcc());
+  grad.getDx().replaceAllUsesWith(fused.getDx());
+  grad.getScaleGrads().replaceAllUsesWith(fused.getScaleGrads());
+  grad.erase();
+  clone.getOutput().replaceAllUsesWith(fused.getRecomputed());
   clone.erase();
   ++numFusedIntoGradient;
 }

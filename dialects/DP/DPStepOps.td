@@ -135,13 +135,18 @@ def DP_RMSNormGradOp : DP_Op<"rms_norm_grad", [Pure,
     `%dx, %gs = dp.rms_norm_grad @g(%x, %y, %dy) : T, tensor<BxDxf32>`: `%y`
     is the normalization's result (its statistics are reused); `%gs[b]` is
     sample b's gradient of the scale, sum over its tokens of dy * xhat.
+    With a third result, `%dx, %gs, %r = ... : T, tensor<BxDxf32>, T`, the
+    same pass over x also makes the normalization's result again, the bits
+    of `%y`: dp-rematerialize's clone of the RMSNorm, folded into its
+    derivative (the clone's readers, weight gradients, then come after it).
   }];
   let arguments = (ins FlatSymbolRefAttr:$scale, DP_Activation:$x,
                        DP_Activation:$y, DP_Activation:$dy,
                        Optional<DP_Activation>:$acc);
-  let results = (outs DP_Activation:$dx, DP_AccTensor:$scale_grads);
+  let results = (outs DP_Activation:$dx, DP_AccTensor:$scale_grads,
+                      Optional<DP_Activation>:$recomputed);
   let assemblyFormat = [{
-    $scale `(` $x `,` $y `,` $dy `)` (`acc` `(` $acc^ `:` type($acc) `)`)? attr-dict `:` type($x) `,` type($scale_grads)
+    $scale `(` $x `,` $y `,` $dy `)` (`acc` `(` $acc^ `:` type($acc) `)`)? attr-dict `:` type($x) `,` type($scale_grads) (`,` type($recomputed)^)?
   }];
 }
 

@@ -72,6 +72,10 @@ LogicalResult lowerRMSNormGrad(RMSNormGradOp g, LoweringContext &context) {
   Value dx = context.accTarget(g.getAcc(), g, g.getDx(), "dx");
   Value gs = perSampleGrads(context, g.getScaleGrads(), "scale_grads");
   Value n2 = context.fusedNormTarget({g.getScaleGrads()});
+  // The rematerialized normalization's result, made from the forward's rstd.
+  Value recomputed = g.getRecomputed()
+                         ? context.newActivation(g.getRecomputed(), "rms_norm")
+                         : Value();
   CallArgs a = context.args();
   a.dtype(context.dt)
       .buffer(context.buf(g.getX()))
@@ -82,6 +86,7 @@ LogicalResult lowerRMSNormGrad(RMSNormGradOp g, LoweringContext &context) {
       .bufferOrNull(gs);
   if (n2)
     a.buffer(n2);
+  a.bufferOrNull(recomputed);
   a.i64(batchOf(g.getX()))
       .i64(tokensOf(g.getX()))
       .i64(lastDim(g.getX()))

@@ -15,6 +15,16 @@ namespace dprt::cpu {
 
 namespace {
 
+/// Row r of RMSNorm's result, x * rstd * gamma, from the stored rstd.
+template <class T>
+void rmsNormOutput(const T *x, const T *gamma, const AccOf<T> *rstd, T *y,
+                   int64_t r, int64_t dim) {
+  const double s = rstd[r];
+  for (int64_t j = 0; j < dim; ++j)
+    store(y + r * dim, j,
+          double(load(x + r * dim, j)) * s * double(load(gamma, j)));
+}
+
 template <class T>
 void rmsNormForward(const T *x, const T *gamma, T *y, AccOf<T> *rstd,
                     int64_t rows, int64_t dim, double eps) {
@@ -25,10 +35,10 @@ void rmsNormForward(const T *x, const T *gamma, T *y, AccOf<T> *rstd,
       double v = load(xr, j);
       ss += v * v;
     }
-    double s = 1.0 / std::sqrt(ss / double(dim) + eps);
-    rstd[r] = AccOf<T>(s);
-    for (int64_t j = 0; j < dim; ++j)
-      store(y + r * dim, j, double(load(xr, j)) * s * double(load(gamma, j)));
+    // y from the stored rstd, so that rms_norm_backward can make the same
+    // bits again (rmsNormOutput).
+    rstd[r] = AccOf<T>(1.0 / std::sqrt(ss / double(dim) + eps));
+    rmsNormOutput(x, gamma, rstd, y, r, dim);
   }
 }
 
@@ -149,8 +159,9 @@ void layer_norm_forward(Rank *, DType dt, const void *x, const void *gamma,
 
 void rms_norm_backward_norm(Rank *, DType dt, const void *x, const void *gamma,
                             const void *rstd, const void *dy, void *dx,
-                            void *dgammaPerSample, void *n2, int64_t batch,
-                            int64_t tokens, int64_t dim, bool accumulate) {
+                            void *dgammaPerSample, void *n2, void *y,
+                            int64_t batch, int64_t tokens, int64_t dim,
+                            bool accumulate) {
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
     using A = AccOf<T>;
@@ -164,6 +175,10 @@ void rms_norm_backward_norm(Rank *, DType dt, const void *x, const void *gamma,
                  static_cast<T *>(dx), static_cast<A *>(dgammaPerSample),
                  static_cast<A *>(nullptr), static_cast<A *>(n2), batch, tokens,
                  dim, accumulate, false, xhat);
+    if (y)
+      for (int64_t r = 0; r < batch * tokens; ++r)
+        rmsNormOutput(xt, static_cast<const T *>(gamma), s, static_cast<T *>(y),
+                      r, dim);
   });
 }
 
@@ -192,10 +207,10 @@ void layer_norm_backward_norm(Rank *, DType dt, const void *x,
 
 void rms_norm_backward(Rank *rank, DType dt, const void *x, const void *gamma,
                        const void *rstd, const void *dy, void *dx,
-                       void *dgammaPerSample, int64_t batch, int64_t tokens,
-                       int64_t dim, bool accumulate) {
+                       void *dgammaPerSample, void *y, int64_t batch,
+                       int64_t tokens, int64_t dim, bool accumulate) {
   rms_norm_backward_norm(rank, dt, x, gamma, rstd, dy, dx, dgammaPerSample,
-                         nullptr, batch, tokens, dim, accumulate);
+                         nullptr, y, batch, tokens, dim, accumulate);
 }
 
 void layer_norm_backward(Rank *rank, DType dt, const void *x, const void *gamma,

@@ -107,6 +107,19 @@ __global__ void layerNormForwardKernel(const T *x, const T *gamma,
 /// columns.
 constexpr int64_t kNormRows = 8;
 
+/// RMSNorm's result for a vector of a row, x * rstd * gamma from the stored
+/// rstd: rmsNormForwardKernel's expression, so its bits. The backward makes
+/// it for dp-rematerialize's clone folded into the derivative (kOutput).
+template <class T, int V>
+__device__ __forceinline__ void
+storeRmsNormOutput(const float (&v)[V], const float (&g)[V], float s, T *y) {
+  float out[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k)
+    out[k] = v[k] * s * g[k];
+  storeVec<V>(y, out);
+}
+
 /// A vector's share of a norm backward row's sums: sumG += g, sumGX += g
 /// xhat with g = dy gamma, xhat = (x - mu) s. normBackwardRows and
 /// normBackwardRowsAhead share it (and rowGradient), so that they give the
@@ -150,10 +163,10 @@ rowGradient(const float (&v)[V], const float (&d)[V], const float (&g)[V],
 /// gammaSums: the per-sample gamma gradients' column sums without a second
 /// pass over x and dy (columnPartialKernel's 0.93 ms a T = 1024 step, 33
 /// calls).
-template <class T, int V, bool kColumns>
+template <class T, int V, bool kColumns, bool kOutput>
 __device__ __forceinline__ void
 normBackwardRows(const T *x, const T *gamma, const float *mean,
-                 const float *rstd, const T *dy, T *dx, int64_t tokens,
+                 const float *rstd, const T *dy, T *dx, T *y, int64_t tokens,
                  int64_t rowsPerBlock, int64_t dim, bool accumulate,
                  float *gammaSums) {
   __shared__ float buffer[32];
@@ -192,6 +205,8 @@ normBackwardRows(const T *x, const T *gamma, const float *mean,
       rowGradient<V, kColumns>(v, d, g, mu, s, meanG, meanGX, accumulate, out,
                                colG);
       storeVec<V>(dxr + i, out);
+      if constexpr (kOutput)
+        storeRmsNormOutput<T, V>(v, g, s, y + row * dim + i);
     }
   }
   if constexpr (kColumns) {
@@ -201,13 +216,13 @@ normBackwardRows(const T *x, const T *gamma, const float *mean,
   }
 }
 
-template <class T, int V>
+template <class T, int V, bool kOutput>
 __global__ void normBackwardKernel(const T *x, const T *gamma,
                                    const float *mean, const float *rstd,
-                                   const T *dy, T *dx, int64_t tokens,
+                                   const T *dy, T *dx, T *y, int64_t tokens,
                                    int64_t dim, bool accumulate) {
-  normBackwardRows<T, V, false>(x, gamma, mean, rstd, dy, dx, tokens, 1, dim,
-                                accumulate, nullptr);
+  normBackwardRows<T, V, false, kOutput>(x, gamma, mean, rstd, dy, dx, y,
+                                         tokens, 1, dim, accumulate, nullptr);
 }
 
 /// normBackwardRows<T, V, true> where a thread holds at most one 16-byte
@@ -222,11 +237,12 @@ __global__ void normBackwardKernel(const T *x, const T *gamma,
 /// The same for the forward (a block taking 8 rows, the next row's x loaded
 /// ahead) was slower than rmsNormForwardKernel's block a row, 23.4 -> 24.4
 /// us, and was not kept.
-template <class T, int V>
+template <class T, int V, bool kOutput>
 __device__ __forceinline__ void
 normBackwardRowsAhead(const T *x, const T *gamma, const float *mean,
-                      const float *rstd, const T *dy, T *dx, int64_t tokens,
-                      int64_t dim, bool accumulate, float *gammaSums) {
+                      const float *rstd, const T *dy, T *dx, T *y,
+                      int64_t tokens, int64_t dim, bool accumulate,
+                      float *gammaSums) {
   __shared__ float buffer[32];
   const int64_t chunks = (tokens + kNormRows - 1) / kNormRows;
   const int64_t b = blockIdx.x / chunks, c = blockIdx.x - b * chunks;
@@ -271,6 +287,8 @@ normBackwardRowsAhead(const T *x, const T *gamma, const float *mean,
       rowGradient<V, true>(v, d, g, mu, s, meanG, meanGX, accumulate, out,
                            colG);
       storeVec<V>(dxr + i, out);
+      if constexpr (kOutput)
+        storeRmsNormOutput<T, V>(v, g, s, y + row * dim + i);
     }
   }
   if (active)
@@ -279,14 +297,14 @@ normBackwardRowsAhead(const T *x, const T *gamma, const float *mean,
 
 /// At most 48 registers, as the plain kernel (bf16): with the sums' 8 more,
 /// 5 blocks of 256 a multiprocessor would become 4.
-template <class T, int V>
+template <class T, int V, bool kOutput>
 __global__ void __maxnreg__(48)
     normBackwardColumnsKernel(const T *x, const T *gamma, const float *mean,
-                              const float *rstd, const T *dy, T *dx,
+                              const float *rstd, const T *dy, T *dx, T *y,
                               int64_t tokens, int64_t dim, bool accumulate,
                               float *gammaSums) {
-  normBackwardRows<T, V, true>(x, gamma, mean, rstd, dy, dx, tokens, kNormRows,
-                               dim, accumulate, gammaSums);
+  normBackwardRows<T, V, true, kOutput>(x, gamma, mean, rstd, dy, dx, y, tokens,
+                                        kNormRows, dim, accumulate, gammaSums);
 }
 
 /// normBackwardRowsAhead's kernel, for 16-byte vectors. 56 registers hold
@@ -295,11 +313,23 @@ __global__ void __maxnreg__(48)
 template <class T>
 __global__ void __maxnreg__(56)
     normBackwardAheadKernel(const T *x, const T *gamma, const float *mean,
-                            const float *rstd, const T *dy, T *dx,
+                            const float *rstd, const T *dy, T *dx, T *y,
                             int64_t tokens, int64_t dim, bool accumulate,
                             float *gammaSums) {
-  normBackwardRowsAhead<T, kVec<T>>(x, gamma, mean, rstd, dy, dx, tokens, dim,
-                                    accumulate, gammaSums);
+  normBackwardRowsAhead<T, kVec<T>, false>(x, gamma, mean, rstd, dy, dx, y,
+                                           tokens, dim, accumulate, gammaSums);
+}
+
+/// The same making RMSNorm's result too: at 56 registers it spilled 8 bytes
+/// (bf16); 64 keep 4 blocks of 256 a multiprocessor, as 56 do.
+template <class T>
+__global__ void __maxnreg__(64)
+    normBackwardAheadOutputKernel(const T *x, const T *gamma, const float *mean,
+                                  const float *rstd, const T *dy, T *dx, T *y,
+                                  int64_t tokens, int64_t dim, bool accumulate,
+                                  float *gammaSums) {
+  normBackwardRowsAhead<T, kVec<T>, true>(x, gamma, mean, rstd, dy, dx, y,
+                                          tokens, dim, accumulate, gammaSums);
 }
 
 /// dy[r, j] * xhat[r, j]; xhat = (x - mean[r]) * rstd[r], mean may be null.
@@ -334,40 +364,58 @@ int rowVector(int64_t dim, std::initializer_list<const void *> ptrs) {
   return kVec<T>;
 }
 
+/// y, when not null (RMSNorm only: mean is null), gets the normalization's
+/// result again (storeRmsNormOutput).
 template <class T>
 void normBackward(Rank *rank, const T *x, const T *gamma, const float *mean,
-                  const float *rstd, const T *dy, T *dx, float *dgamma,
+                  const float *rstd, const T *dy, T *dx, T *y, float *dgamma,
                   float *dbeta, int64_t batch, int64_t tokens, int64_t dim,
                   bool accumulate, const char *name) {
   int64_t rows = batch * tokens;
   if (rows <= 0 || dim <= 0)
     return;
+  if (y && mean)
+    fail(std::string(name) + ": the result again is RMSNorm's only");
   cudaStream_t stream = computeStream(rank);
-  int v = rowVector<T>(dim, {x, gamma, dy, dx});
+  int v = rowVector<T>(dim, {x, gamma, dy, dx, y});
   int threads = rowThreads(dim / v);
   // With gammaSums: the kernel that also sums gamma's columns, a block of
   // kNormRows rows; else a block a row.
-  auto launch = [&](auto vector, float *gammaSums, int64_t blocks) {
+  auto launch = [&](auto vector, auto output, float *gammaSums,
+                    int64_t blocks) {
     constexpr int V = decltype(vector)::value;
+    constexpr bool O = decltype(output)::value;
     if (gammaSums) {
-      if constexpr (V == kVec<T>)
-        normBackwardAheadKernel<T><<<unsigned(blocks), threads, 0, stream>>>(
-            x, gamma, mean, rstd, dy, dx, tokens, dim, accumulate, gammaSums);
-      else
-        normBackwardColumnsKernel<T, V>
+      if constexpr (V == kVec<T> && O)
+        normBackwardAheadOutputKernel<T>
             <<<unsigned(blocks), threads, 0, stream>>>(x, gamma, mean, rstd, dy,
-                                                       dx, tokens, dim,
+                                                       dx, y, tokens, dim,
+                                                       accumulate, gammaSums);
+      else if constexpr (V == kVec<T>)
+        normBackwardAheadKernel<T><<<unsigned(blocks), threads, 0, stream>>>(
+            x, gamma, mean, rstd, dy, dx, y, tokens, dim, accumulate,
+            gammaSums);
+      else
+        normBackwardColumnsKernel<T, V, O>
+            <<<unsigned(blocks), threads, 0, stream>>>(x, gamma, mean, rstd, dy,
+                                                       dx, y, tokens, dim,
                                                        accumulate, gammaSums);
     } else
-      normBackwardKernel<T, V><<<unsigned(blocks), threads, 0, stream>>>(
-          x, gamma, mean, rstd, dy, dx, tokens, dim, accumulate);
+      normBackwardKernel<T, V, O><<<unsigned(blocks), threads, 0, stream>>>(
+          x, gamma, mean, rstd, dy, dx, y, tokens, dim, accumulate);
     checkLaunch(name);
+  };
+  auto launchWith = [&](auto vector, float *gammaSums, int64_t blocks) {
+    if (y)
+      launch(vector, std::true_type{}, gammaSums, blocks);
+    else
+      launch(vector, std::false_type{}, gammaSums, blocks);
   };
   auto launchFor = [&](float *gammaSums, int64_t blocks) {
     if (v > 1)
-      launch(std::integral_constant<int, kVec<T>>{}, gammaSums, blocks);
+      launchWith(std::integral_constant<int, kVec<T>>{}, gammaSums, blocks);
     else
-      launch(std::integral_constant<int, 1>{}, gammaSums, blocks);
+      launchWith(std::integral_constant<int, 1>{}, gammaSums, blocks);
   };
   // gamma's column sums ride on the backward where a thread holds at most
   // one vector of a row (dim up to 8192 in bf16, 4096 in f32) and there is
@@ -462,16 +510,16 @@ void layer_norm_forward(Rank *rank, DType dt, const void *x, const void *gamma,
 
 void rms_norm_backward(Rank *rank, DType dt, const void *x, const void *gamma,
                        const void *rstd, const void *dy, void *dx,
-                       void *dgammaPerSample, int64_t batch, int64_t tokens,
-                       int64_t dim, bool accumulate) {
+                       void *dgammaPerSample, void *y, int64_t batch,
+                       int64_t tokens, int64_t dim, bool accumulate) {
   dispatchCompute(dt, "rms_norm_backward", [&](auto tag) {
     using T = decltype(tag);
     checkRows(batch * tokens, "rms_norm_backward");
     normBackward(rank, static_cast<const T *>(x), static_cast<const T *>(gamma),
                  nullptr, static_cast<const float *>(rstd),
                  static_cast<const T *>(dy), static_cast<T *>(dx),
-                 static_cast<float *>(dgammaPerSample), nullptr, batch, tokens,
-                 dim, accumulate, "rms_norm_backward");
+                 static_cast<T *>(y), static_cast<float *>(dgammaPerSample),
+                 nullptr, batch, tokens, dim, accumulate, "rms_norm_backward");
   });
 }
 
@@ -486,7 +534,8 @@ void layer_norm_backward(Rank *rank, DType dt, const void *x, const void *gamma,
     normBackward(rank, static_cast<const T *>(x), static_cast<const T *>(gamma),
                  static_cast<const float *>(mean),
                  static_cast<const float *>(rstd), static_cast<const T *>(dy),
-                 static_cast<T *>(dx), static_cast<float *>(dgammaPerSample),
+                 static_cast<T *>(dx), static_cast<T *>(nullptr),
+                 static_cast<float *>(dgammaPerSample),
                  static_cast<float *>(dbetaPerSample), batch, tokens, dim,
                  accumulate, "layer_norm_backward");
   });
@@ -499,10 +548,10 @@ namespace dprt::cuda {
 // Backward, then the squared norms of the per-sample gradients it formed.
 void rms_norm_backward_norm(Rank *rank, DType dt, const void *x,
                             const void *gamma, const void *rstd, const void *dy,
-                            void *dx, void *dgammaPerSample, void *n2,
+                            void *dx, void *dgammaPerSample, void *n2, void *y,
                             int64_t batch, int64_t tokens, int64_t dim,
                             bool accumulate) {
-  rms_norm_backward(rank, dt, x, gamma, rstd, dy, dx, dgammaPerSample, batch,
+  rms_norm_backward(rank, dt, x, gamma, rstd, dy, dx, dgammaPerSample, y, batch,
                     tokens, dim, accumulate);
   norm_rows(rank, accOf(dt), dgammaPerSample, n2, batch, dim);
 }

@@ -92,10 +92,14 @@ void normalizationChecks(Context &ctx, DType dt, bool odd) {
     // The column sums of dgamma ride on the backward where a thread holds
     // at most one vector of a row; 8200 columns (1025 bf16 vectors, 2050
     // f32 ones) take the separate pass (Normalization.cu).
+    // With `remake`, rstd is the CUDA forward's and the backward also makes
+    // the forward's result again (a rematerialized RMSNorm): within the
+    // tolerance of the CPU's, and bit for bit the CUDA forward's.
     auto rmsBackward = [&, batch, tokens, acc](
                            int64_t d, const std::string &label,
                            int64_t samples = 0, int64_t length = 0,
-                           bool accumulate = false, bool frozen = false) {
+                           bool accumulate = false, bool frozen = false,
+                           bool remake = false) {
       const int64_t b = samples ? samples : batch;
       const int64_t t = samples ? length : tokens;
       const bool a = samples ? accumulate : acc;
@@ -114,18 +118,41 @@ void normalizationChecks(Context &ctx, DType dt, bool odd) {
         else
           dx.poison();
         dgamma.poison();
+        Buffer forwardY(dt, n * d, mis), y(dt, n * d, mis);
+        forwardY.poison();
+        y.poison();
+        if (remake) {
+          gpu::rms_norm_forward(ctx.gpu, dt, x.d(), g.d(), forwardY.d(),
+                                rstd.d(), n, d, 1e-5);
+          gpu::synchronize(ctx.gpu);
+          std::vector<double> s = rstd.download();
+          for (int64_t i = 0; i < n; ++i)
+            rstd.set(i, s[size_t(i)]);
+        }
         cpu::rms_norm_backward(ctx.cpu, dt, x.h(), g.h(), rstd.h(), dy.h(),
-                               dx.h(), frozen ? nullptr : dgamma.h(), b, t, d,
-                               a);
+                               dx.h(), frozen ? nullptr : dgamma.h(),
+                               remake ? y.h() : nullptr, b, t, d, a);
         gpu::rms_norm_backward(ctx.gpu, dt, x.d(), g.d(), rstd.d(), dy.d(),
-                               dx.d(), frozen ? nullptr : dgamma.d(), b, t, d,
-                               a);
+                               dx.d(), frozen ? nullptr : dgamma.d(),
+                               remake ? y.d() : nullptr, b, t, d, a);
         ctx.compare("dx", dx, tol(dt));
         if (!frozen)
           ctx.compare("dgamma", dgamma, 1e-5);
+        if (remake) {
+          ctx.compare("y", y, tol(dt)); // waits for the GPU
+          std::vector<double> remade = y.download(),
+                              forward = forwardY.download();
+          int64_t differ = 0;
+          for (size_t i = 0; i < remade.size(); ++i)
+            differ += !(remade[i] == forward[i]);
+          ctx.result("y = rms_norm_forward", differ == 0,
+                     std::to_string(differ) + " of " +
+                         std::to_string(remade.size()) + " differ");
+        }
       });
     };
     rmsBackward(dim, shape);
+    rmsBackward(dim, shape + " remade y", 0, 0, false, false, true);
     // Aligned rows of 256, 64 and 32 vectors: 17 tokens leave the
     // backward's last chunk of 8 rows with one; with and without gamma's
     // gradient, accumulating or not.
@@ -135,6 +162,10 @@ void normalizationChecks(Context &ctx, DType dt, bool odd) {
                   dims({{"B", 3}, {"T", 17}, {"d", wide}}, false) +
                       " acc aligned",
                   3, 17, true);
+      rmsBackward(wide,
+                  dims({{"B", 3}, {"T", 17}, {"d", wide}}, false) +
+                      " acc aligned remade y",
+                  3, 17, true, false, true);
       rmsBackward(wide / 4,
                   dims({{"B", 2}, {"T", 40}, {"d", wide / 4}}, false) +
                       " aligned",
@@ -167,11 +198,11 @@ void normalizationChecks(Context &ctx, DType dt, bool odd) {
         dgamma.poison();
         n2.uniform(ctx.rng, 0, 10);
         cpu::rms_norm_backward_norm(ctx.cpu, dt, x.h(), g.h(), rstd.h(), dy.h(),
-                                    dx.h(), dgamma.h(), n2.h(), batch, tokens,
-                                    dim, false);
+                                    dx.h(), dgamma.h(), n2.h(), nullptr, batch,
+                                    tokens, dim, false);
         gpu::rms_norm_backward_norm(ctx.gpu, dt, x.d(), g.d(), rstd.d(), dy.d(),
-                                    dx.d(), dgamma.d(), n2.d(), batch, tokens,
-                                    dim, false);
+                                    dx.d(), dgamma.d(), n2.d(), nullptr, batch,
+                                    tokens, dim, false);
         ctx.compare("dx", dx, tol(dt));
         ctx.compare("dgamma", dgamma, 1e-5);
         ctx.compare("n2", n2, 1e-5);

@@ -419,7 +419,8 @@ void layerTimings(Context &ctx) {
   {
     DeviceBuffer x(dt, kRows * kD, ++seed), g(dt, kD, ++seed, 0.5, 1.5),
         y(dt, kRows * kD, ++seed), rstd(F32, kRows, ++seed, 0.5, 2.0),
-        dx(dt, kRows * kD, ++seed), dgamma(F32, kB * kD, ++seed);
+        dx(dt, kRows * kD, ++seed), dgamma(F32, kB * kD, ++seed),
+        remade(dt, kRows * kD, ++seed);
     timeKernel(ctx, "rms_norm_forward", dt, "8192x2048", 2.0 * 2 * kRows * kD,
                false, [&] {
                  gpu::rms_norm_forward(ctx.gpu, dt, x.p(), g.p(), y.p(),
@@ -428,8 +429,15 @@ void layerTimings(Context &ctx) {
     timeKernel(ctx, "rms_norm_backward", dt, "8192x2048 +dgamma",
                3.0 * 2 * kRows * kD, false, [&] {
                  gpu::rms_norm_backward(ctx.gpu, dt, x.p(), g.p(), rstd.p(),
-                                        y.p(), dx.p(), dgamma.p(), kB, kT, kD,
-                                        false);
+                                        y.p(), dx.p(), dgamma.p(), nullptr, kB,
+                                        kT, kD, false);
+               });
+    // The same pass making the rematerialized RMSNorm's result.
+    timeKernel(ctx, "rms_norm_backward", dt, "8192x2048 +dgamma +y",
+               4.0 * 2 * kRows * kD, false, [&] {
+                 gpu::rms_norm_backward(ctx.gpu, dt, x.p(), g.p(), rstd.p(),
+                                        y.p(), dx.p(), dgamma.p(), remade.p(),
+                                        kB, kT, kD, false);
                });
   }
   {

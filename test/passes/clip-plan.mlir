@@ -37,18 +37,19 @@ dp.recipe @r for @m {
 // CHECK-NEXT: %[[NBIAS:.*]] = dp.norm_bias %[[DLOGITS]] [@head.b]
 // CHECK-NEXT: %[[DS:.*]] = dp.linear_grad_input @head(%[[DLOGITS]])
 // CHECK-NEXT: dp.linear_grad_input @wk(%[[DS]])
-// CHECK-NEXT: %[[NQK:.*]] = dp.norm_gram %[[H:.*]], %[[DS]], %[[DS]] [@wk, @wq]
 // CHECK-NEXT: dp.linear_grad_input @wq
 // CHECK-NEXT: %[[DX:.*]], %[[GS:.*]] = dp.rms_norm_grad @n
 // CHECK-NEXT: %[[NN:.*]] = dp.norm_rows %[[GS]] [@n]
+// The projections' weight gradients come after the norm's (dp-backward).
+// CHECK-NEXT: %[[NQK:.*]] = dp.norm_gram %[[H:.*]], %[[DS]], %[[DS]] [@wk, @wq]
 // CHECK-NEXT: %[[NE:.*]] = dp.norm_embedding %{{.*}}, %[[DX]] [@emb]
 // CHECK-NEXT: %[[SUM:.*]] = dp.norm_sum %[[NBIAS]], %[[NN]], %[[NE]], %[[NHEAD]], %[[NQK]] : tensor<2xf32>
 // CHECK-NEXT: %[[C:.*]] = dp.clip_factor %[[SUM]], %{{.*}} flat {gamma = {{.*}}, max_norm = 2.000000e+00 : f64, rel_err = {{.*}}}
 // CHECK-NEXT: dp.linear_grad_weight @head(%[[S]], %[[DLOGITS]]) scale(%[[C]])
 // CHECK-NEXT: dp.bias_grad @head.b(%[[DLOGITS]]) scale(%[[C]])
+// CHECK-NEXT: dp.vector_grad @n(%[[GS]]) scale(%[[C]])
 // CHECK-NEXT: dp.linear_grad_weight @wk(%[[H]], %[[DS]]) scale(%[[C]])
 // CHECK-NEXT: dp.linear_grad_weight @wq(%[[H]], %[[DS]]) scale(%[[C]])
-// CHECK-NEXT: dp.vector_grad @n(%[[GS]]) scale(%[[C]])
 // CHECK-NEXT: dp.embedding_grad @emb(%{{.*}}, %[[DX]]) scale(%[[C]])
 // CHECK-NEXT: dp.yield
 // CHECK-NOT: @wv(

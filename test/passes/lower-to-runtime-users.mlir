@@ -37,11 +37,13 @@ dp.recipe @r for @lm {
   optimizer = #dp.sgd<lr = 0.1>, steps = 10
 }
 // CHECK-LABEL: dprt.func @dp_microstep
-// CHECK:      "gram"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2, 8, 8, false]}
-// CHECK-NEXT: "gram_norm"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2 : index, 3 : index, 2, 8, 16]}
-// CHECK-NEXT: "norm_bias"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2, 8, 16]}
+// (The head's Gram norm reads the rematerialized norm's result, which the
+// norm's backward makes: it comes after it.)
+// CHECK:      "norm_bias"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2, 8, 16]}
 // CHECK:      "rms_norm_backward"({{.*}}, 4, 4, 8, false]}
 // CHECK-NEXT: "norm_bias"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2, 2, 8]}
+// CHECK:      "gram"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2, 8, 8, false]}
+// CHECK-NEXT: "gram_norm"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2 : index, 3 : index, 2, 8, 16]}
 // CHECK-NEXT: "norm_embedding"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2 : index, 2, 8, 8]}
 // CHECK:      "clip_factors"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, 2 : index, 4, 2, #dprt.clip_mode<Flat>,
 // CHECK-LABEL: dprt.func @dp_describe

@@ -250,7 +250,7 @@ TEST(RmsNormBackward, MatchesExplicitJacobianAndPerSampleGamma) {
     TestRank r;
     cpu::rms_norm_backward(
         r.get(), dt, x.data(), gamma.data(), rstd.data(), dy.data(), dx.data(),
-        withGamma ? dgamma.data() : nullptr, batch, tokens, dim, acc);
+        withGamma ? dgamma.data() : nullptr, nullptr, batch, tokens, dim, acc);
     Vec scale = normBackwardScale(x.values(), gamma.values(), dy.values(), rows,
                                   dim, eps, false, acc ? &init : nullptr);
     EXPECT_CLOSE_TO_SCALE(
@@ -268,6 +268,49 @@ TEST(RmsNormBackward, MatchesExplicitJacobianAndPerSampleGamma) {
                                     eps, false);
       EXPECT_CLOSE_TO_SCALE(dgamma.values(), flat, terms, accTolerance(dt), dt);
     }
+  });
+}
+
+// A rematerialized RMSNorm's result made by its derivative: the bits of
+// rms_norm_forward's y from the rstd it stored, and the same dx and gamma
+// gradients as without it.
+TEST(RmsNormBackward, RemakesTheForwardsOutputBits) {
+  forEachCaseAndDType(16, [](Rng &rng, DType dt) {
+    int64_t batch = uniformInt(rng, 1, 4), tokens = uniformInt(rng, 1, 6),
+            dim = uniformInt(rng, 1, 48), rows = batch * tokens;
+    bool acc = uniformInt(rng, 0, 1);
+    bool withNorm = uniformInt(rng, 0, 1);
+    Buffer x(dt, normal(rng, rows * dim)), gamma(dt, uniform(rng, dim, 0.5, 2)),
+        dy(dt, normal(rng, rows * dim)), y(dt, rows * dim),
+        rstd(accOf(dt), rows);
+    TestRank r;
+    cpu::rms_norm_forward(r.get(), dt, x.data(), gamma.data(), y.data(),
+                          rstd.data(), rows, dim, 1e-5);
+    Buffer start = outputBuffer(rng, dt, rows * dim, acc);
+    Buffer dx1(dt, start.values()), dx2(dt, start.values()),
+        g1(accOf(dt), batch * dim), g2(accOf(dt), batch * dim),
+        n1(accOf(dt), Vec(batch, 0.0)), n2(accOf(dt), Vec(batch, 0.0)),
+        remade(dt, rows * dim);
+    if (withNorm) {
+      cpu::rms_norm_backward_norm(r.get(), dt, x.data(), gamma.data(),
+                                  rstd.data(), dy.data(), dx1.data(), g1.data(),
+                                  n1.data(), remade.data(), batch, tokens, dim,
+                                  acc);
+      cpu::rms_norm_backward_norm(r.get(), dt, x.data(), gamma.data(),
+                                  rstd.data(), dy.data(), dx2.data(), g2.data(),
+                                  n2.data(), nullptr, batch, tokens, dim, acc);
+    } else {
+      cpu::rms_norm_backward(r.get(), dt, x.data(), gamma.data(), rstd.data(),
+                             dy.data(), dx1.data(), g1.data(), remade.data(),
+                             batch, tokens, dim, acc);
+      cpu::rms_norm_backward(r.get(), dt, x.data(), gamma.data(), rstd.data(),
+                             dy.data(), dx2.data(), g2.data(), nullptr, batch,
+                             tokens, dim, acc);
+    }
+    EXPECT_EQ(remade.values(), y.values());
+    EXPECT_EQ(dx1.values(), dx2.values());
+    EXPECT_EQ(g1.values(), g2.values());
+    EXPECT_EQ(n1.values(), n2.values());
   });
 }
 

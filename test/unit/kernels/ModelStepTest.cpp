@@ -210,7 +210,7 @@ KernelStep tinyLmStep(DType dt, const ref::TinyLmShape &s, KernelParams &p,
   std::string dx = "d" + x;
   cpu::rms_norm_backward(r, dt, val(x, R * W), p.w("norm"), accv("rstdf", R),
                          val("df", R * W), val(dx, R * W), accv("gnorm", B * W),
-                         B, T, W, false);
+                         nullptr, B, T, W, false);
   cpu::norm_rows(r, acc, accv("gnorm", B * W), n2.data(), B, W);
   for (int64_t i = s.blocks - 1; i >= 0; --i) {
     std::string b = "b" + std::to_string(i) + ".";
@@ -234,8 +234,8 @@ KernelStep tinyLmStep(DType dt, const ref::TinyLmShape &s, KernelParams &p,
     cpu::cast(r, dt, val(dx, R * W), dt, val(b + "dr", R * W), R * W);
     cpu::rms_norm_backward(r, dt, val(b + "r", R * W), p.w(b + "n2"),
                            accv(b + "rstd2", R), val(b + "dm", R * W),
-                           val(b + "dr", R * W), accv(b + "gn2", B * W), B, T,
-                           W, true);
+                           val(b + "dr", R * W), accv(b + "gn2", B * W),
+                           nullptr, B, T, W, true);
     cpu::norm_rows(r, acc, accv(b + "gn2", B * W), n2.data(), B, W);
     // r = x_i + o.
     cpu::norm_direct(r, dt, val(b + "a", R * W), val(b + "dr", R * W),
@@ -261,8 +261,8 @@ KernelStep tinyLmStep(DType dt, const ref::TinyLmShape &s, KernelParams &p,
     cpu::cast(r, dt, val(b + "dr", R * W), dt, val(dxin, R * W), R * W);
     cpu::rms_norm_backward(r, dt, val(xin, R * W), p.w(b + "n1"),
                            accv(b + "rstd1", R), val(b + "dh", R * W),
-                           val(dxin, R * W), accv(b + "gn1", B * W), B, T, W,
-                           true);
+                           val(dxin, R * W), accv(b + "gn1", B * W), nullptr, B,
+                           T, W, true);
     cpu::norm_rows(r, acc, accv(b + "gn1", B * W), n2.data(), B, W);
     dx = dxin;
   }

@@ -385,8 +385,8 @@ TEST(NormLayerNorms, NormRowsOfPerSampleGammaAndBetaGradients) {
     Buffer n2 = startingNorms(rng, dt, batch, init);
     TestRank r;
     cpu::rms_norm_backward(r.get(), dt, x.data(), gamma.data(), rstd.data(),
-                           dy.data(), dx.data(), dgamma.data(), batch, tokens,
-                           dim, false);
+                           dy.data(), dx.data(), dgamma.data(), nullptr, batch,
+                           tokens, dim, false);
     cpu::layer_norm_backward(r.get(), dt, x.data(), gamma.data(), mean2.data(),
                              rstd2.data(), dy.data(), dx.data(), dgamma2.data(),
                              dbeta2.data(), batch, tokens, dim, false);
@@ -474,10 +474,11 @@ TEST(FusedNorms, NormBackwardAddsTheNormOfItsPerSampleGradients) {
       } else {
         cpu::rms_norm_backward_norm(
             r.get(), dt, x.data(), gamma.data(), rstd.data(), dy.data(),
-            dx1.data(), g1.data(), fused.data(), batch, tokens, dim, false);
+            dx1.data(), g1.data(), fused.data(), nullptr, batch, tokens, dim,
+            false);
         cpu::rms_norm_backward(r.get(), dt, x.data(), gamma.data(), rstd.data(),
-                               dy.data(), dx2.data(), g2.data(), batch, tokens,
-                               dim, false);
+                               dy.data(), dx2.data(), g2.data(), nullptr, batch,
+                               tokens, dim, false);
       }
       cpu::norm_rows(r.get(), accOf(dt), g2.data(), unfused.data(), batch, dim);
       EXPECT_EQ(dx1.values(), dx2.values());
