@@ -7,6 +7,7 @@
 #include "common/Trace.h"
 #include "dprt/backend.h"
 
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 
@@ -110,6 +111,24 @@ void addQueuedLosses(const RankSlot &slot, const ProgramSpec &spec,
       if (batch[part.first + row] >= 0)
         sums.loss += loadAs(acc, losses + row * accBytes);
   }
+}
+
+void queueUpdate(RankSlot &slot) {
+  Rank &rank = slot.rank;
+  {
+    DPRT_TRACE(rank.rank, trace::Track::Compute, "dp_apply");
+    runCaptured(&rank, kApplySlot, dp_apply);
+  }
+  // Queued like the losses: updatesMetNonFinite would wait for the device
+  // and then copy, a second round trip after the step's wait.
+  queueCopyFromArena(&rank, &slot.nonFiniteGradient,
+                     rank.stateOffset +
+                         int64_t(offsetof(StepState, nonFiniteGradient)),
+                     int64_t(sizeof(slot.nonFiniteGradient)));
+}
+
+bool queuedUpdateMetNonFinite(const RankSlot &slot) {
+  return slot.nonFiniteGradient != 0;
 }
 
 // A CUDA graph is captured on a function's second call, after a first one

@@ -3,10 +3,11 @@
 // The micro-steps of one step on one rank (docs/training-program.md, "One
 // step"): each physical batch's rows written to the arena, real rows first
 // and then padding; the program's micro-step for the fewest rows that hold
-// them run; the per-sample losses read back. All of it is queued on the
-// device without waiting, so that the GPU goes from one micro-step to the
-// next (and to the update) without idling for the host. And, once a run on
-// CUDA, the warm-up of the smaller micro-steps.
+// them run; the per-sample losses read back; the update and its finite
+// check. All of it is queued on the device without waiting, so that the GPU
+// goes from one micro-step to the next (and to the update) without idling
+// for the host. And, once a run on CUDA, the warm-up of the smaller
+// micro-steps.
 //
 //===----------------------------------------------------------------------===//
 
@@ -56,6 +57,13 @@ void addQueuedLosses(const RankSlot &slot, const ProgramSpec &spec,
                      const std::vector<int64_t> &batch,
                      const privacy::PhysicalBatchPlan &plan,
                      MicroStepSums &sums);
+
+/// Queues dp_apply after what `slot`'s rank queued so far, then the copy of
+/// the StepState's nonFiniteGradient (which the update kernels set) into
+/// slot.nonFiniteGradient: read once the next synchronize(&slot.rank) has
+/// returned (queuedUpdateMetNonFinite), with no wait of its own.
+void queueUpdate(RankSlot &slot);
+bool queuedUpdateMetNonFinite(const RankSlot &slot);
 
 /// Runs and captures the smaller micro-steps once, on padding rows only,
 /// before the first real micro-step (CUDA; see MicroSteps.cpp for why).

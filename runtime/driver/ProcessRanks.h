@@ -42,6 +42,8 @@ struct RankSlot {
   /// acc [micro-steps][physicalBatch]: each micro-step's losses, copied
   /// back while the next one runs (runMicroSteps).
   std::vector<char> stepLosses;
+  /// StepState::nonFiniteGradient after the step's dp_apply (queueUpdate).
+  int32_t nonFiniteGradient = 0;
 };
 
 /// The launch for `options` and the program: which ranks this process

@@ -29,7 +29,8 @@ std::string toJsonLine(const StepMetrics &m) {
      << ", \"tokens_per_s\": " << jsonNumber(m.tokens * perSecond)
      << ", \"wall_time_s\": " << jsonNumber(m.wallSeconds)
      << ", \"memory_bytes\": " << m.memoryBytes
-     << ", \"skipped\": " << (m.skipped ? "true" : "false");
+     << ", \"skipped\": " << (m.skipped ? "true" : "false")
+     << ", \"queued_ahead\": " << (m.queuedAhead ? "true" : "false");
   if (m.users >= 0)
     os << ", \"users\": " << m.users
        << ", \"privacy_unit\": \"one user (at most " << m.maxRecordsPerUser

@@ -34,8 +34,13 @@ struct StepMetrics {
   /// Rows the micro-steps ran beyond the real records, over all ranks: the
   /// padding of the last physical batches (and empty user slots).
   int64_t paddingRows = 0;
+  /// From the end of the step before when this one was queued ahead (below),
+  /// else from the step's start, to the end of its wait for the devices.
   double stepSeconds = 0;
-  double wallSeconds = 0;  ///< since the start of the program
+  double wallSeconds = 0; ///< since the start of the program
+  /// The step's work went to the devices while the host finished the step
+  /// before, after that step's wait (Trainer::runsAhead in TrainLoop.h).
+  bool queuedAhead = false;
   int64_t memoryBytes = 0; ///< rank 0's peak
   /// Time compute waited for communication in this step, mean over the
   /// ranks (Rank::exposedCommSeconds); NaN when not measured (no --trace).

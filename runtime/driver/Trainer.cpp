@@ -7,14 +7,16 @@
 // The Trainer wires the rooms of the driver together and keeps the step
 // loop: ProcessRanks (launch, communicators, rank threads), PrivacySession
 // (q, sigma, keys, accountant, budget), Checkpointer (save and load of the
-// shards), TextGenerator (--generate) and RunReport (the final report). The
-// main thread samples the logical batch and the physical-batch plan, then
-// every rank thread fills its rows, runs its micro-steps and the optimizer
-// step, and the threads meet again.
+// shards), TextGenerator (--generate) and RunReport (the final report). One
+// step (TrainStep.cpp): the main thread samples the logical batch and the
+// physical-batch plan, then every rank thread fills its rows, runs its
+// micro-steps and the optimizer step, and the threads meet again.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Trainer.h"
+
+#include "TrainLoop.h"
 
 #include "Checkpoint.h"
 #include "Checkpointer.h"
@@ -45,6 +47,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -56,99 +59,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-using Clock = std::chrono::steady_clock;
-
 std::string formatNumber(double value) {
   std::ostringstream os;
   os << value;
   return os.str();
 }
 
-double secondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-/// Per-rank totals of one step, summed over the ranks.
-struct StepTotals {
-  double loss = 0;
-  double samples = 0;
-  double tokens = 0;
-  double exposedCommSeconds = 0; ///< summed over the ranks
-  double rows = 0;               ///< rows the micro-steps ran, padding included
-};
-
-class Trainer {
-public:
-  Trainer(Options options, ProgramSpec spec, std::string program)
-      : o_(std::move(options)), spec_(std::move(spec)),
-        program_(std::move(program)), start_(Clock::now()) {
-    finiteCheckRanges(spec_, finiteOffsets_, finiteCounts_);
-  }
-
-  int run();
-
-private:
-  void log(const std::string &line) const {
-    if (leader_ && !o_.quiet)
-      std::fprintf(stderr, "%s\n", line.c_str());
-  }
-
-  /// Warnings go to stderr even with --quiet.
-  void warn(const std::string &line) const;
-  /// Takes the --save directory's lock and opens --metrics and --trace, so
-  /// that a path that cannot be written stops the run before it trains.
-  void openOutputs(const Launch &launch, bool resumed);
-  void loadData();
-  /// The tokenizer folder (--tokenizer, else the token file's, else the
-  /// checkpoint's) and, for --generate, the check that the model can
-  /// generate.
-  void chooseTokenizer(const CheckpointState *resumed);
-  void trainStep(int64_t step, StepMetrics &metrics);
-  void saveCheckpoint();
-  /// --eval-data: evaluates, writes the metrics line, shows and reports it.
-  void evaluate(Progress &progress);
-  /// --export (`merged` false) and --export-merged: the options of
-  /// writeHfExport.
-  HfExportOptions exportOptions(bool merged) const;
-  std::string dataDescription() const;
-
-  Options o_;
-  ProgramSpec spec_;
-  std::string program_;
-  Clock::time_point start_;
-  bool leader_ = true;
-  int64_t totalSteps_ = 0;
-  int64_t step_ = 0;
-  /// Whether the smaller micro-steps have been run once and captured.
-  bool sizesWarm_ = false;
-  /// The arena ranges of the clipped gradient sums checked for finiteness
-  /// before each dp_apply with --skip-nonfinite-steps (FiniteChecks.h):
-  /// fixed by the program. Without it the update kernels check them.
-  std::vector<int64_t> finiteOffsets_, finiteCounts_;
-
-  std::unique_ptr<Dataset> data_;
-  std::unique_ptr<Dataset> evalData_;
-  std::unique_ptr<HfInit> init_;
-  std::unique_ptr<HfInit> initAdapter_;
-  int64_t evaluatedStep_ = -1;
-  std::optional<PrivacySession> privacy_;
-  /// User-level DP (RecipeSpec::userRecords): draws users, then at most k
-  /// records of each.
-  std::optional<privacy::UserSampler> userSampler_;
-  /// The learning rate, weight decay and schedule of the run (Schedule.h).
-  Hyperparameters hyper_;
-  /// The model's tokenizer folder ("" for byte-level models), kept in the
-  /// checkpoints for --generate after a resume.
-  std::string tokenizerFolder_;
-  std::unique_ptr<Tokenizer> tokenizer_;
-  GenerationStart generationStart_;
-  std::unique_ptr<ProcessRanks> ranks_;
-  std::unique_ptr<Checkpointer> checkpointer_;
-  RunReport report_;
-  std::optional<CheckpointLock> lock_;
-  std::ofstream metrics_;
-  std::string tracePath_;
-};
+} // namespace
 
 void Trainer::loadData() {
   if (!o_.data.empty()) {
@@ -217,156 +134,6 @@ void Trainer::chooseTokenizer(const CheckpointState *resumed) {
 
 std::string Trainer::dataDescription() const {
   return data_ ? data_->describe() + " from " + o_.data : std::string();
-}
-
-void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
-  // Under user-level DP the batch is k slots a sampled user: its records,
-  // then -1 (padding) up to k; k divides the physical batch, so a user's
-  // slots lie in one physical batch, where the clip factor of slot b is that
-  // of the user b / k.
-  const std::vector<int64_t> batch =
-      userSampler_ ? userSampler_->sample(step)
-                   : privacy_->sample(step, data_->size());
-  const privacy::PhysicalBatchPlan plan = privacy::planPhysicalBatches(
-      static_cast<int64_t>(batch.size()), ranks_->launch().world,
-      spec_.physicalBatch, userSampler_ ? spec_.recipe.userRecords : 1);
-  StepState state = privacy_->stepState(step);
-  state.lr = hyper_.lr;
-  state.lrScale = hyper_.schedule.factor(step);
-  state.weightDecay = hyper_.weightDecay;
-  const DType acc = accOf(spec_.compute);
-  const int64_t accBytes = sizeOf(acc);
-  StepTotals totals;
-  int64_t peak = 0;
-  struct {
-    bool loss = false, gradient = false;
-  } nonFinite;
-
-  // With several processes each rank's heartbeat (its step time and peak
-  // memory) rides on the step's final sum: two entries per rank, zero but
-  // its own.
-  const bool heartbeats = ranks_->launch().multiProcess;
-  const int world = ranks_->launch().world;
-  faults::setStep(step);
-  const bool warmSizes = !sizesWarm_ && spec_.backend == "cuda";
-  sizesWarm_ = true;
-  const auto begin = Clock::now();
-  ranks_->run([&](int i) {
-    RankSlot &slot = ranks_->slot(i);
-    Rank &rank = slot.rank;
-    faults::injectTestFault(rank.rank, step);
-    rank.hostState = state;
-    uploadStepState(&rank);
-    rank.exposedCommSeconds = 0;
-    if (warmSizes)
-      warmSmallerMicroSteps(slot, spec_, *data_);
-    MicroStepSums done = runMicroSteps(slot, spec_, *data_, batch, plan);
-    // A non-finite loss or clipped gradient sum would spread NaN into every
-    // parameter. The verdicts are all-reduced, so that every rank takes (or
-    // skips, or stops at) the update alike. Where the step may be skipped
-    // (--skip-nonfinite-steps) both are known before the update: the loss
-    // from the micro-steps, the gradient from a pass of its own over the
-    // gradient shards. A run that stops instead queues the update right
-    // behind the micro-steps, with no wait for the host between them; the
-    // update kernels test the gradient values they read
-    // (updatesMetNonFinite, below), the loss is read after, and the run
-    // stops before anything of the step is saved.
-    bool update = true;
-    if (o_.skipNonFiniteSteps) {
-      synchronize(&rank);
-      addQueuedLosses(slot, spec_, batch, plan, done);
-      // loss sum, ranks with a bad gradient; all trainable units in one
-      // request: one wait for the device a step.
-      double verdict[2] = {done.loss, 0};
-      if (!allFiniteRanges(&rank, acc, finiteOffsets_.data(),
-                           finiteCounts_.data(),
-                           int64_t(finiteOffsets_.size())))
-        verdict[1] = 1;
-      rank.comm->allReduceHost(verdict, 2);
-      update = std::isfinite(verdict[0]) && verdict[1] == 0;
-      if (i == 0) {
-        nonFinite.loss = !std::isfinite(verdict[0]);
-        nonFinite.gradient = verdict[1] != 0;
-      }
-    }
-    if (update) {
-      DPRT_TRACE(rank.rank, trace::Track::Compute, "dp_apply");
-      runCaptured(&rank, kApplySlot, dp_apply);
-    } else {
-      // No noise, no optimizer step: the gradients are dropped as dp_apply
-      // would have zeroed them after using them.
-      for (const UnitSpec &unit : spec_.units)
-        if (unit.gradShard >= 0)
-          zero(&rank, rank.arena + unit.gradShard, unit.shardElems * accBytes);
-    }
-    synchronize(&rank);
-    if (!o_.skipNonFiniteSteps)
-      addQueuedLosses(slot, spec_, batch, plan, done);
-    // loss, samples, tokens, exposed comm, rows run, ranks whose update met
-    // a gradient that is not finite, then the heartbeats
-    std::vector<double> all = {done.loss, done.samples, done.tokens,
-                               rank.exposedCommSeconds, done.rows};
-    all.push_back(update && !o_.skipNonFiniteSteps &&
-                          updatesMetNonFinite(&rank)
-                      ? 1.0
-                      : 0.0);
-    if (heartbeats) {
-      all.resize(6 + 2 * world, 0.0);
-      all[6 + 2 * rank.rank] = secondsSince(begin);
-      all[7 + 2 * rank.rank] = double(peakMemoryBytes(&rank));
-    }
-    rank.comm->allReduceHost(all.data(), int(all.size()));
-    if (i == 0) {
-      totals = StepTotals{all[0], all[1], all[2], all[3], all[4]};
-      if (!o_.skipNonFiniteSteps)
-        nonFinite.loss = !std::isfinite(all[0]);
-      nonFinite.gradient |= all[5] > 0;
-      peak = peakMemoryBytes(&rank);
-      for (int r = 0; heartbeats && r < world; ++r)
-        metrics.ranks.push_back(
-            {r, all[6 + 2 * r], static_cast<int64_t>(all[7 + 2 * r])});
-    }
-  });
-  const double seconds = secondsSince(begin);
-  if ((nonFinite.loss || nonFinite.gradient) && !o_.skipNonFiniteSteps)
-    throw std::runtime_error(
-        "step " + std::to_string(step) + ": the " +
-        (nonFinite.loss ? "loss" : "clipped gradient sum") +
-        " is not finite (NaN or infinity, from the sampled records or the "
-        "parameters); stopped at the update, so nothing of this step was "
-        "saved; pass --skip-nonfinite-steps to skip such steps");
-
-  if (nonFinite.loss || nonFinite.gradient)
-    warn("step " + std::to_string(step) + ": the " +
-         (nonFinite.loss ? "loss" : "clipped gradient sum") +
-         " is not finite; skipped (no update, counted for epsilon)");
-  // A skipped step still counts: its batch was sampled.
-  privacy_->composeStep();
-  step_ = step;
-
-  metrics.step = step;
-  metrics.samples = static_cast<int64_t>(totals.samples);
-  metrics.tokens = static_cast<int64_t>(totals.tokens);
-  metrics.loss = spec_.lossOffset >= 0 && totals.samples > 0
-                     ? totals.loss / totals.samples
-                     : std::nan("");
-  metrics.epsilon = privacy_->metricsEpsilon(step, metrics.epsilonExact);
-  metrics.lr = state.lr * state.lrScale;
-  metrics.microSteps = plan.microSteps;
-  metrics.paddingRows = static_cast<int64_t>(totals.rows - totals.samples);
-  if (userSampler_) {
-    metrics.maxRecordsPerUser = userSampler_->maxRecords();
-    metrics.users =
-        static_cast<int64_t>(batch.size()) / metrics.maxRecordsPerUser;
-  }
-  metrics.stepSeconds = seconds;
-  metrics.wallSeconds = secondsSince(start_);
-  metrics.memoryBytes = peak;
-  metrics.skipped = nonFinite.loss || nonFinite.gradient;
-  if (!o_.trace.empty()) // else it stays NaN: not measured
-    metrics.exposedCommSeconds =
-        totals.exposedCommSeconds / ranks_->launch().world;
-  report_.addStep(metrics);
 }
 
 void Trainer::saveCheckpoint() {
@@ -617,8 +384,6 @@ int Trainer::run() {
   ranks_->shutdown();
   return 0;
 }
-
-} // namespace
 
 int runTrainingProgram(int argc, char **argv) {
   std::string program =
