@@ -18,7 +18,6 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -277,9 +276,6 @@ public:
   llvm::DenseMap<int64_t, mlir::Value> gathered, fullGrads;
   /// The logits of the last dp.cross_entropy: what dp_forward returns.
   mlir::Value logitsBuffer;
-  /// dp.cross_entropy_grad ops whose gradient the loss's call already made
-  /// (cross_entropy_forward_backward, Losses.cpp).
-  llvm::DenseSet<mlir::Operation *> lossGradientsMade;
   /// The global holding each table of rotary frequencies that dp_init
   /// fills, by what defines it (Attention.cpp); program-wide.
   llvm::DenseMap<mlir::Attribute, std::string> ropeTables;

@@ -119,18 +119,6 @@ void cross_entropy_backward(Rank *, DType dt, const void *logits,
   });
 }
 
-void cross_entropy_forward_backward(Rank *rank, DType dt, void *logits,
-                                    const int32_t *targets, void *loss,
-                                    void *lse, const void *dloss, int64_t batch,
-                                    int64_t tokens, int64_t classes,
-                                    bool hasIgnore, int64_t ignoreIndex,
-                                    Reduction reduction) {
-  cross_entropy_forward(rank, dt, logits, targets, loss, lse, batch, tokens,
-                        classes, hasIgnore, ignoreIndex, reduction);
-  cross_entropy_backward(rank, dt, logits, targets, lse, dloss, logits, batch,
-                         tokens, classes, hasIgnore, ignoreIndex, reduction);
-}
-
 void mse_forward(Rank *, DType dt, const void *prediction, const void *target,
                  void *loss, int64_t batch, int64_t features,
                  Reduction reduction) {

@@ -3,10 +3,7 @@
 // Softmax cross-entropy takes one block per row of logits (a 32000-wide
 // vocabulary row is read once, with an online max/sum), writes the row's lse
 // and token loss, and a second kernel combines each sample's token losses in
-// a fixed order. The backward pass rereads the logits once per row; where
-// the compiler asks for both at once (cross_entropy_forward_backward) and a
-// row fits in shared memory, one kernel reads each row once and overwrites
-// it with its gradient.
+// a fixed order. The backward pass rereads the logits once per row.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,7 +13,6 @@
 
 #include <algorithm>
 #include <cfloat>
-#include <type_traits>
 
 namespace dprt::cuda {
 
@@ -39,33 +35,16 @@ constexpr int kCrossEntropyAhead = 4;
 /// with 128 threads, 183 with 256, 198 with 512 (dpc-gpu-check's timing).
 constexpr int kCrossEntropyThreads = 128;
 
-/// Rows of at most this many bytes take crossEntropyRowKernel's gradient
-/// form, which keeps the row in shared memory: a 32000-wide vocabulary row
-/// of bf16 is 64000 bytes (three blocks an SM on an H200); one of f32, or of
-/// a 128K vocabulary, takes the forward and backward kernels.
-constexpr int64_t kFusedRowBytes = 96 * 1024;
-
 /// Block r: lse[r] = log sum_c exp(logit[r, c]) and tokenLoss[r] =
 /// lse - logit[r, target] for a counted token, 0 for an ignored one.
-///
-/// With kGradient (V a 16-byte vector), the row also goes to shared memory
-/// as it is read, and the block then overwrites it with its gradient
-/// scale[r / tokens] (softmax - [c == target]), 0 for an ignored token:
-/// crossEntropyBackwardKernel's expression on the same lse, so the same
-/// bits, without reading the row from memory a second time. The sums run
-/// in the same order either way (same threads, same loop), so lse and the
-/// loss have the forward's bits.
-template <class T, int V, bool kGradient>
-__global__ void
-crossEntropyRowKernel(std::conditional_t<kGradient, T, const T> *logits,
-                      const int32_t *targets, float *lse, float *tokenLoss,
-                      int64_t classes, bool hasIgnore, int64_t ignoreIndex,
-                      const float *scale, int64_t tokens) {
-  static_assert(!kGradient || V * sizeof(T) == 16, "one 16-byte vector");
+template <class T, int V>
+__global__ void crossEntropyRowKernel(const T *logits, const int32_t *targets,
+                                      float *lse, float *tokenLoss,
+                                      int64_t classes, bool hasIgnore,
+                                      int64_t ignoreIndex) {
   __shared__ float buffer[32];
-  extern __shared__ uint4 cached[]; // kGradient: the row's vectors
   const int64_t r = blockIdx.x;
-  auto *row = logits + r * classes;
+  const T *row = logits + r * classes;
   // Online max and sum of exp(v - max), kCrossEntropyAhead vectors at a
   // time: their loads all in flight, then one rescale of the sum for their
   // largest value. -FLT_MAX rather than -inf so that a -inf logit adds
@@ -81,13 +60,7 @@ crossEntropyRowKernel(std::conditional_t<kGradient, T, const T> *logits,
 #pragma unroll
     for (int u = 0; u < kCrossEntropyAhead; ++u) {
       if (i + u * stride < classes) {
-        if constexpr (kGradient) {
-          const uint4 raw = loadRaw16(row + i + u * stride);
-          cached[(i + u * stride) / V] = raw;
-          unpack16<T, V>(raw, v[u]);
-        } else {
-          loadVec<V>(row + i + u * stride, v[u]);
-        }
+        loadVec<V>(row + i + u * stride, v[u]);
       } else {
 #pragma unroll
         for (int k = 0; k < V; ++k)
@@ -108,41 +81,17 @@ crossEntropyRowKernel(std::conditional_t<kGradient, T, const T> *logits,
       for (int k = 0; k < V; ++k)
         s += expf(v[u][k] - m);
   }
-  // The reductions' barriers also publish `cached`.
   const float mx = blockMax(m, buffer);
   const float sum = blockSum(s * expf(m - mx), buffer);
-  const float l = mx + logf(sum);
-  const int32_t t = targets[r];
-  const bool counted = isCounted(t, hasIgnore, ignoreIndex);
   if (threadIdx.x == 0) {
+    const float l = mx + logf(sum);
     lse[r] = l;
+    const int32_t t = targets[r];
     float loss = 0.0f;
-    if (counted) {
-      // With kGradient the other threads are overwriting the row by now.
-      float target = __int_as_float(0x7fc00000);
-      if (t >= 0 && t < classes)
-        target = kGradient ? toFloat(reinterpret_cast<const T *>(cached)[t])
-                           : toFloat(row[t]);
-      loss = l - target;
-    }
+    if (isCounted(t, hasIgnore, ignoreIndex))
+      loss = (t >= 0 && t < classes) ? l - toFloat(row[t])
+                                     : __int_as_float(0x7fc00000);
     tokenLoss[r] = loss;
-  }
-  if constexpr (kGradient) {
-    const float sc = scale[r / tokens];
-    for (int64_t i = int64_t(threadIdx.x) * V; i < classes; i += stride) {
-      float v[V];
-      if (counted) {
-        unpack16<T, V>(cached[i / V], v);
-#pragma unroll
-        for (int k = 0; k < V; ++k)
-          v[k] = sc * (expf(v[k] - l) - (i + k == t ? 1.0f : 0.0f));
-      } else {
-#pragma unroll
-        for (int k = 0; k < V; ++k)
-          v[k] = 0.0f;
-      }
-      storeVec<V>(row + i, v);
-    }
   }
 }
 
@@ -275,15 +224,12 @@ void cross_entropy_forward(Rank *rank, DType dt, const void *logits,
       int v = vec ? kVec<T> : 1;
       int threads = std::min(rowThreads(classes / v), kCrossEntropyThreads);
       if (vec)
-        crossEntropyRowKernel<T, kVec<T>, false>
+        crossEntropyRowKernel<T, kVec<T>>
             <<<unsigned(rows), threads, 0, stream>>>(
-                lt, targets, lseF, tokenLoss, classes, hasIgnore, ignoreIndex,
-                nullptr, tokens);
+                lt, targets, lseF, tokenLoss, classes, hasIgnore, ignoreIndex);
       else
-        crossEntropyRowKernel<T, 1, false>
-            <<<unsigned(rows), threads, 0, stream>>>(
-                lt, targets, lseF, tokenLoss, classes, hasIgnore, ignoreIndex,
-                nullptr, tokens);
+        crossEntropyRowKernel<T, 1><<<unsigned(rows), threads, 0, stream>>>(
+            lt, targets, lseF, tokenLoss, classes, hasIgnore, ignoreIndex);
       checkLaunch("cross_entropy_forward");
     }
     crossEntropySampleKernel<<<unsigned(batch), rowThreads(tokens), 0,
@@ -329,56 +275,6 @@ void cross_entropy_backward(Rank *rank, DType dt, const void *logits,
           lt, targets, lseF, scale, out, tokens, classes, hasIgnore,
           ignoreIndex);
     checkLaunch("cross_entropy_backward");
-  });
-}
-
-void cross_entropy_forward_backward(Rank *rank, DType dt, void *logits,
-                                    const int32_t *targets, void *loss,
-                                    void *lse, const void *dloss, int64_t batch,
-                                    int64_t tokens, int64_t classes,
-                                    bool hasIgnore, int64_t ignoreIndex,
-                                    Reduction reduction) {
-  dispatchCompute(dt, "cross_entropy_forward_backward", [&](auto tag) {
-    using T = decltype(tag);
-    const int64_t rows = batch * tokens;
-    const int64_t rowBytes = classes * int64_t(sizeof(T));
-    if (batch <= 0 || rows <= 0 || classes % kVec<T> != 0 ||
-        !aligned16(logits) || rowBytes > kFusedRowBytes) {
-      cross_entropy_forward(rank, dt, logits, targets, loss, lse, batch, tokens,
-                            classes, hasIgnore, ignoreIndex, reduction);
-      cross_entropy_backward(rank, dt, logits, targets, lse, dloss, logits,
-                             batch, tokens, classes, hasIgnore, ignoreIndex,
-                             reduction);
-      return;
-    }
-    checkRowsAndSamples(rows, batch, "cross_entropy_forward_backward");
-    cudaStream_t stream = computeStream(rank);
-    // One scratch buffer a stream: the token losses, then the scales.
-    auto *tokenLoss = static_cast<float *>(
-        scratch(rank, kComputeStream, size_t(rows + batch) * sizeof(float)));
-    float *scale = tokenLoss + rows;
-    const bool mean = reduction == Reduction::Mean;
-    crossEntropyScaleKernel<<<unsigned(batch), rowThreads(tokens), 0, stream>>>(
-        targets, static_cast<const float *>(dloss), scale, tokens, hasIgnore,
-        ignoreIndex, mean);
-    checkLaunch("cross_entropy_forward_backward");
-    // cross_entropy_forward's block size: the same sums, the same bits.
-    const int threads =
-        std::min(rowThreads(classes / kVec<T>), kCrossEntropyThreads);
-    auto kernel = crossEntropyRowKernel<T, kVec<T>, true>;
-    checkCuda(cudaFuncSetAttribute(kernel,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   int(kFusedRowBytes)),
-              "cudaFuncSetAttribute(cross_entropy_forward_backward)");
-    kernel<<<unsigned(rows), threads, size_t(rowBytes), stream>>>(
-        static_cast<T *>(logits), targets, static_cast<float *>(lse), tokenLoss,
-        classes, hasIgnore, ignoreIndex, scale, tokens);
-    checkLaunch("cross_entropy_forward_backward");
-    crossEntropySampleKernel<<<unsigned(batch), rowThreads(tokens), 0,
-                               stream>>>(tokenLoss, targets,
-                                         static_cast<float *>(loss), tokens,
-                                         hasIgnore, ignoreIndex, mean);
-    checkLaunch("cross_entropy_forward_backward");
   });
 }
 

@@ -542,92 +542,6 @@ void lossChecks(Context &ctx, DType dt, bool odd) {
   }
 }
 
-/// cross_entropy_forward_backward against the CPU's (loss, lse, and the
-/// gradient written over the logits), and bit for bit against the GPU's
-/// forward and in-place backward: rows that fit in shared memory take the
-/// one-pass kernel (1024 classes, 32000 and 32808 of bf16), the others the
-/// two calls (1001 classes or misaligned rows; f32 rows over 96 KiB).
-void fusedLossChecks(Context &ctx, DType dt) {
-  const std::string dn = dprt::nameOf(dt);
-  struct Case {
-    int64_t batch, tokens, classes, misalign;
-    bool infinities; ///< -inf logits in every row, a masked target
-  };
-  for (const Case &c :
-       {Case{3, 20, 1024, 0, false}, Case{3, 9, 1001, 1, false},
-        Case{2, 3, 32000, 0, false}, Case{2, 3, 32808, 0, true}}) {
-    const int64_t rows = c.batch * c.tokens, n = rows * c.classes;
-    const bool odd = c.misalign != 0;
-    const int64_t ignoreIndex = odd ? 5 : -1;
-    const Reduction red = odd ? Reduction::Sum : Reduction::Mean;
-    const std::string shape =
-        dims({{"B", c.batch}, {"T", c.tokens}, {"C", c.classes}}, odd) +
-        (odd ? " sum ignore=5" : " mean ignore=-1") +
-        (c.infinities ? " -inf" : "");
-    if (!ctx.begin("cross_entropy_forward_backward", dn, shape))
-      continue;
-    ctx.guarded([&] {
-      Buffer logits(dt, n, c.misalign), twin(dt, n, c.misalign),
-          loss(F32, c.batch), lse(F32, rows), twinLoss(F32, c.batch),
-          twinLse(F32, rows), dloss(F32, c.batch);
-      IntBuffer targets(rows);
-      logits.randn(ctx.rng, 3.0);
-      std::uniform_int_distribution<int32_t> cls(0, int32_t(c.classes - 1));
-      std::uniform_real_distribution<double> u(0, 1);
-      const double inf = std::numeric_limits<double>::infinity();
-      for (int64_t r = 0; r < rows; ++r) {
-        targets[r] = cls(ctx.rng);
-        if (u(ctx.rng) < 0.2)
-          targets[r] = int32_t(ignoreIndex);
-        if (c.infinities) {
-          for (int64_t k = r; k < c.classes; k += 97)
-            logits.set(r * c.classes + k, -inf);
-          logits.set(r * c.classes + c.classes - 3 - r, 12.0);
-        }
-      }
-      if (c.infinities)
-        targets[0] = 0; // a masked class as the target: an infinite loss
-      logits.upload();
-      targets.upload();
-      for (int64_t i = 0; i < n; ++i)
-        twin.set(i, logits.get(i));
-      twin.upload();
-      dloss.uniform(ctx.rng, 0.5, 1.5);
-      dloss.set(1, 0.0); // a masked sample
-      dloss.upload();
-      for (Buffer *b : {&loss, &lse, &twinLoss, &twinLse})
-        b->poison();
-      cpu::cross_entropy_forward_backward(
-          ctx.cpu, dt, logits.h(), targets.h(), loss.h(), lse.h(), dloss.h(),
-          c.batch, c.tokens, c.classes, true, ignoreIndex, red);
-      gpu::cross_entropy_forward_backward(
-          ctx.gpu, dt, logits.d(), targets.d(), loss.d(), lse.d(), dloss.d(),
-          c.batch, c.tokens, c.classes, true, ignoreIndex, red);
-      gpu::cross_entropy_forward(ctx.gpu, dt, twin.d(), targets.d(),
-                                 twinLoss.d(), twinLse.d(), c.batch, c.tokens,
-                                 c.classes, true, ignoreIndex, red);
-      gpu::cross_entropy_backward(ctx.gpu, dt, twin.d(), targets.d(),
-                                  twinLse.d(), dloss.d(), twin.d(), c.batch,
-                                  c.tokens, c.classes, true, ignoreIndex, red);
-      ctx.compare("loss", loss, 1e-5);
-      ctx.compare("lse", lse, 1e-5);
-      ctx.compare("dlogits over the logits", logits, tol(dt));
-      int64_t differ = 0;
-      auto count = [&](const Buffer &a, const Buffer &b) {
-        const std::vector<double> x = a.download(), y = b.download();
-        for (size_t i = 0; i < x.size(); ++i)
-          differ += !(x[i] == y[i] || (std::isnan(x[i]) && std::isnan(y[i])));
-      };
-      count(logits, twin);
-      count(loss, twinLoss);
-      count(lse, twinLse);
-      ctx.result("= cross_entropy_forward, then _backward", differ == 0,
-                 std::to_string(differ) + " of " +
-                     std::to_string(n + rows + c.batch) + " differ");
-    });
-  }
-}
-
 } // namespace
 
 void kernelChecks(Context &ctx) {
@@ -638,8 +552,6 @@ void kernelChecks(Context &ctx) {
       attentionChecks(ctx, dt, odd);
       elementwiseChecks(ctx, dt, odd);
       lossChecks(ctx, dt, odd);
-      if (!odd)
-        fusedLossChecks(ctx, dt);
       normChecks(ctx, dt, odd);
       weightGradChecks(ctx, dt, odd);
     }

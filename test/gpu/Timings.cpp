@@ -533,15 +533,6 @@ void lossAndParameterTimings(Context &ctx) {
                                              dlogits.p(), kB, kT, kVocab, true,
                                              -1, dprt::Reduction::Mean);
                });
-    // Both at once, over the logits (the compiled steps' call): one read of
-    // each row, one write.
-    timeKernel(ctx, "cross_entropy_forward_backward", dt, shape,
-               2.0 * 2 * kRows * kVocab, false, [&] {
-                 gpu::cross_entropy_forward_backward(
-                     ctx.gpu, dt, logits.p(), targets.p(), loss.p(), lse.p(),
-                     dloss.p(), kB, kT, kVocab, true, -1,
-                     dprt::Reduction::Mean);
-               });
   }
   {
     DeviceBuffer table(dt, kVocab * kD, ++seed), out(dt, kRows * kD, ++seed),

@@ -52,7 +52,7 @@ dp.recipe @r for @m {
 // CHECK:      "linear_forward"({{.*}}2, 8, 16]}
 // CHECK:      "linear_forward"({{.*}}) {args = [#dprt.dtype<F32>, 0 : index, 1 : index, #dprt.null, #dprt.null, 2 : index, 2, 16, 4]}
 // CHECK:      "linear_forward"({{.*}}2, 4, 4]}
-// CHECK:      "cross_entropy_forward_backward"({{.*}}, 2, 1, 4, false, 0, #dprt.reduction<Mean>]}
+// CHECK:      "cross_entropy_forward"({{.*}}, 2, 1, 4, false, 0, #dprt.reduction<Mean>]}
 // CHECK:      %[[N2:.*]] = dprt.alloc {bytes = 8 : i64, name = "n2"}
 // CHECK-NEXT: "zero"(%[[N2]])
 // CHECK-NEXT: "norm_rank1"(%{{.*}}, %{{.*}}, %[[N2]])

@@ -196,51 +196,6 @@ TEST(CrossEntropyBackward, InPlaceEqualsSeparateOutput) {
   });
 }
 
-TEST(CrossEntropyForwardBackward, IsTheTwoCallsOverTheLogits) {
-  // The compiled step's one call: the loss, lse and the gradient written over
-  // the logits, each within the f64 reference's tolerance and the same bits
-  // as cross_entropy_forward, then cross_entropy_backward in place.
-  forEachCaseAndDType(12, [](Rng &rng, DType dt) {
-    int64_t batch = uniformInt(rng, 1, 4), tokens = uniformInt(rng, 1, 6),
-            classes = uniformInt(rng, 2, 40);
-    bool hasIgnore = uniformInt(rng, 0, 1);
-    Reduction red = uniformInt(rng, 0, 1) ? Reduction::Mean : Reduction::Sum;
-    ref::Tokens targets =
-        randomTargets(rng, batch * tokens, classes, -1, hasIgnore ? 3 : 0);
-    const Vec values = normal(rng, batch * tokens * classes, 2.0);
-    Vec seeds = uniform(rng, batch, 0, 2);
-    seeds[0] = 0; // a masked sample
-    Buffer logits(dt, values), twin(dt, values), dloss(accOf(dt), seeds);
-    Buffer loss(accOf(dt), batch), lse(accOf(dt), batch * tokens),
-        twinLoss(accOf(dt), batch), twinLse(accOf(dt), batch * tokens);
-    TestRank r;
-    cpu::cross_entropy_forward_backward(
-        r.get(), dt, logits.data(), targets.data(), loss.data(), lse.data(),
-        dloss.data(), batch, tokens, classes, hasIgnore, -1, red);
-    cpu::cross_entropy_forward(r.get(), dt, twin.data(), targets.data(),
-                               twinLoss.data(), twinLse.data(), batch, tokens,
-                               classes, hasIgnore, -1, red);
-    cpu::cross_entropy_backward(r.get(), dt, twin.data(), targets.data(),
-                                twinLse.data(), dloss.data(), twin.data(),
-                                batch, tokens, classes, hasIgnore, -1, red);
-    const Buffer original(dt, values);
-    Vec refLse;
-    const Vec refLoss =
-        ref::crossEntropyForward(original.values(), targets, batch, tokens,
-                                 classes, hasIgnore, -1, red, &refLse);
-    EXPECT_CLOSE(loss.values(), refLoss, tolerance(dt), dt);
-    EXPECT_CLOSE(lse.values(), refLse, tolerance(dt), dt);
-    EXPECT_CLOSE(logits.values(),
-                 ref::crossEntropyBackward(original.values(), targets,
-                                           dloss.values(), batch, tokens,
-                                           classes, hasIgnore, -1, red),
-                 tolerance(dt), dt);
-    EXPECT_EQ(logits.values(), twin.values());
-    EXPECT_EQ(loss.values(), twinLoss.values());
-    EXPECT_EQ(lse.values(), twinLse.values());
-  });
-}
-
 TEST(MseBackward, MatchesReferenceMeanAndSum) {
   forEachCaseAndDType(12, [](Rng &rng, DType dt) {
     int64_t batch = uniformInt(rng, 1, 8), features = uniformInt(rng, 1, 12);
