@@ -12,6 +12,11 @@ config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "CMakeLists.txt", "unit", "r
 
 config.environment["PATH"] = os.pathsep.join(
     [config.dpc_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])])
+# DPRT_TEST_RUN_AHEAD=1: the training programs' CPU backend queues each step
+# before the step before writes its metrics, as CUDA does (TrainStep.cpp);
+# ctest's lit-run-ahead runs the suite so.
+if os.environ.get("DPRT_TEST_RUN_AHEAD"):
+    config.environment["DPRT_TEST_RUN_AHEAD"] = os.environ["DPRT_TEST_RUN_AHEAD"]
 config.substitutions.append(("%examples", os.path.join(config.dpc_src_root, "examples")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 config.substitutions.append(("%scripts", os.path.join(config.dpc_src_root, "scripts")))
