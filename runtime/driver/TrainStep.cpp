@@ -7,8 +7,9 @@
 // needs the parameters (runsAhead), each rank queues the next step as soon
 // as this one's losses are read, so that the GPU runs from one step into
 // the next while the host writes the metrics, the progress line and the
-// privacy accounting: on one H200 these left the GPU idle 0.3 to 0.6 ms a
-// step (docs/PERFORMANCE.md).
+// privacy accounting. On one H200 the 1.1B steps' idle fell by about 0.1 ms
+// a step; their tokens/s did not move under the power cap, but a slow
+// metrics file or terminal no longer holds the GPU (docs/PERFORMANCE.md).
 //
 //===----------------------------------------------------------------------===//
 
