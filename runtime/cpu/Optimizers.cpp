@@ -81,7 +81,7 @@ constexpr int64_t kRowsBlock = 4096;
 /// Runs `opt` on elements [0, n) with the gradient values block(begin, end)
 /// points to (element i at [i - begin]), plus the noise at noiseIndex + i.
 /// A gradient value that is not finite sets st.nonFiniteGradient (the
-/// driver's check, backend.inc's updatesMetNonFinite).
+/// driver's check after dp_apply; backend.inc's updatesMetNonFinite).
 template <class A, class Opt, class Block>
 void applyUpdate(StepState &st, int64_t n, int64_t noiseIndex,
                  int64_t blockElems, const Opt &opt, const Block &block) {

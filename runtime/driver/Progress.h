@@ -35,7 +35,8 @@ struct StepMetrics {
   /// padding of the last physical batches (and empty user slots).
   int64_t paddingRows = 0;
   /// From the end of the step before when this one was queued ahead (below),
-  /// else from the step's start, to the end of its wait for the devices.
+  /// else from the step's start, to when its ranks met after their wait (the
+  /// next step already queued, if it runs ahead): the steps' times add up.
   double stepSeconds = 0;
   double wallSeconds = 0; ///< since the start of the program
   /// The step's work went to the devices while the host finished the step

@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace dprt::driver {
 
@@ -91,7 +92,8 @@ void Trainer::trainStep(int64_t step, StepMetrics &metrics) {
   // before the host writes this step's metrics.
   std::optional<QueuedStep> queued;
   queued.swap(ahead_);
-  const PlannedStep current = queued ? queued->planned : planStep(step);
+  const PlannedStep current =
+      queued ? std::move(queued->planned) : planStep(step);
   const std::vector<int64_t> &batch = current.batch;
   const privacy::PhysicalBatchPlan &plan = current.plan;
   const StepState &state = current.state;

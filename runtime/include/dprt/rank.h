@@ -69,8 +69,8 @@ struct StepState {
   /// Written by the device, not the driver: an optimizer update sets it to
   /// 1 when a gradient element it reads (before the noise) is not finite.
   /// The driver uploads the step's state with 0 and reads it back after
-  /// dp_apply (updatesMetNonFinite), so no pass of its own reads the
-  /// gradients for the check.
+  /// dp_apply with a queued copy (queueUpdate), so no pass of its own reads
+  /// the gradients for the check.
   int32_t nonFiniteGradient;
 };
 
