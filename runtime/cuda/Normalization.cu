@@ -307,29 +307,18 @@ __global__ void __maxnreg__(48)
                                         kNormRows, dim, accumulate, gammaSums);
 }
 
-/// normBackwardRowsAhead's kernel, for 16-byte vectors. 56 registers hold
-/// it without spilling (48 spilled 24 bytes): 4 blocks of 256 a
-/// multiprocessor instead of 5.
-template <class T>
-__global__ void __maxnreg__(56)
+/// normBackwardRowsAhead's kernel, for 16-byte vectors. Without y, 56
+/// registers hold it without spilling (48 spilled 24 bytes): 4 blocks of
+/// 256 a multiprocessor instead of 5. Making RMSNorm's result too (kOutput),
+/// it spilled 8 bytes at 56 (bf16); 64 keep 4 blocks of 256, as 56 do.
+template <class T, bool kOutput>
+__global__ void __maxnreg__(kOutput ? 64 : 56)
     normBackwardAheadKernel(const T *x, const T *gamma, const float *mean,
                             const float *rstd, const T *dy, T *dx, T *y,
                             int64_t tokens, int64_t dim, bool accumulate,
                             float *gammaSums) {
-  normBackwardRowsAhead<T, kVec<T>, false>(x, gamma, mean, rstd, dy, dx, y,
-                                           tokens, dim, accumulate, gammaSums);
-}
-
-/// The same making RMSNorm's result too: at 56 registers it spilled 8 bytes
-/// (bf16); 64 keep 4 blocks of 256 a multiprocessor, as 56 do.
-template <class T>
-__global__ void __maxnreg__(64)
-    normBackwardAheadOutputKernel(const T *x, const T *gamma, const float *mean,
-                                  const float *rstd, const T *dy, T *dx, T *y,
-                                  int64_t tokens, int64_t dim, bool accumulate,
-                                  float *gammaSums) {
-  normBackwardRowsAhead<T, kVec<T>, true>(x, gamma, mean, rstd, dy, dx, y,
-                                          tokens, dim, accumulate, gammaSums);
+  normBackwardRowsAhead<T, kVec<T>, kOutput>(
+      x, gamma, mean, rstd, dy, dx, y, tokens, dim, accumulate, gammaSums);
 }
 
 /// dy[r, j] * xhat[r, j]; xhat = (x - mean[r]) * rstd[r], mean may be null.
@@ -386,13 +375,8 @@ void normBackward(Rank *rank, const T *x, const T *gamma, const float *mean,
     constexpr int V = decltype(vector)::value;
     constexpr bool O = decltype(output)::value;
     if (gammaSums) {
-      if constexpr (V == kVec<T> && O)
-        normBackwardAheadOutputKernel<T>
-            <<<unsigned(blocks), threads, 0, stream>>>(x, gamma, mean, rstd, dy,
-                                                       dx, y, tokens, dim,
-                                                       accumulate, gammaSums);
-      else if constexpr (V == kVec<T>)
-        normBackwardAheadKernel<T><<<unsigned(blocks), threads, 0, stream>>>(
+      if constexpr (V == kVec<T>)
+        normBackwardAheadKernel<T, O><<<unsigned(blocks), threads, 0, stream>>>(
             x, gamma, mean, rstd, dy, dx, y, tokens, dim, accumulate,
             gammaSums);
       else
