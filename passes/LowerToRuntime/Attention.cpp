@@ -107,6 +107,19 @@ LogicalResult lowerAttentionGrad(AttentionGradOp g, LoweringContext &context) {
   Value dq = context.newActivation(g.getDquery(), "dq");
   Value dk = context.newActivation(g.getDkey(), "dk");
   Value dv = context.newActivation(g.getDvalue(), "dv");
+  // The CUDA backend's cuDNN and fused paths (bf16, head size 64 or 128)
+  // take their workspace from the arena, so that the plan holds it: at
+  // 8 x 1024 tokens and 32 heads of 64, 129 MiB that would otherwise come
+  // on top of it. Elsewhere none: the CPU needs none, and the materialized
+  // path sizes its own.
+  Value workspace;
+  if (context.backend == "cuda" && context.dt == ::dprt::DType::BF16 &&
+      (hd == 64 || hd == 128))
+    workspace = context.allocWorkspace(
+        "attention_workspace", {b, h, t, 8 * hd + 8}, [&] {
+          return ::dprt::attentionBackwardWorkspaceBytes(context.dt, b, t, h,
+                                                         kv, hd);
+        });
   CallArgs a = context.args();
   a.dtype(context.dt)
       .buffer(stats[0])
@@ -123,7 +136,8 @@ LogicalResult lowerAttentionGrad(AttentionGradOp g, LoweringContext &context) {
       .i64(h)
       .i64(kv)
       .i64(hd)
-      .flag(at.getCausal());
+      .flag(at.getCausal())
+      .bufferOrNull(workspace);
   context.call("attention_backward", a);
   if (at.getRope()) {
     // The gradient of a rotation is the inverse rotation, in place.

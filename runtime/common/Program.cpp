@@ -131,9 +131,17 @@ void describe_program(ProgramSpec *spec, const char *model, const char *backend,
   spec->tokens = tokens;
   DPRT_REQUIRE(classes >= 0, spec, fn, "classes must be >= 0, got " << classes);
   spec->classes = classes;
-  DPRT_REQUIRE(predictedPeakBytes >= 0, spec, fn,
-               "the predicted peak must be >= 0, got " << predictedPeakBytes);
-  spec->predictedPeakBytes = predictedPeakBytes;
+  DPRT_REQUIRE(predictedPeakBytes >= 0 && predictedPeakBytes <= arenaBytes,
+               spec, fn,
+               "the plan's peak in use must be in [0, the arena], got "
+                   << predictedPeakBytes);
+  spec->planPeakInUseBytes = predictedPeakBytes;
+  // What the rank allocates: the whole arena, whatever its peak in use,
+  // and the CUDA backend's cuBLASLt workspace beside it. Kernel scratch
+  // outside the plan (small reductions' partials; cuDNN's workspace where
+  // it asks for more than the plan reserved) is not predicted.
+  spec->predictedPeakBytes =
+      arenaBytes + (backendName == "cuda" ? kCudaGemmWorkspaceBytes : 0);
 
   requireBuffer(spec, fn, "the step state", stateOffset,
                 static_cast<int64_t>(sizeof(StepState)));

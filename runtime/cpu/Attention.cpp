@@ -244,9 +244,12 @@ void attention_backward(Rank *, DType dt, const void *q, const void *k,
                         const void *v, const void *o, const void *lse,
                         const void *dout, void *dq, void *dk, void *dv,
                         int64_t batch, int64_t tokens, int64_t heads,
-                        int64_t kvHeads, int64_t headDim, bool causal) {
-  // o is not read: see the computation of D in attentionBackward.
+                        int64_t kvHeads, int64_t headDim, bool causal,
+                        void *workspace) {
+  // o is not read: see the computation of D in attentionBackward. The CPU
+  // needs no workspace (the compiler reserves one for CUDA only).
   (void)o;
+  (void)workspace;
   AttentionShape a{batch, tokens, heads, kvHeads, headDim, causal};
   int64_t nq = batch * tokens * a.ldq(), nk = batch * tokens * a.ldk();
   dispatch(dt, [&](auto tag) {

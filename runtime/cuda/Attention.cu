@@ -556,16 +556,21 @@ void fusedForward(Rank *rank, const AttentionShape &a, const bf16 *q,
     FusedKernels<128>::forward(p, computeStream(rank));
 }
 
+/// Its row statistics in `workspace` when that holds them (the arena's,
+/// `workspaceBytes` long), else in the compute stream's scratch.
 void fusedBackward(Rank *rank, const AttentionShape &a, const bf16 *q,
                    const bf16 *k, const bf16 *v, const bf16 *o,
                    const float *lse, const bf16 *dout, bf16 *dq, bf16 *dk,
-                   bf16 *dv) {
+                   bf16 *dv, void *workspace, size_t workspaceBytes) {
   prepareFusedKernels(rank);
   const size_t stats = size_t(a.batch * a.heads * a.tokens) * sizeof(float);
   ScratchLayout layout;
   size_t lse2At = layout.add(stats);
   size_t deltaAt = layout.add(stats);
-  char *base = static_cast<char *>(scratch(rank, kComputeStream, layout.bytes));
+  char *base =
+      workspace && layout.bytes <= workspaceBytes
+          ? static_cast<char *>(workspace)
+          : static_cast<char *>(scratch(rank, kComputeStream, layout.bytes));
   flash::Problem p = fusedProblem(a);
   p.q = reinterpret_cast<const uint16_t *>(q);
   p.k = reinterpret_cast<const uint16_t *>(k);
@@ -654,11 +659,14 @@ void attention_backward(Rank *rank, DType dt, const void *q, const void *k,
                         const void *v, const void *o, const void *lse,
                         const void *dout, void *dq, void *dk, void *dv,
                         int64_t batch, int64_t tokens, int64_t heads,
-                        int64_t kvHeads, int64_t headDim, bool causal) {
+                        int64_t kvHeads, int64_t headDim, bool causal,
+                        void *workspace) {
   // The materialized path does not read o: D = sum_s P dP (equal to the
   // rowsum of dO o O) is formed from P and dP in f32. The fused and cuDNN
   // paths read it for D. Every path reads lse as the natural-log
-  // log-sum-exp, so a backward may follow another path's forward.
+  // log-sum-exp, so a backward may follow another path's forward. The
+  // workspace, when given, holds attentionBackwardWorkspaceBytes (the
+  // cuDNN and fused paths use it; the materialized path its scratch).
   dispatchCompute(dt, "attention_backward", [&](auto tag) {
     using T = decltype(tag);
     if (batch <= 0 || tokens <= 0)
@@ -666,19 +674,24 @@ void attention_backward(Rank *rank, DType dt, const void *q, const void *k,
     AttentionShape a = checkedShape(batch, tokens, heads, kvHeads, headDim,
                                     causal, "attention_backward");
     if constexpr (std::is_same_v<T, bf16>) {
+      const size_t workspaceBytes =
+          workspace ? size_t(attentionBackwardWorkspaceBytes(
+                          dt, batch, tokens, heads, kvHeads, headDim))
+                    : 0;
       switch (pathFor(rank, dt, a, true,
                       allAligned({q, k, v, o, dout, dq, dk, dv}), nullptr)) {
       case AttentionPath::Cudnn:
         cudnnAttentionBackward(rank, cudnnShape(a, true), q, k, v, o,
                                static_cast<const float *>(lse), dout, dq, dk,
-                               dv);
+                               dv, workspace, workspaceBytes);
         return;
       case AttentionPath::Fused:
         fusedBackward(
             rank, a, static_cast<const T *>(q), static_cast<const T *>(k),
             static_cast<const T *>(v), static_cast<const T *>(o),
             static_cast<const float *>(lse), static_cast<const T *>(dout),
-            static_cast<T *>(dq), static_cast<T *>(dk), static_cast<T *>(dv));
+            static_cast<T *>(dq), static_cast<T *>(dk), static_cast<T *>(dv),
+            workspace, workspaceBytes);
         return;
       case AttentionPath::Materialized:
         break;

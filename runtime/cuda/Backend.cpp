@@ -99,6 +99,14 @@ cudaStream_t streamOf(Rank *rank, int32_t index) {
   return deviceState(rank).streams[index];
 }
 
+bool allocLogEnabled() {
+  static const bool enabled = [] {
+    const char *v = std::getenv("DPRT_CUDA_ALLOC_LOG");
+    return v && *v && std::strcmp(v, "0") != 0;
+  }();
+  return enabled;
+}
+
 void *deviceAlloc(DeviceState &st, size_t bytes, const char *what) {
   void *p = nullptr;
   cudaError_t status = cudaMalloc(&p, bytes);
@@ -107,6 +115,13 @@ void *deviceAlloc(DeviceState &st, size_t bytes, const char *what) {
          what + ": " + cudaGetErrorString(status));
   st.liveBytes += int64_t(bytes);
   st.peakBytes = std::max(st.peakBytes, st.liveBytes);
+  if (allocLogEnabled())
+    std::fprintf(stderr,
+                 "dprt: cudaMalloc %zu bytes (%.2f MiB) for %s; live %.2f MiB, "
+                 "peak %.2f MiB\n",
+                 bytes, double(bytes) / (1 << 20), what,
+                 double(st.liveBytes) / (1 << 20),
+                 double(st.peakBytes) / (1 << 20));
   return p;
 }
 
@@ -437,8 +452,9 @@ void initRank(Rank *rank, int device) {
   checkCuda(cudaEventCreateWithFlags(&st->joinEvent, cudaEventDisableTiming),
             "cudaEventCreateWithFlags");
   checkCublas(cublasLtCreate(&st->lt), "cublasLtCreate");
-  // 32 MiB: what cuBLASLt's Hopper kernels may ask for.
-  st->ltWorkspaceBytes = size_t(32) << 20;
+  // What cuBLASLt's Hopper kernels may ask for (types.h; the predicted peak
+  // counts it).
+  st->ltWorkspaceBytes = size_t(kCudaGemmWorkspaceBytes);
   st->ltWorkspace =
       deviceAlloc(*st, st->ltWorkspaceBytes, "cuBLASLt workspace");
   st->gemms = std::make_unique<GemmCache>();

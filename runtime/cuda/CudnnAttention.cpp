@@ -25,6 +25,7 @@
 #include "CudnnLibrary.h"
 
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -245,20 +246,34 @@ const CudnnGraph &graphFor(Rank *rank, const CudnnAttentionShape &s) {
     // checkLaunch of another kernel. Every launch of ours is checked at
     // once, so nothing of ours is pending here.
     cudaGetLastError();
+    if (allocLogEnabled() && built.graph)
+      std::fprintf(stderr,
+                   "dprt: cuDNN %s B %lld T %lld H %lld KV %lld hd %lld%s: "
+                   "workspace %lld bytes\n",
+                   kernelName(s), (long long)s.batch, (long long)s.tokens,
+                   (long long)s.heads, (long long)s.kvHeads,
+                   (long long)s.headDim, s.causal ? " causal" : "",
+                   (long long)built.workspaceBytes);
   }
   return state.graphs.emplace(key, std::move(built)).first->second;
 }
 
+/// Runs s's graph on `pack`. Its workspace: `planned` when that holds the
+/// `plannedBytes` it needs (the arena's, attention_backward), else the
+/// compute stream's scratch.
 void execute(Rank *rank, const CudnnAttentionShape &s,
-             std::unordered_map<int64_t, void *> &pack) {
+             std::unordered_map<int64_t, void *> &pack, void *planned,
+             size_t plannedBytes) {
   const CudnnGraph &g = graphFor(rank, s);
   if (!g.graph)
     fail(std::string(kernelName(s)) + " (cudnn): " + g.declined);
   CudnnAttentionState &state = stateOf(rank);
   setStream(rank, state, s);
-  void *workspace = g.workspaceBytes > 0 ? scratch(rank, kComputeStream,
-                                                   size_t(g.workspaceBytes))
-                                         : nullptr;
+  void *workspace = nullptr;
+  if (g.workspaceBytes > 0)
+    workspace = planned && size_t(g.workspaceBytes) <= plannedBytes
+                    ? planned
+                    : scratch(rank, kComputeStream, size_t(g.workspaceBytes));
   fe::error_t result = g.graph->execute(state.handle, pack, workspace);
   if (!result.is_good())
     fail(std::string(kernelName(s)) + " (cudnn): " + result.get_message());
@@ -292,13 +307,19 @@ void cudnnAttentionForward(Rank *rank, const CudnnAttentionShape &s,
                                               {kV, const_cast<void *>(v)},
                                               {kO, o},
                                               {kStats, lse}};
-  execute(rank, s, pack);
+  execute(rank, s, pack, nullptr, 0);
+}
+
+int64_t cudnnAttentionWorkspaceBytes(Rank *rank, const CudnnAttentionShape &s) {
+  const CudnnGraph &g = graphFor(rank, s);
+  return g.graph ? g.workspaceBytes : -1;
 }
 
 void cudnnAttentionBackward(Rank *rank, const CudnnAttentionShape &s,
                             const void *q, const void *k, const void *v,
                             const void *o, const float *lse, const void *dout,
-                            void *dq, void *dk, void *dv) {
+                            void *dq, void *dk, void *dv, void *workspace,
+                            size_t workspaceBytes) {
   std::unordered_map<int64_t, void *> pack = {
       {kQ, const_cast<void *>(q)},
       {kK, const_cast<void *>(k)},
@@ -309,7 +330,7 @@ void cudnnAttentionBackward(Rank *rank, const CudnnAttentionShape &s,
       {kDQ, dq},
       {kDK, dk},
       {kDV, dv}};
-  execute(rank, s, pack);
+  execute(rank, s, pack, workspace, workspaceBytes);
 }
 
 } // namespace dprt::cuda
@@ -336,10 +357,14 @@ void cudnnAttentionForward(Rank *, const CudnnAttentionShape &, const void *,
   fail("attention_forward: this build has no cuDNN path");
 }
 
+int64_t cudnnAttentionWorkspaceBytes(Rank *, const CudnnAttentionShape &) {
+  return -1;
+}
+
 void cudnnAttentionBackward(Rank *, const CudnnAttentionShape &, const void *,
                             const void *, const void *, const void *,
-                            const float *, const void *, void *, void *,
-                            void *) {
+                            const float *, const void *, void *, void *, void *,
+                            void *, size_t) {
   fail("attention_backward: this build has no cuDNN path");
 }
 

@@ -60,11 +60,19 @@ void cudnnAttentionForward(Rank *rank, const CudnnAttentionShape &s,
                            const void *q, const void *k, const void *v, void *o,
                            float *lse);
 
-/// The backward through cuDNN: dq, dk, dv (bf16) written.
+/// The backward through cuDNN: dq, dk, dv (bf16) written. cuDNN's
+/// workspace is `workspace` when it is not null and holds the
+/// `workspaceBytes` cuDNN asks for, else the rank's scratch.
 void cudnnAttentionBackward(Rank *rank, const CudnnAttentionShape &s,
                             const void *q, const void *k, const void *v,
                             const void *o, const float *lse, const void *dout,
-                            void *dq, void *dk, void *dv);
+                            void *dq, void *dk, void *dv, void *workspace,
+                            size_t workspaceBytes);
+
+/// The bytes of workspace the graph of `s` asks for (building it now if it
+/// is not built), under the current DPRT_CUDNN_DETERMINISTIC; -1 when cuDNN
+/// does not run `s`. dpc-gpu-check holds it against the plan's reserve.
+int64_t cudnnAttentionWorkspaceBytes(Rank *rank, const CudnnAttentionShape &s);
 
 /// The per-device graphs and handle (DeviceState::cudnn), released by
 /// shutdownRank with the device current.

@@ -202,6 +202,10 @@ inline cudaStream_t computeStream(Rank *rank) {
 /// timed with a WaitProbe when the rank measures exposed communication.
 void streamWait(Rank *rank, DeviceState &st, int32_t stream, cudaEvent_t event);
 
+/// DPRT_CUDA_ALLOC_LOG=1: every device allocation and workspace outside the
+/// planned arena is printed to stderr (docs/cuda-backend.md, "Environment").
+bool allocLogEnabled();
+
 /// cudaMalloc with bookkeeping for peakMemoryBytes.
 void *deviceAlloc(DeviceState &st, size_t bytes, const char *what);
 void deviceFree(DeviceState &st, void *p, size_t bytes);

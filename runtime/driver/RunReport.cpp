@@ -93,7 +93,11 @@ std::string RunReport::text(const ProgramSpec &spec, int world,
                   100.0 * spec.predictedPeakBytes / peakBytes_);
     os << line;
   }
-  os << "; arena " << formatBytes(spec.arenaBytes) << "\n";
+  os << "; arena " << formatBytes(spec.arenaBytes);
+  if (spec.predictedPeakBytes > spec.arenaBytes)
+    os << " and " << formatBytes(spec.predictedPeakBytes - spec.arenaBytes)
+       << " of cuBLASLt workspace";
+  os << "\n";
   if (tunedShapes_ > 0) {
     std::snprintf(line, sizeof(line),
                   "  kernel tuning     %lld product shapes timed in %.2f s "

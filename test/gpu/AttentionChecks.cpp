@@ -13,6 +13,7 @@
 #include "Cases.h"
 
 #include "AttentionPath.h"
+#include "CudnnAttention.h"
 
 #include "dprt/backend.h"
 #include "dprt/kernels.h"
@@ -172,11 +173,22 @@ void attentionCheck(Context &ctx, DType dt, const AttentionCase &c, bool odd,
     dv.poison();
     cpu::attention_backward(ctx.cpu, dt, q.h(), k.h(), v.h(), o.h(), lse.h(),
                             dout.h(), dq.h(), dk.h(), dv.h(), c.batch, c.tokens,
-                            c.heads, c.kvHeads, c.hd, c.causal);
+                            c.heads, c.kvHeads, c.hd, c.causal, nullptr);
+    // The workspace dpc reserves in the arena (bf16, head size 64 or 128:
+    // LowerToRuntime/Attention.cpp), poisoned: no path may read what it did
+    // not write there. Where the plan has none, scratch.
+    const bool planned = dt == BF16 && (c.hd == 64 || c.hd == 128);
+    const int64_t plannedBytes =
+        planned ? dprt::attentionBackwardWorkspaceBytes(
+                      dt, c.batch, c.tokens, c.heads, c.kvHeads, c.hd)
+                : 0;
+    Buffer workspace(F32, planned ? (plannedBytes + 3) / 4 : 1);
+    poisonDevice(workspace);
     auto backward = [&] {
       gpu::attention_backward(ctx.gpu, dt, q.d(), k.d(), v.d(), o.d(), lse.d(),
                               dout.d(), dq.d(), dk.d(), dv.d(), c.batch,
-                              c.tokens, c.heads, c.kvHeads, c.hd, c.causal);
+                              c.tokens, c.heads, c.kvHeads, c.hd, c.causal,
+                              planned ? workspace.d() : nullptr);
     };
     backward();
     ctx.compare("dq", dq, tolBwd);
@@ -186,6 +198,17 @@ void attentionCheck(Context &ctx, DType dt, const AttentionCase &c, bool odd,
     // deterministic algorithm (DPRT_CUDNN_DETERMINISTIC=1) is rerun bit for
     // bit, after its own comparison with the CPU; the fused kernels always.
     const bool cudnnBackward = runsBackward == gpu::AttentionPath::Cudnn;
+    if (cudnnBackward && planned) {
+      // cuDNN's default backward within the plan's reserve (else it runs on
+      // scratch beyond the predicted peak).
+      const int64_t asked = gpu::cudnnAttentionWorkspaceBytes(
+          ctx.gpu, {c.batch, c.tokens, c.heads, c.kvHeads, c.hd, c.causal,
+                    /*backward=*/true});
+      ctx.result("workspace", asked >= 0 && asked <= plannedBytes,
+                 "cuDNN asks " + std::to_string(asked) + " of the plan's " +
+                     std::to_string(plannedBytes) + " bytes");
+    }
+    // Its deterministic algorithm asks for more than the plan's: scratch.
     ScopedEnv deterministic("DPRT_CUDNN_DETERMINISTIC", "1");
     if (cudnnBackward) {
       poisonDevice(dq);

@@ -138,7 +138,20 @@ constexpr int64_t kAttK = kAttB * kAttT * kAttKV * kAttHd;
 constexpr int64_t kAttL = kAttB * kAttH * kAttT;
 constexpr int64_t kAttSlot = int64_t(1) << 16; // bytes, >= every buffer
 constexpr int64_t kAttBase = int64_t(1) << 20;
-enum AttBuffer { AttQ, AttK, AttV, AttO, AttLse, AttDout, AttDq, AttDk, AttDv };
+/// AttWorkspace, last: the backward's workspace as dpc reserves it in the
+/// arena (attentionBackwardWorkspaceBytes, larger than a slot).
+enum AttBuffer {
+  AttQ,
+  AttK,
+  AttV,
+  AttO,
+  AttLse,
+  AttDout,
+  AttDq,
+  AttDk,
+  AttDv,
+  AttWorkspace
+};
 constexpr int64_t attOffset(AttBuffer b) { return kAttBase + b * kAttSlot; }
 
 void capturedAttention(dprt::Rank *r) {
@@ -148,7 +161,8 @@ void capturedAttention(dprt::Rank *r) {
                          at(AttLse), kAttB, kAttT, kAttH, kAttKV, kAttHd, true);
   gpu::attention_backward(r, BF16, at(AttQ), at(AttK), at(AttV), at(AttO),
                           at(AttLse), at(AttDout), at(AttDq), at(AttDk),
-                          at(AttDv), kAttB, kAttT, kAttH, kAttKV, kAttHd, true);
+                          at(AttDv), kAttB, kAttT, kAttH, kAttKV, kAttHd, true,
+                          at(AttWorkspace));
 }
 
 } // namespace
@@ -162,6 +176,11 @@ static void capturedAttentionRun(Context &ctx, const char *asked, int slot) {
     return;
   static_assert(kAttQ * 2 <= kAttSlot && kAttL * 4 <= kAttSlot,
                 "the buffers fit their slots");
+  static_assert(attOffset(AttWorkspace) +
+                        dprt::attentionBackwardWorkspaceBytes(
+                            BF16, kAttB, kAttT, kAttH, kAttKV, kAttHd) <=
+                    kNcclArenaBytes,
+                "the workspace fits the arena");
   ctx.guarded([&] {
     const gpu::AttentionPath runs[2] = {
         gpu::attentionPathFor(ctx.gpu, BF16, kAttB, kAttT, kAttH, kAttKV,
@@ -200,13 +219,20 @@ static void capturedAttentionRun(Context &ctx, const char *asked, int slot) {
       put(AttDq, dq);
       put(AttDk, dk);
       put(AttDv, dv);
+      // Poisoned on every call: no path may read what it did not write.
+      Buffer workspace(F32, (dprt::attentionBackwardWorkspaceBytes(
+                                 BF16, kAttB, kAttT, kAttH, kAttKV, kAttHd) +
+                             3) /
+                                4);
+      workspace.poison();
+      put(AttWorkspace, workspace);
       gpu::runCaptured(ctx.gpu, slot, capturedAttention);
       cpu::attention_forward(ctx.cpu, BF16, q.h(), k.h(), v.h(), o.h(), lse.h(),
                              kAttB, kAttT, kAttH, kAttKV, kAttHd, true);
       // The GPU's backward used its own forward outputs; so does the CPU's.
       cpu::attention_backward(ctx.cpu, BF16, q.h(), k.h(), v.h(), o.h(),
                               lse.h(), dout.h(), dq.h(), dk.h(), dv.h(), kAttB,
-                              kAttT, kAttH, kAttKV, kAttHd, true);
+                              kAttT, kAttH, kAttKV, kAttHd, true, nullptr);
       auto check = [&](const char *name, AttBuffer at, Buffer &want,
                        double tolerance) {
         std::vector<uint8_t> bytes(size_t(want.size()) *

@@ -359,6 +359,13 @@ void attentionTimings(Context &ctx, uint64_t &seed) {
         o(dt, nq, ++seed), lse(F32, s.batch * s.heads * s.tokens, ++seed),
         dout(dt, nq, ++seed), dq(dt, nq, ++seed), dk(dt, nk, ++seed),
         dv(dt, nk, ++seed);
+    // The backward's workspace as a compiled program has it in its arena.
+    DeviceBuffer workspace(F32,
+                           (dprt::attentionBackwardWorkspaceBytes(
+                                dt, s.batch, s.tokens, s.heads, s.kvHeads,
+                                s.hd) +
+                            3) / 4,
+                           ++seed);
     // lse must be that of q, k: the backward exponentiates S - lse.
     gpu::attention_forward(ctx.gpu, dt, q.p(), k.p(), v.p(), o.p(), lse.p(),
                            s.batch, s.tokens, s.heads, s.kvHeads, s.hd,
@@ -399,7 +406,7 @@ void attentionTimings(Context &ctx, uint64_t &seed) {
         gpu::attention_backward(ctx.gpu, dt, q.p(), k.p(), v.p(), o.p(),
                                 lse.p(), dout.p(), dq.p(), dk.p(), dv.p(),
                                 s.batch, s.tokens, s.heads, s.kvHeads, s.hd,
-                                s.causal);
+                                s.causal, workspace.p());
       };
       timeKernel(ctx, "attention_backward", dt, base + name(true), 10.0 * unit,
                  true, backward);

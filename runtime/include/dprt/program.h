@@ -242,7 +242,12 @@ struct ProgramSpec {
   std::vector<UnitSpec> units;
   RecipeSpec recipe;
   LoRASpec lora; ///< the recipe's #dp.lora (describe_lora), if any
-  int64_t predictedPeakBytes = 0; ///< the memory plan's peak per rank
+  /// The device memory a rank is predicted to hold: the arena, and on the
+  /// CUDA backend its cuBLASLt workspace (kCudaGemmWorkspaceBytes).
+  int64_t predictedPeakBytes = 0;
+  /// The memory plan's peak in use (at most the arena: what its buffers
+  /// need at once, before the gaps their offsets leave).
+  int64_t planPeakInUseBytes = 0;
   /// dp_microstep compiled for fewer rows than physicalBatch, smallest
   /// first (describe_microstep): a step's last micro-step runs the smallest
   /// that holds its real rows instead of padding a full physical batch.

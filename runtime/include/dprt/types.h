@@ -119,6 +119,31 @@ inline constexpr int64_t weightGradWorkspaceBytes(DType compute, int64_t batch,
 /// Every buffer of the arena starts at a multiple of this many bytes.
 inline constexpr int64_t kArenaAlignment = 256;
 
+/// The CUDA backend's cuBLASLt workspace, allocated beside the arena when a
+/// rank starts: what cuBLASLt's Hopper kernels may ask for. A CUDA
+/// program's predicted peak is its arena and this (describe_program).
+inline constexpr int64_t kCudaGemmWorkspaceBytes = int64_t(32) << 20;
+
+/// Bytes of the workspace the compiler reserves for `attention_backward` on
+/// the CUDA backend in bf16 (the cuDNN and fused paths; the materialized
+/// path keeps its own scratch). cuDNN 9's SDPA backward (frontend 1.32,
+/// sm_90, its default algorithm) asks for dQ's f32 accumulator [B, H, T,
+/// hd]; with fewer key/value heads than query heads, dK and dV for every
+/// query head [B, H, T, hd] in bf16, which it then sums over the group; and
+/// one f32 a row and head; and 256 to 280 bytes more (the sizes it gave for
+/// 12 shapes on one H200, each within 280 bytes of this formula:
+/// docs/cuda-backend.md). The fused kernels need two f32 a row and head,
+/// which this holds. A cuDNN that asks for more runs on the rank's scratch,
+/// outside the plan.
+inline constexpr int64_t attentionBackwardWorkspaceBytes(
+    DType compute, int64_t batch, int64_t tokens, int64_t heads,
+    int64_t kvHeads, int64_t headDim) {
+  const int64_t rows = batch * heads * tokens;
+  return rows * headDim * 4 +
+         (kvHeads < heads ? 2 * rows * headDim * sizeOf(compute) : 0) +
+         rows * 4 + 4096;
+}
+
 } // namespace dprt
 
 #endif // DPRT_TYPES_H

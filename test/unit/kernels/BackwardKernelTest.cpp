@@ -409,7 +409,7 @@ TEST(AttentionBackward, MatchesSoftmaxJacobianReferenceWithGqaAndCausal) {
     cpu::attention_backward(r.get(), dt, q.data(), k.data(), v.data(), o.data(),
                             lse.data(), dout.data(), dq.data(), dk.data(),
                             dv.data(), s.batch, s.tokens, s.heads, s.kvHeads,
-                            s.headDim, s.causal);
+                            s.headDim, s.causal, nullptr);
     ref::AttentionGrads g = ref::attentionBackward(
         q.values(), k.values(), v.values(), dout.values(), s);
     ref::AttentionGrads terms =

@@ -337,7 +337,7 @@ struct Reference {
                             ref.v.data(), ref.o.data(), ref.lse.data(),
                             ref.dout.data(), ref.dq.data(), ref.dk.data(),
                             ref.dv.data(), c.batch, c.tokens, c.heads,
-                            c.kvHeads, c.headDim, c.causal);
+                            c.kvHeads, c.headDim, c.causal, nullptr);
   }
   Tensors ref;
 };

@@ -246,7 +246,7 @@ KernelStep tinyLmStep(DType dt, const ref::TinyLmShape &s, KernelParams &p,
         r, dt, val(b + "q", R * W), val(b + "k", R * KV), val(b + "v", R * KV),
         val(b + "a", R * W), accv(b + "lse", B * s.heads * T),
         val(b + "da", R * W), val(b + "dq", R * W), val(b + "dk", R * KV),
-        val(b + "dv", R * KV), B, T, s.heads, s.kvHeads, hd, true);
+        val(b + "dv", R * KV), B, T, s.heads, s.kvHeads, hd, true, nullptr);
     cpu::rope_backward(r, dt, val(b + "dq", R * W), val(b + "dq", R * W),
                        nullptr, B, T, s.heads, hd, s.theta, false);
     cpu::rope_backward(r, dt, val(b + "dk", R * KV), val(b + "dk", R * KV),
