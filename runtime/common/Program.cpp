@@ -104,7 +104,7 @@ void describe_program(ProgramSpec *spec, const char *model, const char *backend,
                       DType compute, int64_t physicalBatch, int64_t tokens,
                       int64_t maskOffset, int64_t lossOffset,
                       int64_t logitsOffset, int64_t classes,
-                      int64_t predictedPeakBytes) {
+                      int64_t planPeakInUseBytes) {
   const char *fn = "describe_program";
   if (!spec)
     throw std::runtime_error("describe_program: null ProgramSpec");
@@ -131,11 +131,11 @@ void describe_program(ProgramSpec *spec, const char *model, const char *backend,
   spec->tokens = tokens;
   DPRT_REQUIRE(classes >= 0, spec, fn, "classes must be >= 0, got " << classes);
   spec->classes = classes;
-  DPRT_REQUIRE(predictedPeakBytes >= 0 && predictedPeakBytes <= arenaBytes,
+  DPRT_REQUIRE(planPeakInUseBytes >= 0 && planPeakInUseBytes <= arenaBytes,
                spec, fn,
                "the plan's peak in use must be in [0, the arena], got "
-                   << predictedPeakBytes);
-  spec->planPeakInUseBytes = predictedPeakBytes;
+                   << planPeakInUseBytes);
+  spec->planPeakInUseBytes = planPeakInUseBytes;
   // What the rank allocates: the whole arena, whatever its peak in use,
   // and the CUDA backend's cuBLASLt workspace beside it. Kernel scratch
   // outside the plan (small reductions' partials; cuDNN's workspace where

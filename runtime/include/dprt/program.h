@@ -265,7 +265,7 @@ void describe_program(ProgramSpec *spec, const char *model, const char *backend,
                       DType compute, int64_t physicalBatch, int64_t tokens,
                       int64_t maskOffset, int64_t lossOffset,
                       int64_t logitsOffset, int64_t classes,
-                      int64_t predictedPeakBytes);
+                      int64_t planPeakInUseBytes);
 /// The per-sample loss's reduction over positions (dp.cross_entropy and
 /// dp.mse's per_sample).
 void describe_loss(ProgramSpec *spec, Reduction perSample);

@@ -103,6 +103,28 @@ TEST(Program, RejectsBuffersOutsideTheArena) {
   EXPECT_NE(error.find("the step state"), std::string::npos) << error;
 }
 
+// The report's prediction is what a rank allocates: the arena, whatever
+// the plan's peak in use below it, and on CUDA the cuBLASLt workspace.
+TEST(Program, PredictsTheArenaAndTheBackendsWorkspace) {
+  ProgramSpec cpu, cuda;
+  describe_program(&cpu, "m", "cpu", 1, 65536, 0, DType::F32, 1, 1, -1, -1, -1,
+                   0, 60000);
+  EXPECT_EQ(cpu.planPeakInUseBytes, 60000);
+  EXPECT_EQ(cpu.predictedPeakBytes, 65536);
+  describe_program(&cuda, "m", "cuda", 1, 65536, 0, DType::F32, 1, 1, -1, -1,
+                   -1, 0, 60000);
+  EXPECT_EQ(cuda.predictedPeakBytes, 65536 + kCudaGemmWorkspaceBytes);
+  ProgramSpec spec;
+  std::string error = errorOf([&] {
+    describe_program(&spec, "m", "cpu", 1, 65536, 0, DType::F32, 1, 1, -1, -1,
+                     -1, 0, 65537);
+  });
+  EXPECT_NE(error.find("the plan's peak in use must be in [0, the arena], got "
+                       "65537"),
+            std::string::npos)
+      << error;
+}
+
 TEST(Program, RejectsMisalignedBuffers) {
   ProgramSpec spec;
   describeMlp(&spec);
