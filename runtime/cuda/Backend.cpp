@@ -99,11 +99,21 @@ cudaStream_t streamOf(Rank *rank, int32_t index) {
   return deviceState(rank).streams[index];
 }
 
+namespace {
+
+/// A DPRT_* switch: unset or empty is `fallback`; 0, false and off are off.
+bool envFlag(const char *name, bool fallback) {
+  const char *v = std::getenv(name);
+  if (!v || !*v)
+    return fallback;
+  return !(std::strcmp(v, "0") == 0 || std::strcmp(v, "false") == 0 ||
+           std::strcmp(v, "off") == 0);
+}
+
+} // namespace
+
 bool allocLogEnabled() {
-  static const bool enabled = [] {
-    const char *v = std::getenv("DPRT_CUDA_ALLOC_LOG");
-    return v && *v && std::strcmp(v, "0") != 0;
-  }();
+  static const bool enabled = envFlag("DPRT_CUDA_ALLOC_LOG", false);
   return enabled;
 }
 
@@ -306,14 +316,6 @@ void checkArenaRange(Rank *rank, int64_t offset, int64_t bytes,
 }
 
 namespace {
-
-bool envFlag(const char *name, bool fallback) {
-  const char *v = std::getenv(name);
-  if (!v || !*v)
-    return fallback;
-  return !(std::strcmp(v, "0") == 0 || std::strcmp(v, "false") == 0 ||
-           std::strcmp(v, "off") == 0);
-}
 
 /// Runs `step` with the communication stream forked from and joined back
 /// into the compute stream.
