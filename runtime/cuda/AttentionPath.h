@@ -30,6 +30,24 @@ namespace dprt::cuda {
 
 enum class AttentionPath { Cudnn, Fused, Materialized };
 
+/// One call's shape: [B, T, H, hd] queries and [B, T, KV, hd] keys and
+/// values, rows of H hd (KV hd) elements.
+struct AttentionShape {
+  int64_t batch, tokens, heads, kvHeads, headDim;
+  bool causal;
+  int64_t group() const { return heads / kvHeads; }
+  int64_t ldq() const { return heads * headDim; }
+  int64_t ldk() const { return kvHeads * headDim; }
+  /// Element offset of query head (j0 * group + r) of sample b.
+  int64_t qOffset(int64_t b, int64_t j0, int64_t r) const {
+    return b * tokens * ldq() + (j0 * group() + r) * headDim;
+  }
+  /// Element offset of key/value head j0 of sample b.
+  int64_t kOffset(int64_t b, int64_t j0) const {
+    return b * tokens * ldk() + j0 * headDim;
+  }
+};
+
 /// The implementation tried first for compute type `dt` and head size
 /// `headDim` under the current DPRT_ATTENTION: Cudnn only in a build with
 /// the cuDNN path, Cudnn and Fused only for bf16 with head size 64 or 128.
